@@ -1,0 +1,141 @@
+"""The context handed to user code: it records effects and performs no I/O.
+
+One ``Context`` serves a whole key interval; the runtime points it at the current
+key and cause before each call (``begin``) and takes what was recorded afterwards
+(``effects``). If user code raises, the runtime discards the effects, so a failed
+record leaves no trace but its dead letter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mwcore import ids
+from mwcore.record import Production, TimeDomain
+
+_UNSET: Any = object()
+
+
+@dataclass(slots=True)
+class TimerOp:
+    """Set (``timestamp`` given) or clear (``timestamp`` None) the key's timer ``tag``."""
+
+    tag: str
+    timestamp: int | None
+    domain: TimeDomain
+    set_id: bytes
+
+
+@dataclass(slots=True)
+class Effects:
+    """What one call of user code asked for."""
+
+    state: Any = _UNSET  # _UNSET: untouched; None: cleared; else the new value
+    timer_ops: list[TimerOp] = field(default_factory=list)
+    productions: list[Production] = field(default_factory=list)
+    late_productions: int = 0
+
+    @property
+    def state_changed(self) -> bool:
+        return self.state is not _UNSET
+
+
+Encoder = Callable[[Any], bytes]
+
+
+class StateHandle:
+    """Read and write the current key's state."""
+
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    def get(self, default: Any = None) -> Any:
+        eff = self._ctx._effects
+        if eff.state is not _UNSET:
+            return default if eff.state is None else eff.state
+        value = self._ctx._load_state(self._ctx.key)
+        return default if value is None else value
+
+    def set(self, value: Any) -> None:
+        if value is None:
+            raise ValueError("state.set(None): use state.clear() to delete a key's state")
+        self._ctx._effects.state = value
+
+    def clear(self) -> None:
+        self._ctx._effects.state = None
+
+
+class TimerHandle:
+    """Set and clear the current key's timers, by tag."""
+
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    def set(self, tag: str, timestamp: int, domain: TimeDomain = TimeDomain.EVENT) -> None:
+        """Fire ``process_timer`` for this key at ``timestamp``; replaces a timer of the same tag."""
+        ctx = self._ctx
+        eff = ctx._effects
+        set_id = ids.derive(ctx._cause, 0x8000_0000 + len(eff.timer_ops))
+        eff.timer_ops.append(TimerOp(tag, int(timestamp), domain, set_id))
+
+    def clear(self, tag: str) -> None:
+        ctx = self._ctx
+        ctx._effects.timer_ops.append(TimerOp(tag, None, TimeDomain.EVENT, b""))
+
+
+class Context:
+    """What ``process_record`` and ``process_timer`` get: key, state, timers, produce."""
+
+    __slots__ = (
+        "key",
+        "_cause",
+        "_cause_ts",
+        "_effects",
+        "_encoders",
+        "_load_state",
+        "state",
+        "timers",
+    )
+
+    def __init__(self, encoders: dict[str, tuple[str, Encoder]], load_state: Callable[[str], Any]):
+        self.key = ""
+        self._cause = b""
+        self._cause_ts = 0
+        self._effects = Effects()
+        self._encoders = encoders  # stream -> (topic, encoder)
+        self._load_state = load_state
+        self.state = StateHandle(self)
+        self.timers = TimerHandle(self)
+
+    def begin(self, key: str, cause: bytes, cause_ts: int) -> None:
+        self.key = key
+        self._cause = cause
+        self._cause_ts = cause_ts
+        self._effects = Effects()
+
+    def effects(self) -> Effects:
+        return self._effects
+
+    def produce(self, stream: str, value: Any, timestamp: int, key: str | None = None) -> None:
+        """Produce ``value`` to the output ``stream``, keyed by ``key`` (default: this key).
+
+        ``timestamp`` must not be older than the record or timer being processed; a
+        violation is counted and logged by the runtime.
+        """
+        try:
+            topic, encode = self._encoders[stream]
+        except KeyError:
+            known = ", ".join(sorted(self._encoders))
+            raise KeyError(f"{stream!r} is not a declared output (declared: {known})") from None
+        eff = self._effects
+        if timestamp < self._cause_ts:
+            eff.late_productions += 1
+        out_key = self.key if key is None else key
+        pid = ids.derive(self._cause, len(eff.productions))
+        eff.productions.append(Production(pid, topic, out_key.encode(), encode(value), int(timestamp)))

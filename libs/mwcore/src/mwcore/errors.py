@@ -1,0 +1,40 @@
+"""The exception tree of mwcore: every error the kit raises derives from MwError."""
+
+from __future__ import annotations
+
+
+class MwError(Exception):
+    """Base of every error raised by mwcore."""
+
+
+class ConfigError(MwError):
+    """The configuration is invalid; the message says what to fix."""
+
+
+class FencedError(MwError):
+    """A write carried a sequencer token that is no longer the interval's current one.
+
+    The holder has lost the key interval to a successor (or Redis restarted and every
+    token it granted before is void). It must drop the interval's soft state.
+    """
+
+    def __init__(self, interval: str, token: str) -> None:
+        super().__init__(f"interval {interval}: token {token} is no longer current")
+        self.interval = interval
+        self.token = token
+
+
+class CheckpointError(MwError):
+    """A checkpoint was refused for a reason other than fencing (malformed arguments)."""
+
+
+class SerializationError(MwError):
+    """A value could not be encoded or decoded (the record goes to the dead-letter topic)."""
+
+
+class UnknownSchemaError(SerializationError):
+    """The writer schema of a message is not in the schema registry."""
+
+
+class TimestampError(MwError):
+    """A production carries a timestamp older than the record or timer it derives from."""

@@ -1,0 +1,59 @@
+"""Value types handed to and produced by computations."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+
+class TimeDomain(enum.Enum):
+    """Which clock a timer follows."""
+
+    EVENT = "event"  # fires once the computation's input low watermark passes it
+    WALL = "wall"  # fires once the wall clock reaches it
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One input record as user code sees it.
+
+    ``value`` is the decoded Avro datum (a dict for records). ``id`` is the unique
+    16-byte record id that exactly-once delivery deduplicates on.
+    """
+
+    key: str
+    value: Any
+    timestamp: int
+    id: bytes
+    stream: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Timer:
+    """A timer firing as user code sees it."""
+
+    key: str
+    tag: str
+    timestamp: int
+    domain: TimeDomain
+
+
+@dataclass(frozen=True, slots=True)
+class Production:
+    """An encoded output record, ready for Kafka, kept pending in the checkpoint."""
+
+    id: bytes
+    topic: str
+    key: bytes | None
+    value: bytes
+    timestamp: int
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+    def kafka_headers(self) -> list[tuple[str, bytes]]:
+        return [(ID_HEADER, self.id), *self.headers]
+
+
+ID_HEADER = "mw-id"

@@ -1,0 +1,179 @@
+"""The Redis checkpoint store (see scripts.py for the two scripts it runs)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+import redis
+
+from mwcore import scripts
+from mwcore.checkpoint import Checkpoint, Snapshot, decode_production, encode_production
+from mwcore.errors import CheckpointError, FencedError
+from mwcore.store import IntervalId
+from mwcore.timers import decode_entry
+
+TokenScheme = Literal["safe", "counter-only"]
+
+
+class IntervalKeys:
+    __slots__ = ("token", "grants", "state", "timers", "pending", "seen", "positions", "meta")
+
+    def __init__(self, interval: IntervalId, prefix: str = "mw") -> None:
+        base = f"{prefix}:{interval.tag()}"
+        self.token = f"{base}:token"
+        self.grants = f"{base}:grants"
+        self.state = f"{base}:state"
+        self.timers = f"{base}:timers"
+        self.pending = f"{base}:pending"
+        self.seen = f"{base}:seen"
+        self.positions = f"{base}:pos"
+        self.meta = f"{base}:meta"
+
+    def commit_keys(self) -> list[str]:
+        return [
+            self.token,
+            self.state,
+            self.timers,
+            self.pending,
+            self.seen,
+            self.positions,
+            self.meta,
+        ]
+
+
+class RedisCheckpointStore:
+    """Checkpoints in Redis, one hash tag per interval.
+
+    ``fencing=False`` and ``token_scheme="counter-only"`` exist only so the tests'
+    negative controls can show what goes wrong without them.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        fencing: bool = True,
+        token_scheme: TokenScheme = "safe",
+        retries: int = 5,
+    ) -> None:
+        self._r = client
+        self._fencing = fencing
+        self._scheme = token_scheme
+        self._retries = retries
+        self._grant = client.register_script(scripts.GRANT)
+        self._commit = client.register_script(scripts.COMMIT)
+        self._keys: dict[IntervalId, IntervalKeys] = {}
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: object) -> RedisCheckpointStore:
+        client = redis.Redis.from_url(url, socket_keepalive=True, health_check_interval=10)
+        return cls(client, **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def client(self) -> redis.Redis:
+        return self._r
+
+    def keys(self, interval: IntervalId) -> IntervalKeys:
+        k = self._keys.get(interval)
+        if k is None:
+            k = self._keys[interval] = IntervalKeys(interval)
+        return k
+
+    def grant(self, interval: IntervalId, owner: str) -> str:
+        k = self.keys(interval)
+        nonce = os.urandom(8).hex()
+        raw = self._grant(keys=[k.token, k.grants, k.meta], args=[nonce, owner, self._scheme])
+        return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    def recover(self, interval: IntervalId, token: str) -> Snapshot:
+        k = self.keys(interval)
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hgetall(k.positions)
+        pipe.hgetall(k.timers)
+        pipe.hgetall(k.pending)
+        pipe.hget(k.meta, "commits")
+        positions_raw, timers_raw, pending_raw, commits = pipe.execute()
+        seen = [member for member, _ in self._r.zscan_iter(k.seen, count=10_000)]
+        return Snapshot(
+            token=token,
+            positions={f.decode(): int(v) for f, v in positions_raw.items()},
+            timers=[decode_entry(f, v) for f, v in timers_raw.items()],
+            pending=[decode_production(pid, v) for pid, v in pending_raw.items()],
+            seen=seen,
+            commits=int(commits or 0),
+        )
+
+    def load_state(self, interval: IntervalId, keys: Sequence[bytes]) -> list[bytes | None]:
+        if not keys:
+            return []
+        result: list[bytes | None] = self._r.hmget(self.keys(interval).state, list(keys))
+        return result
+
+    def seen(self, interval: IntervalId, record_ids: Sequence[bytes]) -> list[bool]:
+        if not record_ids:
+            return []
+        scores = self._r.zmscore(self.keys(interval).seen, list(record_ids))
+        return [s is not None for s in scores]
+
+    def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
+        args = self._commit_args(token, checkpoint)
+        keys = self.keys(interval).commit_keys()
+        delay = 0.05
+        for attempt in range(self._retries + 1):
+            try:
+                return int(self._commit(keys=keys, args=args))
+            except redis.ResponseError as exc:
+                text = str(exc)
+                if text.startswith("FENCED"):
+                    raise FencedError(str(interval), token) from exc
+                raise CheckpointError(f"{interval}: {text}") from exc
+            except (redis.ConnectionError, redis.TimeoutError):
+                # Re-applying a checkpoint is idempotent (it only sets values), and the
+                # token check still guards it, so a retry after a lost reply is safe.
+                if attempt == self._retries:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        raise AssertionError("unreachable")
+
+    def _commit_args(self, token: str, cp: Checkpoint) -> list[bytes | str | int]:
+        args: list[bytes | str | int] = [token, "1" if self._fencing else "0"]
+        sets = [(k, v) for k, v in cp.state.items() if v is not None]
+        dels = [k for k, v in cp.state.items() if v is None]
+        args.append(len(sets))
+        for k, v in sets:
+            args += (k, v)  # type: ignore[arg-type]
+        args.append(len(dels))
+        args += dels
+        tsets = [(f, v) for f, v in cp.timers.items() if v is not None]
+        tdels = [f for f, v in cp.timers.items() if v is None]
+        args.append(len(tsets))
+        for f, v in tsets:
+            args += (f, v)  # type: ignore[arg-type]
+        args.append(len(tdels))
+        args += tdels
+        args.append(len(cp.productions))
+        for p in cp.productions:
+            args += (p.id, encode_production(p))
+        args.append(len(cp.acked))
+        args += cp.acked
+        args.append(len(cp.seen))
+        for rid, ts in cp.seen.items():
+            args += (ts, rid)
+        args.append(len(cp.positions))
+        for f, off in cp.positions.items():
+            args += (f, off)
+        return args
+
+    def commits_by_token(self, interval: IntervalId) -> dict[str, int]:
+        """How many commits each token got accepted (an audit trail for the tests)."""
+        raw = self._r.hgetall(self.keys(interval).meta)
+        out: dict[str, int] = {}
+        for f, v in raw.items():
+            name = f.decode()
+            if name.startswith("c:"):
+                out[name[2:]] = int(v)
+        return out

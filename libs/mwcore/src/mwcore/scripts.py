@@ -1,0 +1,93 @@
+"""Lua scripts of the Redis checkpoint store, registered once per connection pool.
+
+All keys of one interval share a hash tag, so each script runs on one Redis Cluster
+slot. Tokens are ``<redis run id>:<grant counter>:<random nonce>``: the nonce makes
+a repeat impossible even if the counter rolls back with a lost AOF tail, and the run
+id voids every token granted before a Redis restart (a rolled-back Redis may hold an
+old token as current; its holder's soft state could be ahead of what survived).
+"""
+
+from __future__ import annotations
+
+# KEYS[1] token   KEYS[2] grant counter   KEYS[3] meta hash
+# ARGV[1] random nonce   ARGV[2] owner description   ARGV[3] "safe" | "counter-only"
+# Returns the new token. "counter-only" is the unsafe scheme, kept for a negative control.
+GRANT = """
+local n = redis.call('INCR', KEYS[2])
+local token
+if ARGV[3] == 'counter-only' then
+  token = tostring(n)
+else
+  local run_id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+  token = run_id .. ':' .. n .. ':' .. ARGV[1]
+end
+redis.call('SET', KEYS[1], token)
+redis.call('HSET', KEYS[3], 'owner', ARGV[2], 'token', token)
+return token
+"""
+
+# KEYS[1] token  KEYS[2] state  KEYS[3] timers  KEYS[4] pending  KEYS[5] seen
+# KEYS[6] positions  KEYS[7] meta
+# ARGV[1] token  ARGV[2] "1" checks the token, "0" skips the check (negative controls only)
+# ARGV[3..] eight sections, each a count n then its items:
+#   1 state set    n pairs (key, value)      2 state delete   n keys
+#   3 timer set    n pairs (field, value)    4 timer delete   n fields
+#   5 pending set  n pairs (id, production)  6 pending delete n ids
+#   7 seen         n pairs (timestamp, id)   8 positions      n pairs (field, next offset)
+# Steps: (1) parse and validate every section, (2) check the token and the run id,
+# (3) write. Nothing is written before steps 1 and 2 pass (a Lua script is not rolled
+# back on error). Returns the interval's commit count; errors start FENCED or BADARGS.
+COMMIT = """
+local argc = #ARGV
+local sections = {}
+local i = 3
+for s = 1, 8 do
+  local n = tonumber(ARGV[i])
+  if n == nil or n < 0 then return redis.error_reply('BADARGS section ' .. s .. ' count') end
+  local width = 2
+  if s == 2 or s == 4 or s == 6 then width = 1 end
+  local first = i + 1
+  local last = i + n * width
+  if last > argc then return redis.error_reply('BADARGS section ' .. s .. ' overruns') end
+  if s == 7 or s == 8 then
+    for j = first, last, 2 do
+      local num = ARGV[(s == 7) and j or (j + 1)]
+      if tonumber(num) == nil then return redis.error_reply('BADARGS section ' .. s .. ' number') end
+    end
+  end
+  sections[s] = {first, last}
+  i = last + 1
+end
+if i ~= argc + 1 then return redis.error_reply('BADARGS trailing arguments') end
+
+if ARGV[2] == '1' then
+  local current = redis.call('GET', KEYS[1])
+  if current ~= ARGV[1] then return redis.error_reply('FENCED token') end
+  local colon = string.find(ARGV[1], ':', 1, true)
+  if colon then
+    local run_id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+    if string.sub(ARGV[1], 1, colon - 1) ~= run_id then
+      return redis.error_reply('FENCED redis restarted')
+    end
+  end
+end
+
+local function apply(cmd, key, s)
+  local first, last = sections[s][1], sections[s][2]
+  local chunk = 2000
+  for a = first, last, chunk do
+    local b = math.min(a + chunk - 1, last)
+    redis.call(cmd, key, unpack(ARGV, a, b))
+  end
+end
+apply('HSET', KEYS[2], 1)
+apply('HDEL', KEYS[2], 2)
+apply('HSET', KEYS[3], 3)
+apply('HDEL', KEYS[3], 4)
+apply('HSET', KEYS[4], 5)
+apply('HDEL', KEYS[4], 6)
+apply('ZADD', KEYS[5], 7)
+apply('HSET', KEYS[6], 8)
+redis.call('HINCRBY', KEYS[7], 'c:' .. ARGV[1], 1)
+return redis.call('HINCRBY', KEYS[7], 'commits', 1)
+"""

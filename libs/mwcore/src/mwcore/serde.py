@@ -1,0 +1,136 @@
+"""Avro serde: schemas from ``schemas/*.avsc``, values in Avro single-object encoding.
+
+Every message starts with the two marker bytes ``C3 01`` and the 8-byte little-endian
+CRC-64-AVRO fingerprint of the writer schema's canonical form, then the Avro body. A
+reader looks the writer schema up by fingerprint and resolves it against its own
+(reader) schema, so streams can evolve: old and new writers are read alike.
+
+Several versions of one named schema may live side by side; each file may carry an
+integer ``"version"`` attribute and the highest version is the one written and read.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+from mwcore.errors import ConfigError, SerializationError, UnknownSchemaError
+
+MAGIC = b"\xc3\x01"
+HEADER_LEN = 10
+_FP = struct.Struct("<Q")
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    name: str
+    version: int
+    parsed: Any  # fastavro parsed schema
+    fingerprint: int
+    path: Path | None
+
+
+def _fingerprint(parsed: Any) -> int:
+    hex_fp = fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO")
+    return int(hex_fp, 16)
+
+
+@dataclass
+class SchemaRegistry:
+    """All known schemas, by full name (latest version) and by fingerprint (every version)."""
+
+    _latest: dict[str, SchemaVersion] = field(default_factory=dict)
+    _by_fp: dict[int, SchemaVersion] = field(default_factory=dict)
+    _named: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_directory(cls, root: str | Path) -> SchemaRegistry:
+        root = Path(root)
+        if not root.is_dir():
+            raise ConfigError(f"schema directory {root} does not exist (set MW_SCHEMAS_DIR)")
+        registry = cls()
+        for path in sorted(root.rglob("*.avsc")):
+            try:
+                raw = json.loads(path.read_text())
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path}: not valid JSON: {exc}") from exc
+            registry.add(raw, path=path)
+        return registry
+
+    def add(self, raw: dict[str, Any], path: Path | None = None) -> SchemaVersion:
+        version = int(raw.get("version", 1))
+        try:
+            parsed = fastavro.parse_schema(dict(raw), named_schemas=dict(self._named))
+        except Exception as exc:  # fastavro raises several types for bad schemas
+            raise ConfigError(f"{path or raw.get('name')}: invalid Avro schema: {exc}") from exc
+        name = parsed["name"] if isinstance(parsed, dict) else str(parsed)
+        sv = SchemaVersion(name, version, parsed, _fingerprint(parsed), path)
+        self._by_fp[sv.fingerprint] = sv
+        current = self._latest.get(name)
+        if current is None or version >= current.version:
+            self._latest[name] = sv
+            self._named[name] = parsed
+        return sv
+
+    def latest(self, name: str) -> SchemaVersion:
+        try:
+            return self._latest[name]
+        except KeyError:
+            known = ", ".join(sorted(self._latest)) or "none"
+            raise ConfigError(f"unknown Avro schema {name!r} (known: {known})") from None
+
+    def by_fingerprint(self, fp: int) -> SchemaVersion:
+        try:
+            return self._by_fp[fp]
+        except KeyError:
+            raise UnknownSchemaError(f"no schema with fingerprint {fp:016x}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._latest)
+
+
+class AvroSerde:
+    """Encodes with one writer schema, decodes any known writer into one reader schema."""
+
+    __slots__ = ("_registry", "_schema", "_header")
+
+    def __init__(self, registry: SchemaRegistry, name: str) -> None:
+        self._registry = registry
+        self._schema = registry.latest(name)
+        self._header = MAGIC + _FP.pack(self._schema.fingerprint)
+
+    @property
+    def schema(self) -> SchemaVersion:
+        return self._schema
+
+    def encode(self, datum: Any) -> bytes:
+        buf = io.BytesIO()
+        buf.write(self._header)
+        try:
+            fastavro.schemaless_writer(buf, self._schema.parsed, datum)
+        except Exception as exc:
+            raise SerializationError(f"cannot encode as {self._schema.name}: {exc}") from exc
+        return buf.getvalue()
+
+    def decode(self, data: bytes) -> Any:
+        if len(data) < HEADER_LEN or data[:2] != MAGIC:
+            raise SerializationError("not Avro single-object encoded (bad marker)")
+        (fp,) = _FP.unpack_from(data, 2)
+        body = io.BytesIO(data[HEADER_LEN:])
+        reader = self._schema
+        try:
+            if fp == reader.fingerprint:
+                return fastavro.schemaless_reader(body, reader.parsed, None)
+            writer = self._registry.by_fingerprint(fp)
+            return fastavro.schemaless_reader(body, writer.parsed, reader.parsed)
+        except SerializationError:
+            raise
+        except Exception as exc:
+            raise SerializationError(f"cannot decode as {reader.name}: {exc}") from exc
