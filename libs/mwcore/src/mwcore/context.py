@@ -99,17 +99,24 @@ class Context:
         "_effects",
         "_encoders",
         "_load_state",
+        "_clock",
         "state",
         "timers",
     )
 
-    def __init__(self, encoders: dict[str, tuple[str, Encoder]], load_state: Callable[[str], Any]):
+    def __init__(
+        self,
+        encoders: dict[str, tuple[str, Encoder]],
+        load_state: Callable[[str], Any],
+        clock: Callable[[], int],
+    ) -> None:
         self.key = ""
         self._cause = b""
         self._cause_ts = 0
         self._effects = Effects()
         self._encoders = encoders  # stream -> (topic, encoder)
         self._load_state = load_state
+        self._clock = clock
         self.state = StateHandle(self)
         self.timers = TimerHandle(self)
 
@@ -121,6 +128,10 @@ class Context:
 
     def effects(self) -> Effects:
         return self._effects
+
+    def now_ms(self) -> int:
+        """Wall-clock time in ms from the runtime's clock (for wall-time timers)."""
+        return self._clock()
 
     def produce(self, stream: str, value: Any, timestamp: int, key: str | None = None) -> None:
         """Produce ``value`` to the output ``stream``, keyed by ``key`` (default: this key).

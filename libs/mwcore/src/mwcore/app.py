@@ -1,0 +1,62 @@
+"""Wiring: build a worker for a computation class from settings."""
+
+from __future__ import annotations
+
+import importlib
+
+import redis
+
+from mwcore.computation import Computation
+from mwcore.errors import ConfigError
+from mwcore.faults import Faults
+from mwcore.redis_store import RedisCheckpointStore
+from mwcore.serde import SchemaRegistry
+from mwcore.settings import WorkerSettings
+from mwcore.watermark import MAX_WATERMARK, FixedWatermark, RedisWatermark, WatermarkSource
+from mwcore.worker import Worker, WorkerConfig
+
+
+def load_computation(spec: str) -> type[Computation]:
+    """``package.module:ClassName`` -> the class, with a clear error if it is not one."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"{spec!r}: expected module:Class, e.g. services.windower.app:Windower")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name}: {exc}") from exc
+    cls = getattr(module, attr, None)
+    if not (isinstance(cls, type) and issubclass(cls, Computation)):
+        raise ConfigError(f"{spec!r} is not a Computation subclass")
+    cls.validate()
+    return cls
+
+
+def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
+    client = redis.Redis.from_url(settings.redis_url, socket_keepalive=True)
+    store = RedisCheckpointStore(client, fencing=not settings.unsafe_disable_fencing)
+    registry = SchemaRegistry.from_directory(settings.schemas_dir)
+    watermarks: WatermarkSource
+    if settings.watermark == "redis":
+        watermarks = RedisWatermark(client)
+    elif settings.watermark == "max":
+        watermarks = FixedWatermark(MAX_WATERMARK)
+    else:
+        watermarks = FixedWatermark()
+    config = WorkerConfig(
+        bootstrap=settings.bootstrap,
+        namespace=settings.namespace,
+        worker_id=settings.worker_id,
+        instance_id=settings.instance_id,
+        max_batch_records=settings.max_batch_records,
+        max_batch_delay_ms=settings.max_batch_delay_ms,
+    )
+    return Worker(
+        cls(),
+        config,
+        store,
+        registry,
+        watermarks,
+        faults=Faults(settings.faults, settings.fault_log),
+        exactly_once=False if settings.unsafe_disable_dedup else None,
+    )

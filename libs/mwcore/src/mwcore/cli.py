@@ -1,0 +1,82 @@
+"""The ``mw`` command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+from mwcore.errors import ConfigError
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mwcore import logs
+    from mwcore.app import build_worker, load_computation
+    from mwcore.settings import WorkerSettings
+
+    settings = WorkerSettings.load()
+    logs.configure(settings.log_level, settings.log_format)
+    cls = load_computation(args.computation)
+    worker = build_worker(cls, settings)
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    worker.run()
+    return 0
+
+
+def _stack(args: argparse.Namespace) -> int:
+    from mwcore.localstack import LocalStack
+
+    with LocalStack() as stack:
+        print(f"export MW_BOOTSTRAP={stack.bootstrap}")
+        print(f"export MW_REDIS_URL={stack.redis_url}", flush=True)
+        stopped = False
+
+        def _stop(signum: int, frame: FrameType | None) -> None:
+            nonlocal stopped
+            stopped = True
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        deadline = time.monotonic() + args.duration if args.duration else None
+        while not stopped and (deadline is None or time.monotonic() < deadline):
+            time.sleep(0.2)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mw", description="MillWheel-style stream processing")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one worker process of a computation")
+    run.add_argument("computation", help="module:Class of the computation")
+    run.set_defaults(func=_run)
+    stack = sub.add_parser("stack", help="start a local broker and Redis and print their addresses")
+    stack.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
+    stack.set_defaults(func=_stack)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except ConfigError as exc:
+        print(f"mw: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

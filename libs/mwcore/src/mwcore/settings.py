@@ -1,0 +1,69 @@
+"""Typed settings, read once from the environment (``MW_*``) at a process's edge."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from mwcore.errors import ConfigError
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class WorkerSettings(BaseSettings):
+    """Everything a worker process reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")
+
+    bootstrap: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
+    redis_url: str = Field(description="Redis URL of the checkpoint store, redis://host:port/db")
+    schemas_dir: Path = Field(description="directory of the Avro .avsc files")
+    namespace: str = "default"
+    worker_id: str = Field(default_factory=_default_worker_id)
+    instance_id: str | None = None
+    max_batch_records: int = Field(default=5000, ge=1)
+    max_batch_delay_ms: int = Field(default=10, ge=0)
+    watermark: Literal["redis", "none", "max"] = "redis"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "console"] = "json"
+    faults: str = ""
+    fault_log: str = ""
+    unsafe_disable_fencing: bool = False
+    unsafe_disable_dedup: bool = False
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _bootstrap(cls, v: str) -> str:
+        for part in v.split(","):
+            host, _, port = part.strip().rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"{part!r} is not host:port")
+        return v
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis(cls, v: str) -> str:
+        if not v.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return v
+
+    @classmethod
+    def load(cls) -> WorkerSettings:
+        try:
+            settings = cls()  # type: ignore[call-arg]
+        except ValidationError as exc:
+            lines = []
+            for err in exc.errors():
+                name = "MW_" + "_".join(str(p) for p in err["loc"]).upper()
+                lines.append(f"  {name}: {err['msg']}")
+            raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
+        if not settings.schemas_dir.is_dir():
+            raise ConfigError(f"MW_SCHEMAS_DIR={settings.schemas_dir} is not a directory")
+        return settings

@@ -1,0 +1,373 @@
+"""The worker: runs one computation over the key intervals its consumer group assigns.
+
+Loop, each turn:
+
+1. consume a chunk of messages and route them to their intervals (``Interval.process``);
+2. serve delivery reports (acknowledged productions are deleted in the next commit);
+3. fire due timers (event time on the input watermark, wall time on the clock);
+4. commit every interval whose batch is full or whose deadline passed: one fenced
+   checkpoint each, then send its productions.
+
+On assignment an interval is granted a fresh token, recovered from the store, its
+pending productions are re-sent, and its partitions are positioned at the offsets in
+the checkpoint (semantics I-2), never at the group's committed offsets. Those are
+mirrored to Kafka only for lag tools.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Message, Producer, TopicPartition
+
+from mwcore.checkpoint import position_field
+from mwcore.computation import Computation
+from mwcore.errors import FencedError
+from mwcore.faults import NO_FAULTS, Faults
+from mwcore.interval import Counters, InputBinding, Interval, IntervalDeps
+from mwcore.record import ID_HEADER, Production
+from mwcore.serde import AvroSerde, SchemaRegistry
+from mwcore.store import CheckpointStore, IntervalId
+from mwcore.transport import (
+    consumer_config,
+    dead_letter_stream,
+    ensure_topics,
+    producer_config,
+    topic_name,
+)
+from mwcore.watermark import WatermarkSource
+
+log = structlog.get_logger("mwcore.worker")
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    bootstrap: str
+    namespace: str = "default"
+    worker_id: str = "worker"
+    instance_id: str | None = None  # static group membership: fast restarts
+    max_batch_records: int = 5000
+    max_batch_delay_ms: int = 10
+    poll_records: int = 5000
+    mirror_offsets_s: float = 1.0
+    max_cache_keys: int = 100_000
+
+
+class Clock:
+    """Wall clock in milliseconds; tests substitute their own."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+def input_topics(comp: type[Computation] | Computation, namespace: str) -> dict[str, str]:
+    """topic -> stream for every input (re-keyed inputs read their repartition topic)."""
+    from mwcore.transport import rekey_stream
+
+    out: dict[str, str] = {}
+    for inp in comp.inputs:
+        stream = inp.stream if inp.key is None else rekey_stream(comp.name, inp.stream)
+        out[topic_name(namespace, stream)] = inp.stream
+    return out
+
+
+class Worker:
+    def __init__(
+        self,
+        computation: Computation,
+        config: WorkerConfig,
+        store: CheckpointStore,
+        registry: SchemaRegistry,
+        watermarks: WatermarkSource,
+        *,
+        clock: Clock | None = None,
+        faults: Faults = NO_FAULTS,
+        exactly_once: bool | None = None,
+        stream_schemas: dict[str, str] | None = None,
+    ) -> None:
+        computation.validate()
+        self.comp = computation
+        self.cfg = config
+        self.store = store
+        self.registry = registry
+        self.watermarks = watermarks
+        self.clock = clock or Clock()
+        self.faults = faults
+        self.counters = Counters()
+        self.intervals: dict[int, Interval] = {}
+        self._stopping = False
+        ns = config.namespace
+        self.group = topic_name(ns, f"mw.{computation.name}")
+        self.topics = input_topics(computation, ns)
+        schemas = stream_schemas or {}
+        codec = computation.state
+        codec.bind(registry)
+        inputs: dict[str, InputBinding] = {}
+        for inp in computation.inputs:
+            schema = inp.schema or schemas.get(inp.stream)
+            if schema is None:
+                from mwcore.errors import ConfigError
+
+                raise ConfigError(
+                    f"{computation.name}: input {inp.stream!r} needs a schema "
+                    f"(Input(..., schema=...) or the stream's declaration)"
+                )
+            serde = AvroSerde(registry, schema)
+            for topic, stream in self.topics.items():
+                if stream == inp.stream:
+                    inputs[topic] = InputBinding(inp.stream, serde)
+        encoders: dict[str, tuple[str, Callable[[Any], bytes]]] = {}
+        for out in computation.outputs:
+            encoders[out.stream] = (topic_name(ns, out.stream), AvroSerde(registry, out.schema).encode)
+        self.dead_letter_topic = topic_name(ns, dead_letter_stream(computation.name))
+        eo = computation.options.exactly_once if exactly_once is None else exactly_once
+        self.deps = IntervalDeps(
+            computation=computation,
+            store=store,
+            codec=codec,
+            inputs=inputs,
+            encoders=encoders,
+            dead_letter_topic=self.dead_letter_topic,
+            exactly_once=eo,
+            max_cache_keys=config.max_cache_keys,
+            faults=faults,
+            counters=self.counters,
+            on_error=lambda event, info: log.warning(event, computation=computation.name, **info),
+            clock=self.clock.now_ms,
+        )
+        self.producer = Producer(producer_config(config.bootstrap))
+        self.consumer: Consumer | None = None
+        self._last_mirror = 0.0
+        self._wm_cache = 0
+
+    # -- set-up ------------------------------------------------------------------------
+
+    def create_topics(self) -> None:
+        n = self.comp.partitions
+        topics = {t: n for t in self.topics}
+        for out in self.comp.outputs:
+            topics[topic_name(self.cfg.namespace, out.stream)] = out.partitions or n
+        topics[self.dead_letter_topic] = 1
+        ensure_topics(self.cfg.bootstrap, topics)
+
+    def _interval_id(self, partition: int) -> IntervalId:
+        return IntervalId(self.cfg.namespace, self.comp.name, partition)
+
+    # -- rebalance callbacks -------------------------------------------------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        by_interval: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp in partitions:
+            by_interval[tp.partition].append(tp)
+        for index, tps in by_interval.items():
+            interval = self.intervals.get(index)
+            if interval is None:
+                interval = self._acquire(index)
+            for tp in tps:
+                pos = interval.positions.get(position_field(tp.topic, tp.partition))
+                if pos is not None:
+                    tp.offset = pos
+                elif self.comp.options.start_from == "latest":
+                    tp.offset = OFFSET_END
+                else:
+                    tp.offset = OFFSET_BEGINNING
+        consumer.assign(partitions)
+        log.info(
+            "assigned",
+            computation=self.comp.name,
+            worker=self.cfg.worker_id,
+            intervals=sorted(by_interval),
+        )
+
+    def _acquire(self, index: int) -> Interval:
+        iid = self._interval_id(index)
+        token = self.store.grant(iid, self.cfg.worker_id)
+        snapshot = self.store.recover(iid, token)
+        interval = Interval(iid, snapshot, self.deps)
+        self.intervals[index] = interval
+        log.info(
+            "interval_acquired",
+            interval=str(iid),
+            token=token,
+            commits=snapshot.commits,
+            pending=len(snapshot.pending),
+            timers=len(snapshot.timers),
+            seen=len(snapshot.seen),
+        )
+        self._send(interval)
+        return interval
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        indexes = {tp.partition for tp in partitions}
+        for index in sorted(indexes):
+            interval = self.intervals.get(index)
+            if interval is not None:
+                self._commit(interval)
+                self._drain(interval, timeout_s=2.0)
+            self.intervals.pop(index, None)
+        consumer.unassign()
+        log.info("revoked", computation=self.comp.name, intervals=sorted(indexes))
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self.intervals.pop(tp.partition, None)
+        log.warning("partitions_lost", computation=self.comp.name)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.create_topics()
+        conf = consumer_config(self.cfg.bootstrap, self.group, self.cfg.instance_id)
+        self.consumer = Consumer(conf)
+        self.consumer.subscribe(
+            list(self.topics), on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        if self.consumer is None:
+            self.start()
+        try:
+            while not (self._stopping or should_stop()):
+                self.step()
+        finally:
+            self.shutdown()
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    def step(self) -> None:
+        assert self.consumer is not None
+        cfg = self.cfg
+        messages = self.consumer.consume(cfg.poll_records, self._poll_timeout())
+        if messages:
+            self._route(messages)
+        self.producer.poll(0)
+        self._fire_timers()
+        now = time.monotonic()
+        delay = cfg.max_batch_delay_ms / 1000
+        for interval in list(self.intervals.values()):
+            if interval.due(now, cfg.max_batch_records, delay):
+                self._commit(interval)
+        if now - self._last_mirror >= cfg.mirror_offsets_s:
+            self._last_mirror = now
+            self._mirror_offsets()
+
+    def _poll_timeout(self) -> float:
+        started = [i.batch_started for i in self.intervals.values() if i.batch_started is not None]
+        if not started:
+            return 0.05
+        remaining = min(started) + self.cfg.max_batch_delay_ms / 1000 - time.monotonic()
+        return max(0.0, min(0.05, remaining))
+
+    def _route(self, messages: list[Message]) -> None:
+        by_partition: dict[int, list[Message]] = defaultdict(list)
+        for m in messages:
+            if m.error() is not None:
+                continue
+            by_partition[m.partition()].append(m)
+        for index, msgs in by_partition.items():
+            interval = self.intervals.get(index)
+            if interval is None:
+                continue  # revoked meanwhile; the new owner reads from the checkpoint
+            interval.process(msgs)
+
+    def _fire_timers(self) -> None:
+        if not self.intervals:
+            return
+        wm = self.watermarks.input_watermark(self.comp.name)
+        now = self.clock.now_ms()
+        for interval in list(self.intervals.values()):
+            interval.fire_timers(wm, now)
+
+    def _commit(self, interval: Interval) -> bool:
+        self.faults.point("before_commit", lambda: self._describe(interval))
+        cp = interval.prepare()
+        if cp.is_empty():
+            interval._reset_batch()
+            return True
+        try:
+            commits = self.store.commit(interval.id, interval.token, cp)
+        except FencedError:
+            self.counters.fenced += 1
+            self.intervals.pop(interval.id.index, None)
+            log.warning("fenced", interval=str(interval.id), token=interval.token, worker=self.cfg.worker_id)
+            return False
+        self.counters.commits += 1
+        self.faults.point("after_commit", lambda: {"interval": str(interval.id)})
+        interval.committed(cp, commits)
+        self._send(interval)
+        return True
+
+    def _describe(self, interval: Interval) -> dict[str, Any]:
+        cp = interval.batch
+        return {
+            "interval": str(interval.id),
+            "token": interval.token,
+            "worker": self.cfg.worker_id,
+            "productions": [p.id.hex() for p in cp.productions],
+        }
+
+    def _send(self, interval: Interval) -> None:
+        produce = self.producer.produce
+        worker = self.cfg.worker_id.encode()
+        for p in interval.take_unsent():
+            cb = _Delivery(interval, p, self.faults)
+            headers = [(ID_HEADER, p.id), ("mw-sender", worker), *p.headers]
+            while True:
+                try:
+                    produce(p.topic, p.value, p.key, timestamp=p.timestamp, headers=headers, on_delivery=cb)
+                    break
+                except BufferError:
+                    self.producer.poll(0.05)
+
+    def _drain(self, interval: Interval, timeout_s: float) -> None:
+        """Wait for acknowledgements, then commit their deletion."""
+        self.producer.flush(timeout_s)
+        if interval.acked and interval.id.index in self.intervals:
+            self._commit(interval)
+
+    def _mirror_offsets(self) -> None:
+        if self.consumer is None:
+            return
+        offsets = []
+        for interval in self.intervals.values():
+            for fld, off in interval.positions.items():
+                topic, _, part = fld.rpartition(":")
+                offsets.append(TopicPartition(topic, int(part), off))
+        if offsets:
+            try:
+                self.consumer.commit(offsets=offsets, asynchronous=True)
+            except Exception as exc:  # lag mirroring is best effort
+                log.debug("offset_mirror_failed", error=str(exc))
+
+    def shutdown(self) -> None:
+        """Commit every batch, wait for acks, commit their deletion, leave the group."""
+        for interval in list(self.intervals.values()):
+            self._commit(interval)
+        self.producer.flush(10)
+        for interval in list(self.intervals.values()):
+            if interval.acked:
+                self._commit(interval)
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
+        log.info("stopped", computation=self.comp.name, worker=self.cfg.worker_id, **vars(self.counters))
+
+
+class _Delivery:
+    __slots__ = ("interval", "production", "faults")
+
+    def __init__(self, interval: Interval, production: Production, faults: Faults) -> None:
+        self.interval = interval
+        self.production = production
+        self.faults = faults
+
+    def __call__(self, err: object, msg: Message) -> None:
+        if err is None:
+            self.faults.point("after_produce", lambda: {"interval": str(self.interval.id)})
+        self.interval.delivered(self.production, err)
