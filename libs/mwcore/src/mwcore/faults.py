@@ -1,7 +1,8 @@
 """Fault injection for the crash and zombie tests.
 
 ``MW_FAULTS`` lists points with an action and a probability, e.g.
-``after_commit:kill:0.02,in_timer:kill:0.01`` or ``before_commit:stop:1:once``. When a
+``after_commit:kill:0.02,in_timer:kill:0.01`` or ``before_commit:stop:1:once:after=20``
+(``once``: fire at most once; ``after=N``: let the first N passes go by). When a
 point fires, a JSON line naming it (plus what the caller describes) is appended to
 ``MW_FAULT_LOG`` and the process sends itself SIGKILL, or SIGSTOP (a zombie to be).
 Points: ``mid_batch``, ``before_commit``, ``after_commit``, ``after_produce``,
@@ -29,6 +30,8 @@ class _Rule:
     action: str
     probability: float
     once: bool
+    after: int = 0
+    passes: int = 0
     fired: bool = False
 
 
@@ -44,7 +47,13 @@ class Faults:
                     f"MW_FAULTS entry {item!r}: want point:kill|stop:probability[:once], "
                     f"points {', '.join(POINTS)}"
                 )
-            self._rules[parts[0]] = _Rule(parts[1], float(parts[2]), "once" in parts[3:])
+            after = 0
+            for opt in parts[3:]:
+                if opt.startswith("after="):
+                    after = int(opt[len("after=") :])
+                elif opt != "once":
+                    raise ConfigError(f"MW_FAULTS entry {item!r}: unknown option {opt!r}")
+            self._rules[parts[0]] = _Rule(parts[1], float(parts[2]), "once" in parts[3:], after)
 
     @property
     def enabled(self) -> bool:
@@ -53,6 +62,9 @@ class Faults:
     def point(self, name: str, describe: Callable[[], dict[str, Any]] | None = None) -> None:
         rule = self._rules.get(name)
         if rule is None or (rule.once and rule.fired):
+            return
+        rule.passes += 1
+        if rule.passes <= rule.after:
             return
         if self._rng.random() >= rule.probability:
             return

@@ -22,10 +22,15 @@ class SourceWriter:
         self.serde = AvroSerde(registry, schema)
         self.producer = Producer(producer_config(bootstrap, **{"linger.ms": 20}))
         self.errors = 0
+        self.end_offsets: dict[int, int] = {}  # partition -> offset after the last acked record
 
-    def _on_delivery(self, err: object, msg: object) -> None:
+    def _on_delivery(self, err: object, msg: Any) -> None:
         if err is not None:
             self.errors += 1
+            return
+        p, off = msg.partition(), msg.offset()
+        if off + 1 > self.end_offsets.get(p, 0):
+            self.end_offsets[p] = off + 1
 
     def write(self, key: str, value: Any, timestamp: int, record_id: bytes | None = None) -> bytes:
         rid = record_id or ids.random_id()

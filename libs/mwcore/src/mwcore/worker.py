@@ -310,6 +310,7 @@ class Worker:
             "token": interval.token,
             "worker": self.cfg.worker_id,
             "productions": [p.id.hex() for p in cp.productions],
+            "tokens": {str(i.id): i.token for i in self.intervals.values()},
         }
 
     def _send(self, interval: Interval) -> None:

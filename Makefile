@@ -1,0 +1,36 @@
+# The README's commands. Each bootstraps what it needs on a fresh machine.
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: bootstrap test test-fast lint format up bench clean
+
+bootstrap:
+	@./scripts/bootstrap.sh
+
+## make test: lint and type checks, then every test (unit and system) on a local stack
+test: bootstrap lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+## make test-fast: unit tests of pure logic only
+test-fast: bootstrap
+	$(BIN)/pytest libs/mwcore/tests $(PYTEST_ARGS)
+
+lint: bootstrap
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: bootstrap
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+## make up: the pipeline on the embedded local stack (Ctrl-C stops it)
+up: bootstrap
+	$(BIN)/mw up $(UP_ARGS)
+
+bench: bootstrap
+	$(BIN)/python bench/throughput.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

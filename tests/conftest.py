@@ -1,0 +1,44 @@
+"""Fixtures for system tests: one local stack (Tansu + redis-server) per session.
+
+Each test works in its own namespace (topics, consumer groups and Redis keys), so
+tests share the stack without seeing each other.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from mwcore.localstack import LocalStack
+from mwcore.serde import SchemaRegistry
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    s = LocalStack(workdir=tmp_path_factory.mktemp("stack"))
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def registry() -> SchemaRegistry:
+    return SchemaRegistry.from_directory(ROOT / "schemas")
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"t{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def redis_client(stack: LocalStack) -> redis.Redis:
+    return redis.Redis.from_url(stack.redis_url)
