@@ -122,7 +122,8 @@ class Deployment:
         }
 
     def add_worker(self, name: str) -> WorkerProc:
-        w = WorkerProc(COMPUTATION, {**self.env(), "MW_INSTANCE_ID": name}, self.log_dir, name)
+        # Dynamic membership: on the local broker a stopped static member is never evicted.
+        w = WorkerProc(COMPUTATION, self.env(), self.log_dir, name)
         self.workers.append(w)
         return w
 

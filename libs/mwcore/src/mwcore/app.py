@@ -38,7 +38,7 @@ def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
     registry = SchemaRegistry.from_directory(settings.schemas_dir)
     watermarks: WatermarkSource
     if settings.watermark == "redis":
-        watermarks = RedisWatermark(client)
+        watermarks = RedisWatermark(client, prefix=f"mw:wm:{settings.namespace}")
     elif settings.watermark == "max":
         watermarks = FixedWatermark(MAX_WATERMARK)
     else:

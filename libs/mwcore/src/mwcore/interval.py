@@ -242,14 +242,14 @@ class Interval:
         self._add_dead_letter(rid, m.key(), m.value() or b"", ts, headers, m.topic())
 
     def _dead_letter_record(self, record: Record, exc: BaseException) -> None:
+        topic = next(t for t, b in self.deps.inputs.items() if b.stream == record.stream)
         headers = (
-            ("mw-source-topic", record.stream.encode()),
+            ("mw-source-topic", topic.encode()),
             ("mw-source-partition", str(record.partition).encode()),
             ("mw-source-offset", str(record.offset).encode()),
             ("mw-error", f"{type(exc).__name__}: {exc}".encode()[:4000]),
             ("mw-source-id", record.id),
         )
-        topic = next(t for t, b in self.deps.inputs.items() if b.stream == record.stream)
         serde = self.deps.inputs[topic].serde
         try:
             value = serde.encode(record.value)

@@ -58,6 +58,7 @@ def consumer_config(
         "partition.assignment.strategy": "range",  # co-partitioned inputs stay together
         "session.timeout.ms": 6000,
         "heartbeat.interval.ms": 1000,
+        "max.poll.interval.ms": 10_000,  # also the rebalance timeout: a stopped member holds a rebalance up to this
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 8_388_608,
         "queued.min.messages": 200_000,

@@ -33,7 +33,11 @@ class FixedWatermark:
 
 
 class RedisWatermark:
-    """Reads ``<prefix>:<computation>`` from Redis at most every ``refresh_s`` seconds."""
+    """Reads ``<prefix>:<computation>`` from Redis at most every ``refresh_s`` seconds.
+
+    The seam through which tests (and operators, in an emergency) drive a watermark by
+    hand; the watermark authority replaces it in a full deployment.
+    """
 
     def __init__(self, client: redis.Redis, prefix: str = "mw:wm", refresh_s: float = 0.05):
         self._r = client

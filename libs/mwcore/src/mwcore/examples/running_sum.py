@@ -30,6 +30,8 @@ class RunningSum(Computation):
     state = DataclassCodec(SumState)
 
     def process_record(self, ctx: Context, record: Record) -> None:
+        if record.value["n"] < 0:
+            raise ValueError(f"negative amount {record.value['n']}")  # goes to the dead letters
         st: SumState = ctx.state.get() or SumState()
         st.total += record.value["n"]
         st.count += 1
