@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import redis
-
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
 

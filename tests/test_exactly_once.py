@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
 from mwcore.source import SourceWriter
+
 from tests.conftest import ROOT
 from tests.support.procs import wait_until
 from tests.support.running_sum import Deployment, Injector, make_inputs, verify
@@ -30,9 +30,7 @@ FAULT_POINTS = {
 
 
 def _deploy(stack: LocalStack, namespace: str, tmp_path: Path, **env: str) -> Deployment:
-    return Deployment(
-        stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path, worker_env=env
-    )
+    return Deployment(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path, worker_env=env)
 
 
 @pytest.mark.exactly_once

@@ -7,19 +7,20 @@ none of the productions of its stale batch may reach Kafka from it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from mwcore.localstack import LocalStack
 from mwcore.redis_store import RedisCheckpointStore
 from mwcore.serde import SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.store import IntervalId
 from mwcore.transport import topic_name
+
 from tests.conftest import ROOT
 from tests.support.procs import wait_until
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, make_inputs, verify
@@ -59,7 +60,10 @@ def _zombie_scenario(
     stale_tokens: dict[str, str] = paused["tokens"]
     stale_ids = set(paused["productions"])
     assert len(stale_tokens) == PARTITIONS and stale_ids, paused
-    intervals = {str(IntervalId(namespace, "running_sum", i)): IntervalId(namespace, "running_sum", i) for i in range(PARTITIONS)}
+    intervals = {
+        str(IntervalId(namespace, "running_sum", i)): IntervalId(namespace, "running_sum", i)
+        for i in range(PARTITIONS)
+    }
 
     successor = dep.add_worker("b").start()
 
@@ -74,10 +78,8 @@ def _zombie_scenario(
     before = {n: store.commits_by_token(intervals[n]).get(t, 0) for n, t in stale_tokens.items()}
 
     zombie.resume()
-    try:
+    with contextlib.suppress(TimeoutError):  # without fencing nothing refuses it: see counters
         wait_until(lambda: '"fenced"' in zombie.logs(), 10, what="the zombie to be fenced")
-    except TimeoutError:
-        pass  # without fencing nothing refuses it; the counters below tell
     time.sleep(1.0)  # let it act on whatever it believes (send, delete) before it could rejoin
     logged_fenced = '"fenced"' in zombie.logs()
     zombie.kill()
@@ -91,9 +93,7 @@ def _zombie_scenario(
 
     sums = read_topic(stack.bootstrap, topic_name(namespace, "sums"))
     zombie_id = f"a-{zombie.starts}".encode()
-    stale_sent = sum(
-        1 for m in sums if m.headers.get("mw-sender") == zombie_id and m.id.hex() in stale_ids
-    )
+    stale_sent = sum(1 for m in sums if m.headers.get("mw-sender") == zombie_id and m.id.hex() in stale_ids)
     return ZombieOutcome(stale_tokens, accepted, stale_sent, logged_fenced, verify(inputs, registry, dep))
 
 

@@ -85,7 +85,9 @@ class WorkerProc:
         return self.alive and '"assigned"' in self.current_log()
 
     def logs(self) -> str:
-        return "\n".join(p.read_text(errors="replace") for p in sorted(self.log_dir.glob(f"{self.name}-*.log")))
+        return "\n".join(
+            p.read_text(errors="replace") for p in sorted(self.log_dir.glob(f"{self.name}-*.log"))
+        )
 
 
 def wait_until(predicate: object, timeout: float, interval: float = 0.1, what: str = "condition") -> None:

@@ -6,7 +6,6 @@ import uuid
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
-
 from mwcore.transport import consumer_config, partition_counts
 
 
@@ -50,7 +49,15 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list[Msg]:
                 eof.discard(m.partition())
                 _, ts = m.timestamp()
                 out.append(
-                    Msg(topic, m.partition(), m.offset(), m.key(), m.value() or b"", ts, dict(m.headers() or []))
+                    Msg(
+                        topic,
+                        m.partition(),
+                        m.offset(),
+                        m.key(),
+                        m.value() or b"",
+                        ts,
+                        dict(m.headers() or []),
+                    )
                 )
     finally:
         c.close()

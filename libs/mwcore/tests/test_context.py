@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from mwcore import ids
 from mwcore.context import Context
 from mwcore.record import TimeDomain

@@ -37,12 +37,7 @@ class Checkpoint:
 
     def is_empty(self) -> bool:
         return not (
-            self.state
-            or self.timers
-            or self.productions
-            or self.acked
-            or self.seen
-            or self.positions
+            self.state or self.timers or self.productions or self.acked or self.seen or self.positions
         )
 
 

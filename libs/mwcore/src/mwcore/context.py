@@ -93,13 +93,13 @@ class Context:
     """What ``process_record`` and ``process_timer`` get: key, state, timers, produce."""
 
     __slots__ = (
-        "key",
         "_cause",
         "_cause_ts",
+        "_clock",
         "_effects",
         "_encoders",
         "_load_state",
-        "_clock",
+        "key",
         "state",
         "timers",
     )

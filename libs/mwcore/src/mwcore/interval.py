@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import Message
 
@@ -33,6 +33,34 @@ from mwcore.store import CheckpointStore, IntervalId
 from mwcore.timers import TimerEntry, TimerQueue, encode_entry, field_of
 
 _ABSENT: Any = object()
+
+
+class Incoming(NamedTuple):
+    """The fields of a consumed Kafka message, read once."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    timestamp: int
+    id: bytes
+
+
+def _incoming(m: Message) -> Incoming:
+    topic = m.topic() or ""
+    partition = m.partition() or 0
+    offset = m.offset() or 0
+    rid = None
+    for name, value in m.headers() or ():  # type: ignore[str-unpack]
+        if name == ID_HEADER and isinstance(value, bytes) and len(value) == ids.ID_BYTES:
+            rid = value
+            break
+    if rid is None:
+        rid = ids.from_position(topic, partition, offset)
+    return Incoming(topic, partition, offset, m.key(), m.value() or b"", m.timestamp()[1], rid)
+
+
 DLQ_INDEX = 0xFFFF_FFFF
 
 
@@ -147,32 +175,24 @@ class Interval:
         self._touch()
         deps = self.deps
         counters = deps.counters
-        rids: list[bytes] = []
-        for m in messages:
-            rid = None
-            for name, value in m.headers() or ():
-                if name == ID_HEADER:
-                    rid = value
-                    break
-            if rid is None or len(rid) != ids.ID_BYTES:
-                rid = ids.from_position(m.topic(), m.partition(), m.offset())
-            rids.append(rid)
+        incoming = [_incoming(m) for m in messages]
+        rids = [i.id for i in incoming]
         dup = self._duplicates(rids) if deps.exactly_once else [False] * len(rids)
 
         positions = self.batch.positions
-        fresh: list[tuple[Message, bytes]] = []
-        for m, rid, is_dup in zip(messages, rids, dup, strict=True):
-            positions[position_field(m.topic(), m.partition())] = m.offset() + 1
+        fresh: list[Incoming] = []
+        for inc, is_dup in zip(incoming, dup, strict=True):
+            positions[position_field(inc.topic, inc.partition)] = inc.offset + 1
             if is_dup:
                 counters.duplicates += 1
                 continue
-            self.batch_seen.add(rid)
-            fresh.append((m, rid))
+            self.batch_seen.add(inc.id)
+            fresh.append(inc)
         self.positions.update(positions)
 
         records: list[Record] = []
-        for m, rid in fresh:
-            record = self._decode(m, rid)
+        for inc in fresh:
+            record = self._decode(inc)
             if record is not None:
                 records.append(record)
         self._preload({r.key for r in records})
@@ -213,33 +233,29 @@ class Interval:
                 result[i] = hit
         return result
 
-    def _decode(self, m: Message, rid: bytes) -> Record | None:
-        topic = m.topic()
-        binding = self.deps.inputs[topic]
-        raw_key = m.key()
+    def _decode(self, inc: Incoming) -> Record | None:
+        binding = self.deps.inputs[inc.topic]
         try:
-            if raw_key is None:
+            if inc.key is None:
                 raise SerializationError("record has no key")
-            key = raw_key.decode()
-            value = binding.serde.decode(m.value() or b"")
+            key = inc.key.decode()
+            value = binding.serde.decode(inc.value)
         except (SerializationError, UnicodeDecodeError) as exc:
-            self._dead_letter_message(m, rid, exc)
+            self._dead_letter_message(inc, exc)
             return None
-        _, ts = m.timestamp()
-        return Record(key, value, ts, rid, binding.stream, m.partition(), m.offset())
+        return Record(key, value, inc.timestamp, inc.id, binding.stream, inc.partition, inc.offset)
 
     # -- dead letters --------------------------------------------------------------------
 
-    def _dead_letter_message(self, m: Message, rid: bytes, exc: BaseException) -> None:
-        _, ts = m.timestamp()
+    def _dead_letter_message(self, inc: Incoming, exc: BaseException) -> None:
         headers = (
-            ("mw-source-topic", m.topic().encode()),
-            ("mw-source-partition", str(m.partition()).encode()),
-            ("mw-source-offset", str(m.offset()).encode()),
+            ("mw-source-topic", inc.topic.encode()),
+            ("mw-source-partition", str(inc.partition).encode()),
+            ("mw-source-offset", str(inc.offset).encode()),
             ("mw-error", f"{type(exc).__name__}: {exc}".encode()[:4000]),
-            ("mw-source-id", rid),
+            ("mw-source-id", inc.id),
         )
-        self._add_dead_letter(rid, m.key(), m.value() or b"", ts, headers, m.topic())
+        self._add_dead_letter(inc.id, inc.key, inc.value, inc.timestamp, headers, inc.topic)
 
     def _dead_letter_record(self, record: Record, exc: BaseException) -> None:
         topic = next(t for t, b in self.deps.inputs.items() if b.stream == record.stream)

@@ -19,7 +19,7 @@ TokenScheme = Literal["safe", "counter-only"]
 
 
 class IntervalKeys:
-    __slots__ = ("token", "grants", "state", "timers", "pending", "seen", "positions", "meta")
+    __slots__ = ("grants", "meta", "pending", "positions", "seen", "state", "timers", "token")
 
     def __init__(self, interval: IntervalId, prefix: str = "mw") -> None:
         base = f"{prefix}:{interval.tag()}"
@@ -109,13 +109,13 @@ class RedisCheckpointStore:
     def load_state(self, interval: IntervalId, keys: Sequence[bytes]) -> list[bytes | None]:
         if not keys:
             return []
-        result: list[bytes | None] = self._r.hmget(self.keys(interval).state, list(keys))
-        return result
+        result = self._r.hmget(self.keys(interval).state, list(keys))
+        return [v if isinstance(v, bytes) or v is None else v.encode() for v in result]
 
     def seen(self, interval: IntervalId, record_ids: Sequence[bytes]) -> list[bool]:
         if not record_ids:
             return []
-        scores = self._r.zmscore(self.keys(interval).seen, list(record_ids))
+        scores = self._r.zmscore(self.keys(interval).seen, list(record_ids))  # type: ignore[arg-type]
         return [s is not None for s in scores]
 
     def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
@@ -145,14 +145,14 @@ class RedisCheckpointStore:
         dels = [k for k, v in cp.state.items() if v is None]
         args.append(len(sets))
         for k, v in sets:
-            args += (k, v)  # type: ignore[arg-type]
+            args += (k, v)
         args.append(len(dels))
         args += dels
         tsets = [(f, v) for f, v in cp.timers.items() if v is not None]
         tdels = [f for f, v in cp.timers.items() if v is None]
         args.append(len(tsets))
         for f, v in tsets:
-            args += (f, v)  # type: ignore[arg-type]
+            args += (f, v)
         args.append(len(tdels))
         args += tdels
         args.append(len(cp.productions))
@@ -164,8 +164,8 @@ class RedisCheckpointStore:
         for rid, ts in cp.seen.items():
             args += (ts, rid)
         args.append(len(cp.positions))
-        for f, off in cp.positions.items():
-            args += (f, off)
+        for pos_field, off in cp.positions.items():
+            args += (pos_field, off)
         return args
 
     def commits_by_token(self, interval: IntervalId) -> dict[str, int]:
@@ -173,7 +173,7 @@ class RedisCheckpointStore:
         raw = self._r.hgetall(self.keys(interval).meta)
         out: dict[str, int] = {}
         for f, v in raw.items():
-            name = f.decode()
+            name = f.decode() if isinstance(f, bytes) else str(f)
             if name.startswith("c:"):
                 out[name[2:]] = int(v)
         return out

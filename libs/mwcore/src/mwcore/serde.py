@@ -99,7 +99,7 @@ class SchemaRegistry:
 class AvroSerde:
     """Encodes with one writer schema, decodes any known writer into one reader schema."""
 
-    __slots__ = ("_registry", "_schema", "_header")
+    __slots__ = ("_header", "_registry", "_schema")
 
     def __init__(self, registry: SchemaRegistry, name: str) -> None:
         self._registry = registry

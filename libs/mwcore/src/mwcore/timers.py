@@ -57,9 +57,7 @@ class TimerQueue:
 
     def set(self, entry: TimerEntry) -> None:
         self._live[(entry.key, entry.tag)] = entry
-        heapq.heappush(
-            self._heaps[entry.domain], (entry.timestamp, entry.key, entry.tag, entry.set_id)
-        )
+        heapq.heappush(self._heaps[entry.domain], (entry.timestamp, entry.key, entry.tag, entry.set_id))
 
     def clear(self, key: str, tag: str) -> TimerEntry | None:
         return self._live.pop((key, tag), None)

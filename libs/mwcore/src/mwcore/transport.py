@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from mwcore.errors import ConfigError
 
@@ -58,7 +58,8 @@ def consumer_config(
         "partition.assignment.strategy": "range",  # co-partitioned inputs stay together
         "session.timeout.ms": 6000,
         "heartbeat.interval.ms": 1000,
-        "max.poll.interval.ms": 10_000,  # also the rebalance timeout: a stopped member holds a rebalance up to this
+        # Also the rebalance timeout: how long a stopped member can hold up a rebalance.
+        "max.poll.interval.ms": 10_000,
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 8_388_608,
         "queued.min.messages": 200_000,
@@ -84,11 +85,9 @@ def ensure_topics(bootstrap: str, topics: Mapping[str, int], timeout: float = 30
     missing = [NewTopic(t, n, 1) for t, n in topics.items() if t not in existing]
     for t, n in topics.items():
         if t in existing and len(existing[t].partitions) != n:
-            raise ConfigError(
-                f"topic {t} has {len(existing[t].partitions)} partitions, expected {n}"
-            )
+            raise ConfigError(f"topic {t} has {len(existing[t].partitions)} partitions, expected {n}")
     if missing:
-        for topic, fut in admin.create_topics(missing, operation_timeout=timeout).items():
+        for fut in admin.create_topics(missing, operation_timeout=timeout).values():
             try:
                 fut.result()
             except KafkaException as exc:

@@ -269,7 +269,7 @@ class Worker:
         for m in messages:
             if m.error() is not None:
                 continue
-            by_partition[m.partition()].append(m)
+            by_partition[m.partition() or 0].append(m)
         for index, msgs in by_partition.items():
             interval = self.intervals.get(index)
             if interval is None:
@@ -318,7 +318,11 @@ class Worker:
         worker = self.cfg.worker_id.encode()
         for p in interval.take_unsent():
             cb = _Delivery(interval, p, self.faults)
-            headers = [(ID_HEADER, p.id), ("mw-sender", worker), *p.headers]
+            headers: list[tuple[str, str | bytes | None]] = [
+                (ID_HEADER, p.id),
+                ("mw-sender", worker),
+                *p.headers,
+            ]
             while True:
                 try:
                     produce(p.topic, p.value, p.key, timestamp=p.timestamp, headers=headers, on_delivery=cb)
@@ -361,7 +365,7 @@ class Worker:
 
 
 class _Delivery:
-    __slots__ = ("interval", "production", "faults")
+    __slots__ = ("faults", "interval", "production")
 
     def __init__(self, interval: Interval, production: Production, faults: Faults) -> None:
         self.interval = interval
