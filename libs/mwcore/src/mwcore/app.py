@@ -50,6 +50,7 @@ def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
         instance_id=settings.instance_id,
         max_batch_records=settings.max_batch_records,
         max_batch_delay_ms=settings.max_batch_delay_ms,
+        latency_out=settings.latency_out,
     )
     return Worker(
         cls(),

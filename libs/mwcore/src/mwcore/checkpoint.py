@@ -4,8 +4,9 @@ A ``Checkpoint`` accumulates the effects of one batch of an interval:
 
 1. state writes per key (encoded at commit time, once per key per batch),
 2. timer sets and clears,
-3. new pending productions (strong productions; weak ones not acknowledged in time),
-4. deletions of pending productions that Kafka has acknowledged since the last commit,
+3. new pending productions, as batches (one hash field each: the batch's strong
+   productions, and any weak ones not acknowledged in time),
+4. deletions of pending batches that Kafka has acknowledged in full since the last commit,
 5. the record ids newly seen (with their timestamps, for garbage collection),
 6. the interval's new input positions (topic/partition -> next offset).
 
@@ -23,14 +24,16 @@ from mwcore.timers import TimerEntry
 _H = struct.Struct(">H")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
+_LEN = struct.Struct(">I")
 
 
 @dataclass
 class Checkpoint:
     state: dict[bytes, bytes | None] = field(default_factory=dict)
     timers: dict[bytes, bytes | None] = field(default_factory=dict)
-    productions: list[Production] = field(default_factory=list)
-    acked: list[bytes] = field(default_factory=list)
+    productions: list[Production] = field(default_factory=list)  # strong, this batch
+    pending: dict[bytes, list[Production]] = field(default_factory=dict)  # set by prepare
+    acked: list[bytes] = field(default_factory=list)  # batch keys
     seen: dict[bytes, int] = field(default_factory=dict)
     positions: dict[str, int] = field(default_factory=dict)
     records: int = 0  # records and timer firings it covers (for metrics)
@@ -48,7 +51,7 @@ class Snapshot:
     token: str
     positions: dict[str, int]
     timers: list[TimerEntry]
-    pending: list[Production]
+    pending: dict[bytes, list[Production]]
     seen: list[bytes]
     commits: int
 
@@ -100,3 +103,23 @@ def decode_production(pid: bytes, data: bytes) -> Production:
         headers.append((name, data[pos : pos + vl]))
         pos += vl
     return Production(pid, topic, key, data[pos:], ts, tuple(headers))
+
+
+def encode_batch(productions: list[Production]) -> bytes:
+    """All productions of one pending batch, in one blob (the hash field's value)."""
+    parts = []
+    for p in productions:
+        body = encode_production(p)
+        parts += [_LEN.pack(len(body)), p.id, body]
+    return b"".join(parts)
+
+
+def decode_batch(blob: bytes) -> list[Production]:
+    out = []
+    pos = 0
+    while pos < len(blob):
+        (n,) = _LEN.unpack_from(blob, pos)
+        pid = blob[pos + 4 : pos + 20]
+        out.append(decode_production(pid, blob[pos + 20 : pos + 20 + n]))
+        pos += 20 + n
+    return out

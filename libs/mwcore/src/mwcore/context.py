@@ -9,7 +9,7 @@ record leaves no trace but its dead letter.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mwcore import ids
@@ -28,14 +28,16 @@ class TimerOp:
     set_id: bytes
 
 
-@dataclass(slots=True)
 class Effects:
-    """What one call of user code asked for."""
+    """What one call of user code asked for (made per call, so kept cheap)."""
 
-    state: Any = _UNSET  # _UNSET: untouched; None: cleared; else the new value
-    timer_ops: list[TimerOp] = field(default_factory=list)
-    productions: list[Production] = field(default_factory=list)
-    late_productions: int = 0
+    __slots__ = ("late_productions", "productions", "state", "timer_ops")
+
+    def __init__(self) -> None:
+        self.state: Any = _UNSET  # _UNSET: untouched; None: cleared; else the new value
+        self.timer_ops: list[TimerOp] = []
+        self.productions: list[Production] = []
+        self.late_productions = 0
 
     @property
     def state_changed(self) -> bool:

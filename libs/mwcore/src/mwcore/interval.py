@@ -27,12 +27,14 @@ from mwcore.computation import Computation
 from mwcore.context import Context, Effects
 from mwcore.errors import SerializationError
 from mwcore.faults import NO_FAULTS, Faults
+from mwcore.outbox import Outbox
 from mwcore.record import ID_HEADER, Production, Record, TimeDomain, Timer
 from mwcore.serde import AvroSerde
 from mwcore.store import CheckpointStore, IntervalId
 from mwcore.timers import TimerEntry, TimerQueue, encode_entry, field_of
 
 _ABSENT: Any = object()
+DLQ_INDEX = 0xFFFF_FFFF  # production index of a record's dead letter
 
 
 class Incoming(NamedTuple):
@@ -45,23 +47,6 @@ class Incoming(NamedTuple):
     value: bytes
     timestamp: int
     id: bytes
-
-
-def _incoming(m: Message) -> Incoming:
-    topic = m.topic() or ""
-    partition = m.partition() or 0
-    offset = m.offset() or 0
-    rid = None
-    for name, value in m.headers() or ():  # type: ignore[str-unpack]
-        if name == ID_HEADER and isinstance(value, bytes) and len(value) == ids.ID_BYTES:
-            rid = value
-            break
-    if rid is None:
-        rid = ids.from_position(topic, partition, offset)
-    return Incoming(topic, partition, offset, m.key(), m.value() or b"", m.timestamp()[1], rid)
-
-
-DLQ_INDEX = 0xFFFF_FFFF
 
 
 @dataclass
@@ -98,6 +83,7 @@ class IntervalDeps:
     max_cache_keys: int = 100_000
     faults: Faults = NO_FAULTS
     counters: Counters = field(default_factory=Counters)
+    record_latency: bool = False  # keep each batch's record timestamps (benchmarks)
     on_error: Callable[[str, dict[str, Any]], None] = lambda event, info: None
     clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000
 
@@ -116,13 +102,10 @@ class Interval:
         self.bloom = BloomFilter(capacity=max(200_000, 2 * len(snapshot.seen)))
         self.bloom.add_many(snapshot.seen)
         self.commits = snapshot.commits
-        # Productions checkpointed as pending: resend those of the snapshot first.
-        self.unsent: list[Production] = list(snapshot.pending)
-        self.pending: dict[bytes, Production] = {p.id: p for p in snapshot.pending}
-        self.weak_inflight: dict[bytes, Production] = {}
-        self.acked: list[bytes] = []
-        self.failed: list[Production] = []
-        self._acked_at = 0.0
+        # Pending batches of the snapshot are sent again first.
+        self.outbox = Outbox(snapshot.pending)
+        self.weak_buffer: list[Production] = []
+        self._batch_seq = 0
         self.ctx = Context(deps.encoders, self._state_for, deps.clock)
         self._reset_batch()
 
@@ -134,6 +117,7 @@ class Interval:
         self.batch_seen: set[bytes] = set()
         self.batch_started: float | None = None
         self.batch_records = 0
+        self.batch_timestamps: list[int] = []
 
     def _touch(self) -> None:
         if self.batch_started is None:
@@ -144,8 +128,13 @@ class Interval:
             return True
         started = self.batch_started
         if started is None:
-            return bool(self.acked) and not self.batch.productions and now - self._acked_at >= max_delay_s
+            acked = self.outbox.acked
+            return bool(acked) and now - self.outbox.first_acked_at >= max_delay_s
         return now - started >= max_delay_s
+
+    def _new_batch_key(self) -> bytes:
+        self._batch_seq += 1
+        return ids.derive(self.token.encode(), self._batch_seq)
 
     # -- state -------------------------------------------------------------------------
 
@@ -175,20 +164,39 @@ class Interval:
         self._touch()
         deps = self.deps
         counters = deps.counters
-        incoming = [_incoming(m) for m in messages]
+        incoming: list[Incoming] = []
+        last_offset: dict[tuple[str, int], int] = {}
+        from_position = ids.from_position
+        for m in messages:
+            topic = m.topic() or ""
+            partition = m.partition() or 0
+            offset = m.offset() or 0
+            rid = None
+            for name, hval in m.headers() or ():  # type: ignore[str-unpack]
+                if name == ID_HEADER:
+                    rid = hval
+                    break
+            if not isinstance(rid, bytes) or len(rid) != ids.ID_BYTES:
+                rid = from_position(topic, partition, offset)
+            incoming.append(
+                Incoming(topic, partition, offset, m.key(), m.value() or b"", m.timestamp()[1], rid)
+            )
+            last_offset[(topic, partition)] = offset
         rids = [i.id for i in incoming]
         dup = self._duplicates(rids) if deps.exactly_once else [False] * len(rids)
-
         positions = self.batch.positions
+        for (topic, partition), offset in last_offset.items():
+            positions[position_field(topic, partition)] = offset + 1
+        self.positions.update(positions)
+
         fresh: list[Incoming] = []
+        batch_seen = self.batch_seen
         for inc, is_dup in zip(incoming, dup, strict=True):
-            positions[position_field(inc.topic, inc.partition)] = inc.offset + 1
             if is_dup:
                 counters.duplicates += 1
                 continue
-            self.batch_seen.add(inc.id)
+            batch_seen.add(inc.id)
             fresh.append(inc)
-        self.positions.update(positions)
 
         records: list[Record] = []
         for inc in fresh:
@@ -213,6 +221,8 @@ class Interval:
             self._apply(record.key, ctx.effects())
         counters.records += len(records)
         self.batch_records += len(messages)
+        if deps.record_latency:
+            self.batch_timestamps.extend(r.timestamp for r in records)
 
     def _duplicates(self, rids: list[bytes]) -> list[bool]:
         maybe = self.bloom.contains_many(rids)
@@ -310,9 +320,7 @@ class Interval:
                 self.batch.timers[fld] = encode_entry(entry)
         if eff.productions:
             if self.comp.options.productions == "weak":
-                self.unsent.extend(eff.productions)
-                for p in eff.productions:
-                    self.weak_inflight[p.id] = p
+                self.weak_buffer.extend(eff.productions)
             else:
                 self.batch.productions.extend(eff.productions)
         if eff.late_productions:
@@ -378,11 +386,11 @@ class Interval:
         for key in self.dirty:
             value = self.cache[key]
             cp.state[key.encode()] = None if value is None else encode(value)
-        # Weak productions not acknowledged by now become pending, like strong ones.
-        for p in self.weak_inflight.values():
-            if p.id not in self.pending:
-                cp.productions.append(p)
-        cp.acked = list(self.acked)
+        if cp.productions:
+            cp.pending[self._new_batch_key()] = cp.productions
+        # Weak productions not acknowledged by now are checkpointed, like strong ones.
+        cp.pending.update(self.outbox.weak_for_checkpoint(self._new_batch_key))
+        cp.acked = list(self.outbox.acked)
         cp.records = self.batch_records
         return cp
 
@@ -390,37 +398,20 @@ class Interval:
         """The checkpoint is durable: its productions may now be sent."""
         self.commits = commits
         self.bloom.add_many(list(cp.seen))
-        del self.acked[: len(cp.acked)]
-        for p in cp.productions:
-            self.pending[p.id] = p
-            if p.id not in self.weak_inflight:
-                self.unsent.append(p)
-        self.weak_inflight.clear()
+        outbox = self.outbox
+        outbox.take_acked(len(cp.acked))
+        outbox.weak_committed()
+        if cp.productions:
+            for batch_key, productions in cp.pending.items():
+                if productions is cp.productions:
+                    outbox.committed(batch_key, productions)
         self._reset_batch()
         if len(self.cache) > self.deps.max_cache_keys:
             for key in list(self.cache)[: len(self.cache) - self.deps.max_cache_keys]:
                 del self.cache[key]
 
-    def take_unsent(self) -> list[Production]:
-        out, self.unsent = self.unsent, []
-        if self.failed:
-            out.extend(self.failed)
-            self.failed = []
-        return out
-
-    def delivered(self, production: Production, error: object) -> None:
-        """Kafka's delivery report for a production of this interval."""
-        if error is not None:
-            self.failed.append(production)  # resend it; its id makes a duplicate harmless
-            return
-        if production.id in self.pending:
-            del self.pending[production.id]
-            if not self.acked:
-                self._acked_at = time.monotonic()
-            self.acked.append(production.id)
-        else:
-            self.weak_inflight.pop(production.id, None)
-
-    @property
-    def in_flight(self) -> int:
-        return len(self.pending) + len(self.weak_inflight)
+    def flush_weak(self) -> None:
+        """Hand the weak productions of the last calls to the outbox for sending."""
+        if self.weak_buffer:
+            self.outbox.send_weak(self.weak_buffer)
+            self.weak_buffer = []

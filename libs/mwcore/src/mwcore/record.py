@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class TimeDomain(enum.Enum):
@@ -14,9 +14,8 @@ class TimeDomain(enum.Enum):
     WALL = "wall"  # fires once the wall clock reaches it
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One input record as user code sees it.
+class Record(NamedTuple):
+    """One input record as user code sees it (immutable).
 
     ``value`` is the decoded Avro datum (a dict for records). ``id`` is the unique
     16-byte record id that exactly-once delivery deduplicates on.
@@ -41,8 +40,7 @@ class Timer:
     domain: TimeDomain
 
 
-@dataclass(frozen=True, slots=True)
-class Production:
+class Production(NamedTuple):
     """An encoded output record, ready for Kafka, kept pending in the checkpoint."""
 
     id: bytes

@@ -10,8 +10,9 @@ from typing import Literal
 import redis
 
 from mwcore import scripts
-from mwcore.checkpoint import Checkpoint, Snapshot, decode_production, encode_production
+from mwcore.checkpoint import Checkpoint, Snapshot, decode_batch, encode_batch
 from mwcore.errors import CheckpointError, FencedError
+from mwcore.resp import FastScript
 from mwcore.store import IntervalId
 from mwcore.timers import decode_entry
 
@@ -64,7 +65,7 @@ class RedisCheckpointStore:
         self._scheme = token_scheme
         self._retries = retries
         self._grant = client.register_script(scripts.GRANT)
-        self._commit = client.register_script(scripts.COMMIT)
+        self._commit = FastScript(client, scripts.COMMIT)
         self._keys: dict[IntervalId, IntervalKeys] = {}
 
     @classmethod
@@ -101,7 +102,7 @@ class RedisCheckpointStore:
             token=token,
             positions={f.decode(): int(v) for f, v in positions_raw.items()},
             timers=[decode_entry(f, v) for f, v in timers_raw.items()],
-            pending=[decode_production(pid, v) for pid, v in pending_raw.items()],
+            pending={key: decode_batch(blob) for key, blob in pending_raw.items()},
             seen=seen,
             commits=int(commits or 0),
         )
@@ -124,7 +125,7 @@ class RedisCheckpointStore:
         delay = 0.05
         for attempt in range(self._retries + 1):
             try:
-                return int(self._commit(keys=keys, args=args))
+                return int(self._commit(keys, args))
             except redis.ResponseError as exc:
                 text = str(exc)
                 if text.startswith("FENCED"):
@@ -155,9 +156,9 @@ class RedisCheckpointStore:
             args += (f, v)
         args.append(len(tdels))
         args += tdels
-        args.append(len(cp.productions))
-        for p in cp.productions:
-            args += (p.id, encode_production(p))
+        args.append(len(cp.pending))
+        for key, productions in cp.pending.items():
+            args += (key, encode_batch(productions))
         args.append(len(cp.acked))
         args += cp.acked
         args.append(len(cp.seen))

@@ -33,6 +33,7 @@ class WorkerSettings(BaseSettings):
     watermark: Literal["redis", "none", "max"] = "redis"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
+    latency_out: str = ""
     faults: str = ""
     fault_log: str = ""
     unsafe_disable_fencing: bool = False

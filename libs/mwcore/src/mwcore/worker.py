@@ -16,6 +16,7 @@ mirrored to Kafka only for lag tools.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -30,7 +31,7 @@ from mwcore.computation import Computation
 from mwcore.errors import FencedError
 from mwcore.faults import NO_FAULTS, Faults
 from mwcore.interval import Counters, InputBinding, Interval, IntervalDeps
-from mwcore.record import ID_HEADER, Production
+from mwcore.record import ID_HEADER
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.store import CheckpointStore, IntervalId
 from mwcore.transport import (
@@ -56,6 +57,7 @@ class WorkerConfig:
     poll_records: int = 5000
     mirror_offsets_s: float = 1.0
     max_cache_keys: int = 100_000
+    latency_out: str = ""  # if set: record commit latency, write percentiles here at exit
 
 
 class Clock:
@@ -139,7 +141,9 @@ class Worker:
             counters=self.counters,
             on_error=lambda event, info: log.warning(event, computation=computation.name, **info),
             clock=self.clock.now_ms,
+            record_latency=bool(config.latency_out),
         )
+        self.latencies = LatencyRecorder() if config.latency_out else None
         self.producer = Producer(producer_config(config.bootstrap))
         self.consumer: Consumer | None = None
         self._last_mirror = 0.0
@@ -247,6 +251,11 @@ class Worker:
         if messages:
             self._route(messages)
         self.producer.poll(0)
+        for index, interval in self.intervals.items():
+            if interval.outbox.acked:  # acknowledged, their deletion not yet committed
+                self.faults.point("after_produce", functools.partial(dict, interval=index))
+            if interval.weak_buffer:
+                self._send(interval)
         self._fire_timers()
         now = time.monotonic()
         delay = cfg.max_batch_delay_ms / 1000
@@ -298,6 +307,8 @@ class Worker:
             log.warning("fenced", interval=str(interval.id), token=interval.token, worker=self.cfg.worker_id)
             return False
         self.counters.commits += 1
+        if self.latencies is not None:
+            self.latencies.add(self.clock.now_ms(), interval.batch_timestamps)
         self.faults.point("after_commit", lambda: {"interval": str(interval.id)})
         interval.committed(cp, commits)
         self._send(interval)
@@ -314,26 +325,29 @@ class Worker:
         }
 
     def _send(self, interval: Interval) -> None:
+        interval.flush_weak()
         produce = self.producer.produce
-        worker = self.cfg.worker_id.encode()
-        for p in interval.take_unsent():
-            cb = _Delivery(interval, p, self.faults)
-            headers: list[tuple[str, str | bytes | None]] = [
-                (ID_HEADER, p.id),
-                ("mw-sender", worker),
-                *p.headers,
-            ]
-            while True:
-                try:
-                    produce(p.topic, p.value, p.key, timestamp=p.timestamp, headers=headers, on_delivery=cb)
-                    break
-                except BufferError:
-                    self.producer.poll(0.05)
+        sender = self.cfg.worker_id.encode()
+        for batch in interval.outbox.take_to_send():
+            for p in batch.productions:
+                headers: list[tuple[str, str | bytes | None]] = [
+                    (ID_HEADER, p.id),
+                    ("mw-sender", sender),
+                    *p.headers,
+                ]
+                while True:
+                    try:
+                        produce(
+                            p.topic, p.value, p.key, timestamp=p.timestamp, headers=headers, on_delivery=batch
+                        )
+                        break
+                    except BufferError:
+                        self.producer.poll(0.05)
 
     def _drain(self, interval: Interval, timeout_s: float) -> None:
         """Wait for acknowledgements, then commit their deletion."""
         self.producer.flush(timeout_s)
-        if interval.acked and interval.id.index in self.intervals:
+        if interval.outbox.acked and interval.id.index in self.intervals:
             self._commit(interval)
 
     def _mirror_offsets(self) -> None:
@@ -356,23 +370,36 @@ class Worker:
             self._commit(interval)
         self.producer.flush(10)
         for interval in list(self.intervals.values()):
-            if interval.acked:
+            if interval.outbox.acked:
                 self._commit(interval)
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
         log.info("stopped", computation=self.comp.name, worker=self.cfg.worker_id, **vars(self.counters))
+        if self.latencies is not None:
+            self.latencies.write(self.cfg.latency_out)
 
 
-class _Delivery:
-    __slots__ = ("faults", "interval", "production")
+class LatencyRecorder:
+    """Commit latency of every record: commit time minus the record's timestamp."""
 
-    def __init__(self, interval: Interval, production: Production, faults: Faults) -> None:
-        self.interval = interval
-        self.production = production
-        self.faults = faults
+    def __init__(self) -> None:
+        self.samples: list[int] = []
 
-    def __call__(self, err: object, msg: Message) -> None:
-        if err is None:
-            self.faults.point("after_produce", lambda: {"interval": str(self.interval.id)})
-        self.interval.delivered(self.production, err)
+    def add(self, now_ms: int, timestamps: list[int]) -> None:
+        self.samples.extend(now_ms - ts for ts in timestamps)
+
+    def write(self, path: str) -> None:
+        import json
+
+        import numpy as np
+
+        data = np.array(self.samples or [0])
+        summary = {
+            "records": len(self.samples),
+            "median_ms": float(np.percentile(data, 50)),
+            "p99_ms": float(np.percentile(data, 99)),
+            "samples_ms": self.samples,
+        }
+        with open(path, "w") as fh:
+            json.dump(summary, fh)

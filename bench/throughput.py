@@ -1,0 +1,228 @@
+"""Throughput and latency of one exactly-once worker against the raw consumer ceiling.
+
+Run: ``make bench`` (or ``.venv/bin/python bench/throughput.py [--records N]``).
+
+1. Starts a local stack and loads N Avro records (10,000 keys, Zipf-skewed) into
+   ``events`` (4 partitions).
+2. (a) Ceiling: a plain confluent-kafka consumer reads and Avro-decodes them all.
+3. (b) One worker process of ``KeyedCount`` (exactly-once, strong productions; state,
+   dedup, checkpoint, productions all on) processes them all; timed from its first
+   commit to the checkpoint holding the end offsets of every partition.
+4. Latency: a fresh namespace fed at a steady 10,000 records/s; the worker records,
+   for every record, its commit time minus the record's timestamp (set when the
+   record was produced).
+
+Prints the figures; the last line is a JSON object with ``records_per_s``,
+``raw_consume_records_per_s`` and ``ratio`` among others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+from confluent_kafka import Consumer, TopicPartition
+from mwcore import ids
+from mwcore.localstack import LocalStack
+from mwcore.serde import AvroSerde, SchemaRegistry
+from mwcore.source import SourceWriter
+from mwcore.transport import consumer_config, ensure_topics, topic_name
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTITIONS = 4
+KEYS = 10_000
+
+
+def load(stack: LocalStack, registry: SchemaRegistry, topic: str, n: int) -> dict[int, int]:
+    rng = random.Random(1)
+    # Zipf-like skew: a few queries are very popular, most are rare.
+    weights = [1 / (i + 1) ** 1.1 for i in range(KEYS)]
+    keys = rng.choices([f"query-{i}" for i in range(KEYS)], weights, k=n)
+    writer = SourceWriter(stack.bootstrap, registry, topic, "mw.bench.Event")
+    encode = writer.serde.encode
+    base = int(time.time() * 1000)
+    for i, key in enumerate(keys):
+        value = encode({"query": key, "lang": "en", "latency_us": i % 997})
+        writer.write_raw(key.encode(), value, base + i // 1000, ids.random_id())
+        if i % 50_000 == 0:
+            writer.producer.poll(0)
+    writer.flush(120)
+    return writer.end_offsets
+
+
+def raw_consume(stack: LocalStack, registry: SchemaRegistry, topic: str, n: int) -> float:
+    serde = AvroSerde(registry, "mw.bench.Event")
+    c = Consumer(consumer_config(stack.bootstrap, f"raw-{os.getpid()}", **{"enable.partition.eof": True}))
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    count, eof, start = 0, set(), None
+    decode = serde.decode
+    while len(eof) < PARTITIONS:
+        for m in c.consume(5000, 1.0):
+            if m.error() is not None:
+                eof.add(m.partition())
+                continue
+            if start is None:
+                start = time.perf_counter()
+            decode(m.value())
+            count += 1
+    elapsed = time.perf_counter() - (start or time.perf_counter())
+    c.close()
+    assert count == n, f"raw consumer read {count} of {n}"
+    return count / elapsed
+
+
+def worker_env(stack: LocalStack, namespace: str, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "MW_BOOTSTRAP": stack.bootstrap,
+        "MW_REDIS_URL": stack.redis_url,
+        "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
+        "MW_NAMESPACE": namespace,
+        "MW_LOG_LEVEL": "warning",
+        "PYTHONPATH": str(ROOT),
+        **extra,
+    }
+
+
+def positions(r: redis.Redis, namespace: str, topic: str) -> list[int]:
+    return [
+        int(r.hget(f"mw:{{{namespace}/keyed_count/{p}}}:pos", f"{topic}:{p}") or 0) for p in range(PARTITIONS)
+    ]
+
+
+def run_worker(stack: LocalStack, namespace: str, topic: str, ends: dict[int, int]) -> dict[str, float]:
+    r = redis.Redis.from_url(stack.redis_url)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mwcore.cli", "run", "bench.keyed_count:KeyedCount"],
+        env=worker_env(stack, namespace),
+        cwd=ROOT,
+    )
+    try:
+        start = None
+        total = sum(ends.values())
+        while True:
+            pos = positions(r, namespace, topic)
+            done = sum(pos)
+            if start is None and done > 0:
+                start, start_done = time.perf_counter(), done
+            if all(pos[p] >= ends.get(p, 0) for p in range(PARTITIONS)):
+                break
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {proc.returncode}")
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - start  # type: ignore[operator]
+        return {"records_per_s": (total - start_done) / elapsed, "seconds": elapsed}
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def steady_latency(stack: LocalStack, registry: SchemaRegistry, rate: int, seconds: int) -> dict[str, float]:
+    namespace = f"lat{os.getpid()}"
+    topic = topic_name(namespace, "events")
+    ensure_topics(stack.bootstrap, {topic: PARTITIONS})
+    out = Path(tempfile.mkdtemp()) / "latency.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mwcore.cli", "run", "bench.keyed_count:KeyedCount"],
+        env=worker_env(stack, namespace, MW_LATENCY_OUT=str(out)),
+        cwd=ROOT,
+    )
+    r = redis.Redis.from_url(stack.redis_url)
+    writer = SourceWriter(stack.bootstrap, registry, topic, "mw.bench.Event")
+    # Low linger: the producer should not add batching delay of its own to the figure.
+    writer.producer = type(writer.producer)({**_producer_conf(stack.bootstrap), "linger.ms": 1})
+    encode = writer.serde.encode
+    rng = random.Random(2)
+    try:
+        # Wait until the worker owns its intervals (a first record round-trips).
+        writer.write_raw(
+            b"warmup", encode({"query": "warmup", "lang": "en", "latency_us": 0}), 0, ids.random_id()
+        )
+        writer.flush()
+        deadline = time.monotonic() + 60
+        while sum(positions(r, namespace, topic)) < 1:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the latency worker never committed")
+            time.sleep(0.05)
+        n = rate * seconds
+        start = time.perf_counter()
+        for i in range(n):
+            target = start + i / rate
+            delay = target - time.perf_counter()
+            if delay > 0:
+                writer.producer.poll(0)
+                time.sleep(delay)
+            key = f"query-{rng.randrange(KEYS)}"
+            value = encode({"query": key, "lang": "en", "latency_us": i})
+            writer.write_raw(key.encode(), value, time.time_ns() // 1_000_000, ids.random_id())
+        writer.flush()
+        ends = writer.end_offsets
+        while not all(positions(r, namespace, topic)[p] >= ends.get(p, 0) for p in range(PARTITIONS)):
+            time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    data = json.loads(out.read_text())
+    samples = sorted(data["samples_ms"][1:])  # drop the warm-up record
+    return {
+        "latency_rate_records_per_s": rate,
+        "latency_records": len(samples),
+        "latency_median_ms": samples[len(samples) // 2],
+        "latency_p99_ms": samples[int(len(samples) * 0.99)],
+    }
+
+
+def _producer_conf(bootstrap: str) -> dict[str, object]:
+    from mwcore.transport import producer_config
+
+    return producer_config(bootstrap)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--latency-seconds", type=int, default=20)
+    parser.add_argument("--latency-rate", type=int, default=10_000)
+    args = parser.parse_args()
+    registry = SchemaRegistry.from_directory(ROOT / "schemas")
+    with LocalStack() as stack:
+        namespace = f"bench{os.getpid()}"
+        topic = topic_name(namespace, "events")
+        ensure_topics(stack.bootstrap, {topic: PARTITIONS})
+        t = time.perf_counter()
+        ends = load(stack, registry, topic, args.records)
+        print(f"loaded {args.records} records in {time.perf_counter() - t:.1f}s", flush=True)
+        raw = raw_consume(stack, registry, topic, args.records)
+        print(f"(a) raw consume + Avro decode: {raw:,.0f} records/s", flush=True)
+        worker = run_worker(stack, namespace, topic, ends)
+        print(
+            f"(b) keyed count, exactly-once, strong productions: {worker['records_per_s']:,.0f} records/s",
+            flush=True,
+        )
+        latency = steady_latency(stack, registry, args.latency_rate, args.latency_seconds)
+        print(
+            f"latency at {args.latency_rate}/s: median {latency['latency_median_ms']} ms, "
+            f"p99 {latency['latency_p99_ms']} ms",
+            flush=True,
+        )
+    result = {
+        "records": args.records,
+        "keys": KEYS,
+        "records_per_s": round(worker["records_per_s"]),
+        "raw_consume_records_per_s": round(raw),
+        "ratio": round(worker["records_per_s"] / raw, 3),
+        **latency,
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

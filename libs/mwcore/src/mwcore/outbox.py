@@ -1,0 +1,102 @@
+"""Productions of one interval between their checkpoint and Kafka's acknowledgement.
+
+Strong productions are checkpointed as one *batch* (one Redis hash field holding all
+of a commit's productions), sent after the commit, and the batch is deleted by a
+later checkpoint once Kafka has acknowledged every production in it. A batch object
+is itself the delivery callback of its messages, so acknowledgement costs no
+allocation per message. A batch with a failed delivery is sent again whole (its ids
+make the duplicates harmless downstream).
+
+Weak productions are sent before the checkpoint; those still unacknowledged when
+the checkpoint is written go into it as a batch too (paper, figure 11).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from mwcore.record import Production
+
+
+class OutboxBatch:
+    __slots__ = ("checkpointed", "failed", "key", "outbox", "productions", "remaining")
+
+    def __init__(self, outbox: Outbox, key: bytes, productions: list[Production], checkpointed: bool):
+        self.outbox = outbox
+        self.key = key
+        self.productions = productions
+        self.remaining = len(productions)
+        self.failed = False
+        self.checkpointed = checkpointed
+
+    def __call__(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.failed = True
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.outbox._settled(self)
+
+
+class Outbox:
+    def __init__(self, recovered: dict[bytes, list[Production]] | None = None) -> None:
+        self.pending: dict[bytes, OutboxBatch] = {}  # checkpointed, not fully acknowledged
+        self.weak: list[OutboxBatch] = []  # sent before any checkpoint, not fully acknowledged
+        self.to_send: list[OutboxBatch] = []
+        self.acked: list[bytes] = []  # batch keys to delete in the next checkpoint
+        self.first_acked_at = 0.0
+        for key, productions in (recovered or {}).items():
+            batch = OutboxBatch(self, key, productions, checkpointed=True)
+            self.pending[key] = batch
+            self.to_send.append(batch)
+
+    def _settled(self, batch: OutboxBatch) -> None:
+        if batch.failed:
+            batch.failed = False
+            batch.remaining = len(batch.productions)
+            self.to_send.append(batch)
+            return
+        if batch.checkpointed:
+            self.pending.pop(batch.key, None)
+            if not self.acked:
+                self.first_acked_at = time.monotonic()
+            self.acked.append(batch.key)
+        else:
+            self.weak.remove(batch)
+
+    def committed(self, key: bytes, productions: list[Production]) -> None:
+        """A checkpoint holding ``productions`` under ``key`` is durable: send them."""
+        batch = OutboxBatch(self, key, productions, checkpointed=True)
+        self.pending[key] = batch
+        self.to_send.append(batch)
+
+    def send_weak(self, productions: list[Production]) -> None:
+        batch = OutboxBatch(self, b"", productions, checkpointed=False)
+        self.weak.append(batch)
+        self.to_send.append(batch)
+
+    def weak_for_checkpoint(self, make_key: Any) -> dict[bytes, list[Production]]:
+        """Name each unacknowledged weak batch, for the checkpoint being prepared."""
+        out: dict[bytes, list[Production]] = {}
+        for batch in self.weak:
+            batch.key = make_key()
+            out[batch.key] = batch.productions
+        return out
+
+    def weak_committed(self) -> None:
+        """The checkpoint holding the named weak batches is durable."""
+        for batch in self.weak:
+            batch.checkpointed = True
+            self.pending[batch.key] = batch
+        self.weak = []
+
+    def take_to_send(self) -> list[OutboxBatch]:
+        out, self.to_send = self.to_send, []
+        return out
+
+    def take_acked(self, n: int) -> None:
+        del self.acked[:n]
+
+    @property
+    def in_flight(self) -> int:
+        return sum(b.remaining for b in self.pending.values()) + sum(b.remaining for b in self.weak)
