@@ -52,6 +52,12 @@ def _stack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _up(args: argparse.Namespace) -> int:
+    from mwcore import up
+
+    return up.main(args.duration, args.rate)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mw", description="MillWheel-style stream processing")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -61,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     stack = sub.add_parser("stack", help="start a local broker and Redis and print their addresses")
     stack.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
     stack.set_defaults(func=_stack)
+    up = sub.add_parser("up", help="run the pipeline on a local broker and Redis, with a live view")
+    up.add_argument("--duration", type=float, default=None, help="stop after SECONDS; print a JSON summary")
+    up.add_argument("--rate", type=int, default=2000, help="records per second the generator injects")
+    up.set_defaults(func=_up)
     return parser
 
 

@@ -1,0 +1,187 @@
+"""``mw up``: a whole pipeline on the embedded local stack, with a live view.
+
+Starts a local broker and Redis, every computation of the pipeline as its own worker
+process, and a generator feeding the first stream; shows records in and out, commits
+and dead letters live; ``--duration`` stops it by itself and prints a JSON summary as
+the last line. Until the Zeitgeist services exist (issue 4) the pipeline is the
+running-sum example.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+import redis
+
+from mwcore.localstack import LocalStack
+from mwcore.serde import SchemaRegistry
+from mwcore.source import SourceWriter
+from mwcore.transport import ensure_topics, partition_counts
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    computations: tuple[str, ...]  # module:Class, one worker process each
+    source_stream: str
+    source_schema: str
+    output_streams: tuple[str, ...]
+    partitions: int = 4
+
+
+EXAMPLE = PipelineSpec(
+    computations=("mwcore.examples.running_sum:RunningSum", "mwcore.examples.running_sum:RunningSum"),
+    source_stream="numbers",
+    source_schema="mw.examples.Number",
+    output_streams=("sums", "totals"),
+)
+
+
+@dataclass
+class Status:
+    injected: int = 0
+    committed: int = 0
+    outputs: dict[str, int] = field(default_factory=dict)
+    workers_alive: int = 0
+
+
+def find_schemas_dir() -> Path:
+    env = os.environ.get("MW_SCHEMAS_DIR")
+    if env:
+        return Path(env)
+    for base in (Path.cwd(), *Path.cwd().parents):
+        if (base / "schemas").is_dir():
+            return base / "schemas"
+    raise SystemExit("mw up: no schemas/ directory found; run it from the repository or set MW_SCHEMAS_DIR")
+
+
+def _end_offsets(bootstrap: str, topic: str) -> int:
+    """Records in a topic: the sum of end offsets (read by consuming to EOF)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from mwcore.transport import consumer_config
+
+    n = partition_counts(bootstrap, [topic]).get(topic, 0)
+    if not n:
+        return 0
+    c = Consumer(consumer_config(bootstrap, f"mw-up-{os.getpid()}", **{"enable.partition.eof": True}))
+    total = 0
+    try:
+        for p in range(n):
+            # The fetch response's high watermark is right even where ListOffsets is not.
+            c.assign([TopicPartition(topic, p, 0)])
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                msgs = c.consume(1, 0.5)
+                if msgs:
+                    _, high = c.get_watermark_offsets(TopicPartition(topic, p), cached=True)
+                    total += max(high, 0)
+                    break
+    finally:
+        c.close()
+    return total
+
+
+def run(duration: float | None, rate: int, spec: PipelineSpec = EXAMPLE) -> dict[str, object]:
+    schemas = find_schemas_dir()
+    registry = SchemaRegistry.from_directory(schemas)
+    workdir = Path(tempfile.mkdtemp(prefix="mw-up-"))
+    stopping = False
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    with LocalStack(workdir=workdir) as stack:
+        ensure_topics(stack.bootstrap, {spec.source_stream: spec.partitions})
+        env = {
+            **os.environ,
+            "MW_BOOTSTRAP": stack.bootstrap,
+            "MW_REDIS_URL": stack.redis_url,
+            "MW_SCHEMAS_DIR": str(schemas),
+            "MW_LOG_LEVEL": "warning",
+        }
+        procs = []
+        for i, comp in enumerate(spec.computations):
+            log = open(workdir / f"worker-{i}.log", "wb")  # noqa: SIM115
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "mwcore.cli", "run", comp], env=env, stdout=log, stderr=log
+                )
+            )
+        writer = SourceWriter(stack.bootstrap, registry, spec.source_stream, spec.source_schema)
+        r = redis.Redis.from_url(stack.redis_url)
+        rng = random.Random()
+        status = Status()
+        start = time.monotonic()
+        last_view = 0.0
+        print(f"mw up: broker {stack.bootstrap}, redis {stack.redis_url}, logs in {workdir}", flush=True)
+        try:
+            while not stopping and (duration is None or time.monotonic() - start < duration):
+                target = int((time.monotonic() - start) * rate)
+                while status.injected < target:
+                    key = f"key-{rng.randrange(100)}"
+                    writer.write(key, {"n": rng.randint(1, 10)}, int(time.time() * 1000))
+                    status.injected += 1
+                writer.producer.poll(0)
+                now = time.monotonic()
+                if now - last_view >= 1.0:
+                    last_view = now
+                    status.workers_alive = sum(p.poll() is None for p in procs)
+                    status.committed = _committed_records(r, spec)
+                    view = (
+                        f"\r{now - start:6.0f}s  injected {status.injected:>9,}  "
+                        f"committed {status.committed:>9,}  workers {status.workers_alive}/{len(procs)}"
+                    )
+                    print(view, end="", file=sys.stderr, flush=True)
+                time.sleep(0.01)
+            writer.flush()
+            # Let the workers catch up with what was injected before summarising.
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and _committed_records(r, spec) < status.injected:
+                time.sleep(0.2)
+            status.committed = _committed_records(r, spec)
+            for stream in spec.output_streams:
+                status.outputs[stream] = _end_offsets(stack.bootstrap, stream)
+        finally:
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            for p in procs:
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+        print(file=sys.stderr)
+    return {
+        "pipeline": [c.split(":")[1] for c in spec.computations],
+        "seconds": round(time.monotonic() - start, 1),
+        "records_injected": status.injected,
+        "records_committed": status.committed,
+        "outputs": status.outputs,
+    }
+
+
+def _committed_records(r: redis.Redis, spec: PipelineSpec) -> int:
+    total = 0
+    for key in r.scan_iter(match="mw:{default/*}:pos", count=1000):
+        for pos_field, value in r.hgetall(key).items():
+            if pos_field.decode().startswith(f"{spec.source_stream}:"):
+                total += int(value)
+    return total
+
+
+def main(duration: float | None, rate: int) -> int:
+    summary = run(duration, rate)
+    print(json.dumps(summary))
+    return 0
