@@ -73,7 +73,9 @@ def _end_offsets(bootstrap: str, topic: str) -> int:
     n = partition_counts(bootstrap, [topic]).get(topic, 0)
     if not n:
         return 0
-    c = Consumer(consumer_config(bootstrap, f"mw-up-{os.getpid()}", **{"enable.partition.eof": True}))
+    conf = consumer_config(bootstrap, f"mw-up-{os.getpid()}")
+    conf["enable.partition.eof"] = True
+    c = Consumer(conf)
     total = 0
     try:
         for p in range(n):
@@ -176,7 +178,8 @@ def _committed_records(r: redis.Redis, spec: PipelineSpec) -> int:
     total = 0
     for key in r.scan_iter(match="mw:{default/*}:pos", count=1000):
         for pos_field, value in r.hgetall(key).items():
-            if pos_field.decode().startswith(f"{spec.source_stream}:"):
+            name = pos_field.decode() if isinstance(pos_field, bytes) else str(pos_field)
+            if name.startswith(f"{spec.source_stream}:"):
                 total += int(value)
     return total
 

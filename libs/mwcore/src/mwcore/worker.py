@@ -267,11 +267,15 @@ class Worker:
             self._mirror_offsets()
 
     def _poll_timeout(self) -> float:
+        """``consume`` blocks until it has a full chunk or the timeout passes, so the
+        timeout bounds how long a record waits before its batch even starts: keep it
+        at half the batch deadline, and shorter when an open batch is due sooner."""
+        cap = self.cfg.max_batch_delay_ms / 2000
         started = [i.batch_started for i in self.intervals.values() if i.batch_started is not None]
         if not started:
-            return 0.05
+            return cap
         remaining = min(started) + self.cfg.max_batch_delay_ms / 1000 - time.monotonic()
-        return max(0.0, min(0.05, remaining))
+        return max(0.0, min(cap, remaining))
 
     def _route(self, messages: list[Message]) -> None:
         by_partition: dict[int, list[Message]] = defaultdict(list)
