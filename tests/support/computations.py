@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from mwcore import Computation, Context, Input, JsonCodec, Output, Record, TimeDomain, Timer
+from dataclasses import dataclass
+
+from mwcore import Computation, Context, DataclassCodec, Input, JsonCodec, Output, Record, TimeDomain, Timer
 
 
 class TimerProbe(Computation):
@@ -22,3 +24,29 @@ class TimerProbe(Computation):
         ctx.state.set(fired)
         value = {"key": ctx.key, "tag": timer.tag, "timestamp": timer.timestamp, "seq": fired}
         ctx.produce("fired", value, timer.timestamp)
+
+
+@dataclass
+class ResidueState:
+    total: int = 0
+    count: int = 0
+
+
+def residue_of(value: dict[str, int]) -> str:
+    return str(value["n"] % 7)
+
+
+class ResidueSum(Computation):
+    """Sums ``numbers`` by n mod 7: keyed by a value field, so the runtime re-keys it."""
+
+    name = "residue_sum"
+    inputs = (Input("numbers", schema="mw.examples.Number", key=residue_of),)
+    outputs = (Output("residue_sums", schema="mw.examples.Sum"),)
+    state = DataclassCodec(ResidueState)
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        st: ResidueState = ctx.state.get() or ResidueState()
+        st.total += record.value["n"]
+        st.count += 1
+        ctx.state.set(st)
+        ctx.produce("residue_sums", {"key": ctx.key, "total": st.total, "count": st.count}, record.timestamp)

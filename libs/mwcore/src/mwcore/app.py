@@ -32,6 +32,13 @@ def load_computation(spec: str) -> type[Computation]:
     return cls
 
 
+def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Worker]:
+    """The computation's worker, then one for each of its rekey stages."""
+    from mwcore.rekey import rekey_stages
+
+    return [build_worker(c, settings) for c in (cls, *rekey_stages(cls))]
+
+
 def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
     client = redis.Redis.from_url(settings.redis_url, socket_keepalive=True)
     store = RedisCheckpointStore(client, fencing=not settings.unsafe_disable_fencing)

@@ -15,20 +15,21 @@ from mwcore.errors import ConfigError
 
 def _run(args: argparse.Namespace) -> int:
     from mwcore import logs
-    from mwcore.app import build_worker, load_computation
+    from mwcore.app import build_workers, load_computation
+    from mwcore.runner import Runner
     from mwcore.settings import WorkerSettings
 
     settings = WorkerSettings.load()
     logs.configure(settings.log_level, settings.log_format)
     cls = load_computation(args.computation)
-    worker = build_worker(cls, settings)
+    runner = Runner(build_workers(cls, settings))
 
     def _stop(signum: int, frame: FrameType | None) -> None:
-        worker.stop()
+        runner.stop()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    worker.run()
+    runner.run()
     return 0
 
 

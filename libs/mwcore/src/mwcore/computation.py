@@ -101,6 +101,9 @@ class Computation:
         inputs = getattr(cls, "inputs", ())
         if not inputs:
             raise ConfigError(f"{where}: declare at least one Input in `inputs`")
+        for inp in inputs:
+            if inp.schema is None:
+                raise ConfigError(f"{where}: input {inp.stream!r} needs schema=<Avro full name>")
         streams = [i.stream for i in inputs]
         if len(set(streams)) != len(streams):
             raise ConfigError(f"{where}: an input stream is declared twice: {streams}")

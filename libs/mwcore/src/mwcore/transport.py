@@ -28,7 +28,7 @@ def dead_letter_stream(computation: str) -> str:
 
 
 def rekey_stream(computation: str, stream: str) -> str:
-    return f"{computation}.rekey.{stream}"
+    return f"{computation}-rekey-{stream}"
 
 
 def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:

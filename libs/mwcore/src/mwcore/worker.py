@@ -39,6 +39,7 @@ from mwcore.transport import (
     dead_letter_stream,
     ensure_topics,
     producer_config,
+    rekey_stream,
     topic_name,
 )
 from mwcore.watermark import WatermarkSource
@@ -69,8 +70,6 @@ class Clock:
 
 def input_topics(comp: type[Computation] | Computation, namespace: str) -> dict[str, str]:
     """topic -> stream for every input (re-keyed inputs read their repartition topic)."""
-    from mwcore.transport import rekey_stream
-
     out: dict[str, str] = {}
     for inp in comp.inputs:
         stream = inp.stream if inp.key is None else rekey_stream(comp.name, inp.stream)
@@ -90,7 +89,6 @@ class Worker:
         clock: Clock | None = None,
         faults: Faults = NO_FAULTS,
         exactly_once: bool | None = None,
-        stream_schemas: dict[str, str] | None = None,
     ) -> None:
         computation.validate()
         self.comp = computation
@@ -106,20 +104,11 @@ class Worker:
         ns = config.namespace
         self.group = topic_name(ns, f"mw.{computation.name}")
         self.topics = input_topics(computation, ns)
-        schemas = stream_schemas or {}
         codec = computation.state
         codec.bind(registry)
         inputs: dict[str, InputBinding] = {}
         for inp in computation.inputs:
-            schema = inp.schema or schemas.get(inp.stream)
-            if schema is None:
-                from mwcore.errors import ConfigError
-
-                raise ConfigError(
-                    f"{computation.name}: input {inp.stream!r} needs a schema "
-                    f"(Input(..., schema=...) or the stream's declaration)"
-                )
-            serde = AvroSerde(registry, schema)
+            serde = AvroSerde(registry, inp.schema or "")
             for topic, stream in self.topics.items():
                 if stream == inp.stream:
                     inputs[topic] = InputBinding(inp.stream, serde)

@@ -1,0 +1,28 @@
+"""Runs the workers of one process (a computation and its rekey stages) in one loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mwcore.worker import Worker
+
+
+class Runner:
+    def __init__(self, workers: list[Worker]) -> None:
+        self.workers = workers
+        self._stopping = False
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
+        for w in self.workers:
+            w.start()
+        try:
+            while not (self._stopping or should_stop()):
+                for w in self.workers:
+                    w.step()
+        finally:
+            # Stages feed the computation: stop them first so it drains what they sent.
+            for w in reversed(self.workers):
+                w.shutdown()
