@@ -31,9 +31,9 @@ def rekey_stages(comp: type[Computation]) -> list[type[Computation]]:
 
 
 def _stage(comp: type[Computation], inp: Input, extract: KeyExtractor) -> type[Computation]:
-    schema = inp.schema
-    if schema is None:
+    if inp.schema is None:
         raise ConfigError(f"{comp.name}: re-keyed input {inp.stream!r} needs a schema")
+    schema: str = inp.schema
     target = rekey_stream(comp.name, inp.stream)
 
     class RekeyStage(Computation):
