@@ -128,6 +128,35 @@ def test_negative_control_without_dedup_reports_duplicates(
     assert any("not exactly 1..n" in p for p in problems), problems
 
 
+@pytest.mark.exactly_once
+def test_weak_productions_survive_crashes(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    """Weak productions go out before the checkpoint; crashes re-send them with the same
+    ids and values (the computation is deterministic), so consumers still see each once."""
+    inputs = make_inputs(30_000, 300, dup_rate=0.01, seed=13)
+    dep = _deploy(stack, namespace, tmp_path, computation="tests.support.computations:WeakRunningSum")
+    fault_log = tmp_path / "faults.jsonl"
+    workers = [dep.add_worker("w0").start(), dep.add_worker("w1").start()]
+    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    injector = Injector(writer, inputs, rate=2_000)
+    injector.start()
+    wait_until(lambda: min(dep.commits()) >= 2, 60, what="two checkpoints per interval")
+    for i, point in enumerate(["mid_batch", "after_commit", "before_commit"]):
+        w = workers[i % 2]
+        w.kill()
+        w.start(MW_FAULTS=f"{point}:kill:0.05", MW_FAULT_LOG=str(fault_log))
+        wait_until(lambda w=w: not w.alive, 60, what=f"a kill at {point}")
+        w.start()
+    injector.join(120)
+    assert injector.error is None, injector.error
+    dep.wait_caught_up(writer.end_offsets, timeout=120)
+    for w in workers:
+        w.terminate()
+    assert len(_fired(fault_log)) == 3
+    assert verify(inputs, registry, dep) == []
+
+
 def _fired(path: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     if path.exists():

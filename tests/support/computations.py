@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mwcore import Computation, Context, DataclassCodec, Input, JsonCodec, Output, Record, TimeDomain, Timer
+from mwcore import (
+    Computation,
+    Context,
+    DataclassCodec,
+    Input,
+    JsonCodec,
+    Options,
+    Output,
+    Record,
+    TimeDomain,
+    Timer,
+)
+from mwcore.examples.running_sum import RunningSum
 
 
 class TimerProbe(Computation):
@@ -50,3 +62,9 @@ class ResidueSum(Computation):
         st.count += 1
         ctx.state.set(st)
         ctx.produce("residue_sums", {"key": ctx.key, "total": st.total, "count": st.count}, record.timestamp)
+
+
+class WeakRunningSum(RunningSum):
+    """The running sum with weak productions: sent before the checkpoint."""
+
+    options = Options(productions="weak")

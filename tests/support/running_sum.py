@@ -105,6 +105,7 @@ class Deployment:
     log_dir: Path
     worker_env: dict[str, str] = field(default_factory=dict)
     workers: list[WorkerProc] = field(default_factory=list)
+    computation: str = COMPUTATION  # module:Class of a computation named running_sum
 
     def __post_init__(self) -> None:
         self.r = redis.Redis.from_url(self.redis_url)
@@ -123,7 +124,7 @@ class Deployment:
 
     def add_worker(self, name: str) -> WorkerProc:
         # Dynamic membership: on the local broker a stopped static member is never evicted.
-        w = WorkerProc(COMPUTATION, self.env(), self.log_dir, name)
+        w = WorkerProc(self.computation, self.env(), self.log_dir, name)
         self.workers.append(w)
         return w
 

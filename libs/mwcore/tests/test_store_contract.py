@@ -1,0 +1,80 @@
+"""One contract, two checkpoint stores: the in-memory one and Redis (a real server)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from mwcore.checkpoint import Checkpoint
+from mwcore.errors import FencedError
+from mwcore.localstack import RedisServer
+from mwcore.memory_store import MemoryCheckpointStore
+from mwcore.record import Production, TimeDomain
+from mwcore.redis_store import RedisCheckpointStore
+from mwcore.store import CheckpointStore, IntervalId
+from mwcore.timers import TimerEntry, encode_entry, field_of
+
+IV = IntervalId("contract", "comp", 0)
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(directory=Path(tmp_path_factory.mktemp("redis"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest, redis_server: RedisServer) -> CheckpointStore:
+    if request.param == "memory":
+        return MemoryCheckpointStore()
+    client = redis.Redis(port=redis_server.port)
+    client.flushall()
+    return RedisCheckpointStore(client)
+
+
+def _full_checkpoint() -> Checkpoint:
+    timer = TimerEntry("k", "t", 5, TimeDomain.EVENT, b"s" * 16)
+    prod = Production(b"p" * 16, "out", b"k", b"v", 5, (("h", b"x"),))
+    return Checkpoint(
+        state={b"k": b"1", b"gone": None},
+        timers={field_of("k", "t"): encode_entry(timer)},
+        pending={b"b" * 16: [prod]},
+        seen={b"i" * 16: 5},
+        positions={"in:0": 7},
+    )
+
+
+def test_commit_then_recover_round_trips(store: CheckpointStore) -> None:
+    token = store.grant(IV, "a")
+    assert store.commit(IV, token, _full_checkpoint()) == 1
+    snap = store.recover(IV, store.grant(IV, "b"))
+    assert snap.positions == {"in:0": 7}
+    assert [(t.key, t.tag, t.timestamp) for t in snap.timers] == [("k", "t", 5)]
+    assert snap.pending == {b"b" * 16: [Production(b"p" * 16, "out", b"k", b"v", 5, (("h", b"x"),))]}
+    assert snap.seen == [b"i" * 16] and snap.commits == 1
+    assert store.load_state(IV, [b"k", b"gone"]) == [b"1", None]
+    assert store.seen(IV, [b"i" * 16, b"j" * 16]) == [True, False]
+
+
+def test_a_new_grant_fences_the_old_token_and_nothing_is_written(store: CheckpointStore) -> None:
+    old = store.grant(IV, "a")
+    new = store.grant(IV, "b")
+    assert old != new
+    with pytest.raises(FencedError):
+        store.commit(IV, old, _full_checkpoint())
+    assert store.load_state(IV, [b"k"]) == [None]
+    assert store.recover(IV, new).positions == {}
+
+
+def test_acked_batches_are_deleted_and_state_cleared(store: CheckpointStore) -> None:
+    token = store.grant(IV, "a")
+    store.commit(IV, token, _full_checkpoint())
+    store.commit(
+        IV, token, Checkpoint(acked=[b"b" * 16], state={b"k": None}, timers={field_of("k", "t"): None})
+    )
+    snap = store.recover(IV, token)
+    assert snap.pending == {} and snap.timers == []
+    assert store.load_state(IV, [b"k"]) == [None]
