@@ -30,6 +30,7 @@ from pathlib import Path
 
 import redis
 from confluent_kafka import Consumer, TopicPartition
+
 from mwcore import ids
 from mwcore.localstack import LocalStack
 from mwcore.serde import AvroSerde, SchemaRegistry

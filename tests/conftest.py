@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import redis
+
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
 

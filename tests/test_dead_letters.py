@@ -14,11 +14,11 @@ import random
 from pathlib import Path
 
 import pytest
+
 from mwcore.localstack import LocalStack
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.transport import topic_name
-
 from tests.conftest import ROOT
 from tests.support.procs import wait_until
 from tests.support.running_sum import Deployment, InputRecord, verify

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
 from mwcore.source import SourceWriter
-
 from tests.conftest import ROOT
 from tests.support.procs import wait_until
 from tests.support.running_sum import Deployment, Injector, make_inputs, verify

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from mwcore.localstack import LocalStack
 from mwcore.redis_store import RedisCheckpointStore
 from mwcore.serde import SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.store import IntervalId
 from mwcore.transport import topic_name
-
 from tests.conftest import ROOT
 from tests.support.procs import wait_until
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, make_inputs, verify

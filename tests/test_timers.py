@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import redis
+
 from mwcore.localstack import LocalStack
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.transport import ensure_topics, topic_name
-
 from tests.conftest import ROOT
 from tests.support.procs import WorkerProc, wait_until
 from tests.support.topics import Msg, read_topic

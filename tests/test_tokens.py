@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis
+
 from mwcore.checkpoint import Checkpoint
 from mwcore.errors import FencedError
 from mwcore.localstack import RedisServer

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+
 from mwcore import ids
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.transport import ensure_topics, topic_name
-
 from tests.support.procs import WorkerProc, wait_until
 from tests.support.topics import read_topic
 

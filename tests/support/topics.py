@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
+
 from mwcore.transport import consumer_config, partition_counts
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from mwcore.errors import ConfigError
 from mwcore.faults import Faults
 from mwcore.settings import WorkerSettings

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from mwcore import ids
 from mwcore.context import Context
 from mwcore.record import TimeDomain

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from mwcore.errors import ConfigError, SerializationError, UnknownSchemaError
 from mwcore.serde import AvroSerde, SchemaRegistry
 
