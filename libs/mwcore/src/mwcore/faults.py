@@ -5,7 +5,8 @@
 (``once``: fire at most once; ``after=N``: let the first N passes go by). When a
 point fires, a JSON line naming it (plus what the caller describes) is appended to
 ``MW_FAULT_LOG`` and the process sends itself SIGKILL, or SIGSTOP (a zombie to be).
-Points: ``mid_batch``, ``before_commit``, ``after_commit``, ``after_produce``,
+Points: ``mid_batch``, ``before_commit`` (of a batch with productions),
+``after_commit``, ``after_produce`` (acknowledged, deletion not yet committed),
 ``in_timer``. With no spec nothing fires and a call costs one dict lookup.
 """
 
