@@ -139,7 +139,7 @@ def test_weak_productions_survive_crashes(
     fault_log = tmp_path / "faults.jsonl"
     workers = [dep.add_worker("w0").start(), dep.add_worker("w1").start()]
     writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
-    injector = Injector(writer, inputs, rate=2_000)
+    injector = Injector(writer, inputs, rate=2_000, hold_at=len(inputs) // 2)
     injector.start()
     wait_until(lambda: min(dep.commits()) >= 2, 60, what="two checkpoints per interval")
     for i, point in enumerate(["mid_batch", "after_commit", "before_commit"]):
@@ -148,6 +148,7 @@ def test_weak_productions_survive_crashes(
         w.start(MW_FAULTS=f"{point}:kill:0.05", MW_FAULT_LOG=str(fault_log))
         wait_until(lambda w=w: not w.alive, 60, what=f"a kill at {point}")
         w.start()
+    injector.release.set()
     injector.join(120)
     assert injector.error is None, injector.error
     dep.wait_caught_up(writer.end_offsets, timeout=120)
