@@ -20,8 +20,7 @@ from mwcore.localstack import LocalStack
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.transport import ensure_topics, topic_name
-from tests.conftest import ROOT
-from tests.support.procs import WorkerProc, wait_until
+from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.topics import read_topic
 
 
@@ -36,12 +35,7 @@ def test_rekeyed_input_has_one_owner_per_key_and_exact_sums(
     writer = SourceWriter(stack.bootstrap, registry, numbers, "mw.examples.Number")
     truth_sum: Counter[str] = Counter()
     truth_count: Counter[str] = Counter()
-    env = {
-        "MW_BOOTSTRAP": stack.bootstrap,
-        "MW_REDIS_URL": stack.redis_url,
-        "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
-        "MW_NAMESPACE": namespace,
-    }
+    env = worker_env(stack.bootstrap, stack.redis_url, namespace)
     worker = WorkerProc("tests.support.computations:ResidueSum", env, tmp_path, "rk").start()
     r = redis.Redis.from_url(stack.redis_url)
 

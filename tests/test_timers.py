@@ -19,8 +19,7 @@ from mwcore.localstack import LocalStack
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.transport import ensure_topics, topic_name
-from tests.conftest import ROOT
-from tests.support.procs import WorkerProc, wait_until
+from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.topics import Msg, read_topic
 
 KEYS = 60
@@ -50,12 +49,7 @@ def test_timers_fire_in_order_once_and_survive_restarts(
     writer.flush()
 
     r = redis.Redis.from_url(stack.redis_url)
-    env = {
-        "MW_BOOTSTRAP": stack.bootstrap,
-        "MW_REDIS_URL": stack.redis_url,
-        "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
-        "MW_NAMESPACE": namespace,
-    }
+    env = worker_env(stack.bootstrap, stack.redis_url, namespace)
     worker = WorkerProc("tests.support.computations:TimerProbe", env, tmp_path, "timers").start()
     serde = AvroSerde(registry, "mw.tests.TimerFired")
     wm_key = f"mw:wm:{namespace}:timer_probe"

@@ -97,3 +97,14 @@ def wait_until(predicate: object, timeout: float, interval: float = 0.1, what: s
             return
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+def worker_env(bootstrap: str, redis_url: str, namespace: str, **extra: str) -> dict[str, str]:
+    """The environment a worker process of a test needs."""
+    return {
+        "MW_BOOTSTRAP": bootstrap,
+        "MW_REDIS_URL": redis_url,
+        "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
+        "MW_NAMESPACE": namespace,
+        **extra,
+    }

@@ -22,7 +22,7 @@ from mwcore import ids
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.transport import ensure_topics, topic_name
-from tests.support.procs import WorkerProc, wait_until
+from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.topics import read_topic
 
 COMPUTATION = "mwcore.examples.running_sum:RunningSum"
@@ -113,14 +113,9 @@ class Deployment:
         ensure_topics(self.bootstrap, {self.numbers: PARTITIONS})
 
     def env(self) -> dict[str, str]:
-        return {
-            "MW_BOOTSTRAP": self.bootstrap,
-            "MW_REDIS_URL": self.redis_url,
-            "MW_SCHEMAS_DIR": str(self.schemas_dir),
-            "MW_NAMESPACE": self.namespace,
-            "MW_LOG_LEVEL": "info",
-            **self.worker_env,
-        }
+        return worker_env(
+            self.bootstrap, self.redis_url, self.namespace, MW_LOG_LEVEL="info", **self.worker_env
+        )
 
     def add_worker(self, name: str) -> WorkerProc:
         # Dynamic membership: on the local broker a stopped static member is never evicted.

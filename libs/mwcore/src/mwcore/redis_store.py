@@ -142,20 +142,8 @@ class RedisCheckpointStore:
 
     def _commit_args(self, token: str, cp: Checkpoint) -> list[bytes | str | int]:
         args: list[bytes | str | int] = [token, "1" if self._fencing else "0"]
-        sets = [(k, v) for k, v in cp.state.items() if v is not None]
-        dels = [k for k, v in cp.state.items() if v is None]
-        args.append(len(sets))
-        for k, v in sets:
-            args += (k, v)
-        args.append(len(dels))
-        args += dels
-        tsets = [(f, v) for f, v in cp.timers.items() if v is not None]
-        tdels = [f for f, v in cp.timers.items() if v is None]
-        args.append(len(tsets))
-        for f, v in tsets:
-            args += (f, v)
-        args.append(len(tdels))
-        args += tdels
+        _sets_and_deletes(args, cp.state)
+        _sets_and_deletes(args, cp.timers)
         args.append(len(cp.pending))
         for key, productions in cp.pending.items():
             args += (key, encode_batch(productions))
@@ -178,3 +166,14 @@ class RedisCheckpointStore:
             if name.startswith("c:"):
                 out[name[2:]] = int(v)
         return out
+
+
+def _sets_and_deletes(args: list[bytes | str | int], writes: dict[bytes, bytes | None]) -> None:
+    """Append a "set" section (count, then field/value pairs) and a "delete" section."""
+    deletes = [f for f, v in writes.items() if v is None]
+    args.append(len(writes) - len(deletes))
+    for f, v in writes.items():
+        if v is not None:
+            args += (f, v)
+    args.append(len(deletes))
+    args += deletes
