@@ -58,6 +58,7 @@ def test_commit_then_recover_round_trips(store: CheckpointStore) -> None:
     assert snap.seen == [b"i" * 16] and snap.commits == 1
     assert store.load_state(IV, [b"k", b"gone"]) == [b"1", None]
     assert store.seen(IV, [b"i" * 16, b"j" * 16]) == [True, False]
+    assert store.seen_ids(IV) == [b"i" * 16]
 
 
 def test_a_new_grant_fences_the_old_token_and_nothing_is_written(store: CheckpointStore) -> None:

@@ -385,7 +385,14 @@ class Interval:
         encode = self.deps.codec.encode
         for key in self.dirty:
             value = self.cache[key]
-            cp.state[key.encode()] = None if value is None else encode(value)
+            try:
+                cp.state[key.encode()] = None if value is None else encode(value)
+            except Exception as exc:
+                codec = type(self.deps.codec).__name__
+                raise SerializationError(
+                    f"{self.comp.name}: the state of key {key!r} cannot be encoded by {codec} "
+                    f"({exc}); fix the value process_record stores with ctx.state.set"
+                ) from exc
         if cp.productions:
             cp.pending[self._new_batch_key()] = cp.productions
         # Weak productions not acknowledged by now are checkpointed, like strong ones.
@@ -398,6 +405,12 @@ class Interval:
         """The checkpoint is durable: its productions may now be sent."""
         self.commits = commits
         self.bloom.add_many(list(cp.seen))
+        if self.bloom.full:
+            # Past its capacity the false-positive rate climbs (more Redis look-ups):
+            # rebuild at twice the size from the durable seen set.
+            seen = self.deps.store.seen_ids(self.id)
+            self.bloom = BloomFilter(capacity=2 * len(seen))
+            self.bloom.add_many(seen)
         outbox = self.outbox
         outbox.take_acked(len(cp.acked))
         outbox.weak_committed()

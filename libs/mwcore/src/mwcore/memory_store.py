@@ -63,6 +63,9 @@ class MemoryCheckpointStore:
         seen = self._get(interval).seen
         return [rid in seen for rid in record_ids]
 
+    def seen_ids(self, interval: IntervalId) -> list[bytes]:
+        return list(self._get(interval).seen)
+
     def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
         iv = self._get(interval)
         if token != iv.token:

@@ -97,7 +97,7 @@ class RedisCheckpointStore:
         pipe.hgetall(k.pending)
         pipe.hget(k.meta, "commits")
         positions_raw, timers_raw, pending_raw, commits = pipe.execute()
-        seen = [member for member, _ in self._r.zscan_iter(k.seen, count=10_000)]
+        seen = self.seen_ids(interval)
         return Snapshot(
             token=token,
             positions={f.decode(): int(v) for f, v in positions_raw.items()},
@@ -118,6 +118,9 @@ class RedisCheckpointStore:
             return []
         scores = self._r.zmscore(self.keys(interval).seen, list(record_ids))  # type: ignore[arg-type]
         return [s is not None for s in scores]
+
+    def seen_ids(self, interval: IntervalId) -> list[bytes]:
+        return [member for member, _ in self._r.zscan_iter(self.keys(interval).seen, count=10_000)]
 
     def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
         args = self._commit_args(token, checkpoint)

@@ -50,6 +50,10 @@ class CheckpointStore(Protocol):
         """Whether each id is in the interval's seen-id set."""
         ...
 
+    def seen_ids(self, interval: IntervalId) -> list[bytes]:
+        """Every id in the interval's seen set (to rebuild a Bloom filter)."""
+        ...
+
     def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
         """Apply the checkpoint atomically if ``token`` is current; return the commit count."""
         ...

@@ -1,0 +1,142 @@
+"""Unit tests of one interval's batch logic on the in-memory store (no broker, no Redis)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Message
+
+from mwcore import ids
+from mwcore.examples.running_sum import RunningSum
+from mwcore.interval import InputBinding, Interval, IntervalDeps
+from mwcore.memory_store import MemoryCheckpointStore
+from mwcore.serde import AvroSerde, SchemaRegistry
+from mwcore.store import IntervalId
+from mwcore.timers import field_of
+
+SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
+IV = IntervalId("unit", "running_sum", 0)
+
+
+@pytest.fixture
+def registry() -> SchemaRegistry:
+    return SchemaRegistry.from_directory(SCHEMAS)
+
+
+def make_deps(registry: SchemaRegistry, store: MemoryCheckpointStore, now: int = 0) -> IntervalDeps:
+    comp = RunningSum()
+    comp.state.bind(registry)
+    sums = AvroSerde(registry, "mw.examples.Sum").encode
+    return IntervalDeps(
+        computation=comp,
+        store=store,
+        codec=comp.state,
+        inputs={"numbers": InputBinding("numbers", AvroSerde(registry, "mw.examples.Number"))},
+        encoders={"sums": ("sums", sums), "totals": ("totals", sums)},
+        dead_letter_topic="running_sum.dead-letters",
+        clock=lambda: now,
+    )
+
+
+def message(registry: SchemaRegistry, offset: int, key: str, n: int, rid: bytes) -> Message:
+    value = AvroSerde(registry, "mw.examples.Number").encode({"n": n})
+    return Message(
+        topic="numbers",
+        partition=0,
+        offset=offset,
+        key=key.encode(),
+        value=value,
+        headers=[("mw-id", rid)],
+        timestamp=(1, 1000 + offset),
+    )
+
+
+def commit(interval: Interval, store: MemoryCheckpointStore) -> list[bytes]:
+    cp = interval.prepare()
+    interval.committed(cp, store.commit(IV, interval.token, cp))
+    return [p.id for batch in interval.outbox.take_to_send() for p in batch.productions]
+
+
+def test_duplicates_dropped_within_and_across_batches(registry: SchemaRegistry) -> None:
+    store = MemoryCheckpointStore()
+    interval = Interval(IV, store.recover(IV, store.grant(IV, "a")), make_deps(registry, store))
+    a, b = b"a" * 16, b"b" * 16
+    interval.process([message(registry, 0, "k", 1, a), message(registry, 1, "k", 2, a)])
+    commit(interval, store)
+    interval.process([message(registry, 2, "k", 5, a), message(registry, 3, "k", 7, b)])
+    commit(interval, store)
+    assert interval.cache["k"].total == 8 and interval.deps.counters.duplicates == 2
+    assert store.recover(IV, "").positions == {"numbers:0": 4}
+
+
+def test_productions_leave_only_after_the_commit_and_are_deleted_after_acks(registry: SchemaRegistry) -> None:
+    store = MemoryCheckpointStore()
+    interval = Interval(IV, store.recover(IV, store.grant(IV, "a")), make_deps(registry, store))
+    rid = b"r" * 16
+    interval.process([message(registry, 0, "k", 3, rid)])
+    assert interval.outbox.take_to_send() == []  # nothing to send before the checkpoint
+    cp = interval.prepare()
+    interval.committed(cp, store.commit(IV, interval.token, cp))
+    [batch] = interval.outbox.take_to_send()
+    assert [p.id for p in batch.productions] == [ids.derive(rid, 0)]
+    assert len(store.recover(IV, "").pending) == 1
+    for _ in batch.productions:
+        batch(None, None)  # Kafka acknowledges
+    commit(interval, store)
+    assert store.recover(IV, "").pending == {}
+
+
+def test_recovery_reexecutes_with_the_same_ids(registry: SchemaRegistry) -> None:
+    store = MemoryCheckpointStore()
+    first = Interval(IV, store.recover(IV, store.grant(IV, "a")), make_deps(registry, store))
+    msgs = [message(registry, i, f"k{i % 3}", i, bytes([i]) * 16) for i in range(10)]
+    first.process(msgs[:5])
+    commit(first, store)
+    first.process(msgs[5:])  # never committed: the process dies here
+    lost = [p.id for p in first.batch.productions]
+
+    second = Interval(IV, store.recover(IV, store.grant(IV, "b")), make_deps(registry, store))
+    assert store.recover(IV, "").positions == {"numbers:0": 5}
+    resent = [p.id for b in second.outbox.take_to_send() for p in b.productions]
+    assert resent == [ids.derive(bytes([i]) * 16, 0) for i in range(5)]  # pending, sent again
+    second.process(msgs[5:])
+    assert commit(second, store) == lost
+
+
+def test_timers_fire_in_order_once_and_their_deletion_is_checkpointed(registry: SchemaRegistry) -> None:
+    store = MemoryCheckpointStore()
+    deps = make_deps(registry, store, now=10_000)
+    interval = Interval(IV, store.recover(IV, store.grant(IV, "a")), deps)
+    interval.process([message(registry, 0, "a", 1, b"1" * 16), message(registry, 1, "b", 2, b"2" * 16)])
+    commit(interval, store)
+    assert len(store.recover(IV, "").timers) == 2  # one wall-time flush timer per key
+    assert interval.fire_timers(watermark=0, now_ms=10_000 + 199) == 0
+    assert interval.fire_timers(watermark=0, now_ms=10_000 + 200) == 2
+    assert interval.batch.timers == {field_of("a", "flush"): None, field_of("b", "flush"): None}
+    commit(interval, store)
+    assert store.recover(IV, "").timers == []
+    assert interval.fire_timers(watermark=0, now_ms=99_999) == 0
+
+
+def test_bad_records_become_dead_letters_and_are_marked_seen(registry: SchemaRegistry) -> None:
+    store = MemoryCheckpointStore()
+    interval = Interval(IV, store.recover(IV, store.grant(IV, "a")), make_deps(registry, store))
+    corrupt = Message(
+        topic="numbers",
+        partition=0,
+        offset=0,
+        key=b"k",
+        value=b"junk",
+        headers=[("mw-id", b"c" * 16)],
+        timestamp=(1, 5),
+    )
+    negative = message(registry, 1, "k", -3, b"n" * 16)
+    interval.process([corrupt, negative, message(registry, 2, "k", 4, b"g" * 16)])
+    cp = interval.prepare()
+    dead = [p for p in cp.productions if p.topic == "running_sum.dead-letters"]
+    assert [dict(p.headers)["mw-source-offset"] for p in dead] == [b"0", b"1"]
+    assert b"negative amount" in dict(dead[1].headers)["mw-error"]
+    assert set(cp.seen) == {b"c" * 16, b"n" * 16, b"g" * 16}
+    interval.committed(cp, store.commit(IV, interval.token, cp))
+    assert interval.cache["k"].total == 4
