@@ -207,8 +207,13 @@ class LocalStack:
         return self
 
     def _start_containers(self) -> LocalStack:  # pragma: no cover - needs a Docker engine
-        from testcontainers.kafka import KafkaContainer
-        from testcontainers.redis import RedisContainer
+        try:
+            from testcontainers.kafka import KafkaContainer
+            from testcontainers.redis import RedisContainer
+        except ImportError:
+            raise ConfigError(
+                "MW_STACK=testcontainers needs a Docker engine and pip install 'testcontainers[kafka,redis]'"
+            ) from None
 
         kafka = KafkaContainer().with_kraft()
         kafka.start()
