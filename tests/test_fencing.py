@@ -115,3 +115,30 @@ def test_negative_control_without_fencing_accepts_stale_writes(
     out = _zombie_scenario(stack, registry, namespace, tmp_path, fencing=False)
     assert out.accepted_stale_commits > 0, "the control did not show the zombie's writes landing"
     assert out.stale_productions_sent > 0
+
+
+@pytest.mark.fencing
+def test_work_goes_on_after_a_redis_restart(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    """A Redis restart voids every token (they carry its run id). The worker is fenced,
+    takes its intervals back at once from what Redis kept, and goes on exactly once."""
+    inputs = make_inputs(20_000, 100, dup_rate=0.01, seed=17)
+    dep = Deployment(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path)
+    worker = dep.add_worker("w0").start()
+    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    injector = Injector(writer, inputs, rate=2_000)
+    injector.start()
+    wait_until(lambda: min(dep.commits()) >= 2, 60, what="two checkpoints per interval")
+
+    stack.redis.stop()  # a clean restart: the AOF keeps everything, the run id changes
+    stack.redis.start()
+
+    injector.join(60)
+    assert injector.error is None, injector.error
+    dep.wait_caught_up(writer.end_offsets, timeout=120)
+    assert worker.alive, "the worker died instead of taking its intervals back"
+    logs = worker.logs()
+    assert '"restarted"' in logs and '"interval_retaken"' in logs
+    worker.terminate()
+    assert verify(inputs, registry, dep) == []

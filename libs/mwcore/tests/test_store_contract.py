@@ -80,3 +80,13 @@ def test_acked_batches_are_deleted_and_state_cleared(store: CheckpointStore) -> 
     snap = store.recover(IV, token)
     assert snap.pending == {} and snap.timers == []
     assert store.load_state(IV, [b"k"]) == [None]
+
+
+def test_a_retried_commit_is_applied_once(store: CheckpointStore) -> None:
+    token = store.grant(IV, "a")
+    cp = _full_checkpoint()
+    cp.commit_id = b"c" * 16
+    assert store.commit(IV, token, cp) == 1
+    assert store.commit(IV, token, cp) == 1  # the reply was lost; the worker retries
+    nxt = Checkpoint(positions={"in:0": 9}, commit_id=b"d" * 16)
+    assert store.commit(IV, token, nxt) == 2

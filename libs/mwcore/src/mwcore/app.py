@@ -40,7 +40,15 @@ def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Work
 
 
 def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
-    client = redis.Redis.from_url(settings.redis_url, socket_keepalive=True)
+    # Timeouts: a half-open connection must fail the step (and the worker restarts),
+    # not hang it; a large checkpoint script takes well under the read timeout.
+    client = redis.Redis.from_url(
+        settings.redis_url,
+        socket_keepalive=True,
+        socket_timeout=30,
+        socket_connect_timeout=5,
+        health_check_interval=10,
+    )
     store = RedisCheckpointStore(client, fencing=not settings.unsafe_disable_fencing)
     registry = SchemaRegistry.from_directory(settings.schemas_dir)
     watermarks: WatermarkSource

@@ -37,10 +37,17 @@ class Checkpoint:
     seen: dict[bytes, int] = field(default_factory=dict)
     positions: dict[str, int] = field(default_factory=dict)
     records: int = 0  # records and timer firings it covers (for metrics)
+    commit_id: bytes = b""  # unique per checkpoint (makes a retried commit a no-op)
 
     def is_empty(self) -> bool:
         return not (
-            self.state or self.timers or self.productions or self.acked or self.seen or self.positions
+            self.state
+            or self.timers
+            or self.productions
+            or self.pending
+            or self.acked
+            or self.seen
+            or self.positions
         )
 
 

@@ -65,13 +65,13 @@ class Options:
     """Delivery options.
 
     ``productions="weak"`` sends productions before the checkpoint (lower latency, for
-    idempotent code); ``"strong"`` checkpoints them first. ``exactly_once=False``
+    idempotent code); those not yet acknowledged when the batch commits are
+    checkpointed with it. ``"strong"`` checkpoints them first and sends them after. ``exactly_once=False``
     skips record-id deduplication (at-least-once for inputs re-sent upstream).
     """
 
     exactly_once: bool = True
     productions: Literal["strong", "weak"] = "strong"
-    weak_ack_deadline_ms: int = 100
     start_from: Literal["earliest", "latest"] = "earliest"
 
 

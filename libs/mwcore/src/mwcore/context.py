@@ -16,6 +16,8 @@ from mwcore import ids
 from mwcore.record import Production, TimeDomain
 
 _UNSET: Any = object()
+# Kafka's default message.max.bytes is about 1 MB; leave room for key and headers.
+MAX_VALUE_BYTES = 900_000
 
 
 @dataclass(slots=True)
@@ -146,9 +148,12 @@ class Context:
         except KeyError:
             known = ", ".join(sorted(self._encoders))
             raise KeyError(f"{stream!r} is not a declared output (declared: {known})") from None
+        encoded = encode(value)
+        if len(encoded) > MAX_VALUE_BYTES:
+            raise ValueError(f"production to {stream!r} is {len(encoded)} bytes (limit {MAX_VALUE_BYTES})")
         eff = self._effects
         if timestamp < self._cause_ts:
             eff.late_productions += 1
         out_key = self.key if key is None else key
         pid = ids.derive(self._cause, len(eff.productions))
-        eff.productions.append(Production(pid, topic, out_key.encode(), encode(value), int(timestamp)))
+        eff.productions.append(Production(pid, topic, out_key.encode(), encoded, int(timestamp)))

@@ -18,10 +18,15 @@ class FencedError(MwError):
     token it granted before is void). It must drop the interval's soft state.
     """
 
-    def __init__(self, interval: str, token: str) -> None:
-        super().__init__(f"interval {interval}: token {token} is no longer current")
+    def __init__(self, interval: str, token: str, reason: str = "token") -> None:
+        super().__init__(f"interval {interval}: token {token} is no longer current ({reason})")
         self.interval = interval
         self.token = token
+        self.reason = reason  # "token": another grant exists; "restarted": Redis restarted
+
+    @property
+    def store_restarted(self) -> bool:
+        return self.reason == "restarted"
 
 
 class CheckpointError(MwError):

@@ -106,6 +106,9 @@ class Interval:
         self.outbox = Outbox(snapshot.pending)
         self.weak_buffer: list[Production] = []
         self._batch_seq = 0
+        self._failed_state: Exception = SerializationError("")
+        self.committed_positions: dict[str, int] = dict(snapshot.positions)
+        self.unpositioned: set[str] = set()  # "latest" starts the consumer has yet to resolve
         self.ctx = Context(deps.encoders, self._state_for, deps.clock)
         self._reset_batch()
 
@@ -113,7 +116,6 @@ class Interval:
 
     def _reset_batch(self) -> None:
         self.batch = Checkpoint()
-        self.dirty: set[str] = set()
         self.batch_seen: set[bytes] = set()
         self.batch_started: float | None = None
         self.batch_records = 0
@@ -215,10 +217,14 @@ class Interval:
             try:
                 comp.process_record(ctx, record)
             except Exception as exc:  # user code failed: dead-letter the record, go on
+                self._restore(record.key)
                 self._dead_letter_record(record, exc)
                 continue
+            if not self._apply(record.key, ctx.effects()):
+                self._restore(record.key)
+                self._dead_letter_record(record, self._failed_state)
+                continue
             self.batch.seen[record.id] = record.timestamp
-            self._apply(record.key, ctx.effects())
         counters.records += len(records)
         self.batch_records += len(messages)
         if deps.record_latency:
@@ -305,10 +311,25 @@ class Interval:
 
     # -- effects -------------------------------------------------------------------------
 
-    def _apply(self, key: str, eff: Effects) -> None:
+    def _apply(self, key: str, eff: Effects) -> bool:
+        """Merge one successful call's effects into the batch.
+
+        State is encoded here, per call, so a value the codec cannot encode fails the
+        call that stored it (which then becomes a dead letter) rather than the commit.
+        Returns False (and applies nothing) if the state cannot be encoded.
+        """
         if eff.state_changed:
-            self.cache[key] = eff.state
-            self.dirty.add(key)
+            value = eff.state
+            try:
+                encoded = None if value is None else self.deps.codec.encode(value)
+            except Exception as exc:
+                codec = type(self.deps.codec).__name__
+                self._failed_state = SerializationError(
+                    f"state of key {key!r} cannot be encoded by {codec}: {exc}"
+                )
+                return False
+            self.cache[key] = value
+            self.batch.state[key.encode()] = encoded
         for op in eff.timer_ops:
             fld = field_of(key, op.tag)
             if op.timestamp is None:
@@ -325,35 +346,58 @@ class Interval:
                 self.batch.productions.extend(eff.productions)
         if eff.late_productions:
             self.deps.counters.late_productions += eff.late_productions
+        return True
+
+    def _restore(self, key: str) -> None:
+        """Undo what a failed call did to the cached state object (it may have mutated it
+        in place): back to the batch's last good bytes, or to the store's."""
+        raw = self.batch.state.get(key.encode(), _ABSENT)
+        if raw is _ABSENT:
+            self.cache.pop(key, None)  # reloaded from the store when next needed
+        else:
+            self.cache[key] = None if raw is None else self.deps.codec.decode(raw)
 
     # -- timers --------------------------------------------------------------------------
 
-    def fire_timers(self, watermark: int, now_ms: int) -> int:
-        """Fire event timers below the input watermark and wall timers up to now."""
-        fired = self._fire(TimeDomain.EVENT, watermark)
-        fired += self._fire(TimeDomain.WALL, now_ms + 1)
+    def fire_timers(self, watermark: int, now_ms: int, limit: int = 10_000) -> int:
+        """Fire event timers below the input watermark and wall timers up to now.
+
+        At most ``limit`` firings per call: a timer that re-arms itself under a big
+        watermark jump would otherwise keep one batch open forever.
+        """
+        fired = self._fire(TimeDomain.EVENT, watermark, limit)
+        fired += self._fire(TimeDomain.WALL, now_ms + 1, limit - fired)
         return fired
 
-    def _fire(self, domain: TimeDomain, limit: int) -> int:
+    def _fire(self, domain: TimeDomain, limit_ts: int, max_firings: int) -> int:
         oldest = self.timers.oldest(domain)
-        if oldest is None or oldest >= limit:
+        if max_firings <= 0 or oldest is None or oldest >= limit_ts:
             return 0
         self._touch()
         fired = 0
-        for entry in self.timers.due(domain, limit):
+        for entry in self.timers.due(domain, limit_ts):
             fired += 1
             self.deps.faults.point("in_timer", lambda: {"interval": str(self.id)})
             fid = ids.timer_firing_id(entry.set_id, entry.tag, entry.timestamp)
-            self.batch.timers[field_of(entry.key, entry.tag)] = None
             self._state_for(entry.key)
             self.ctx.begin(entry.key, fid, entry.timestamp)
             timer = Timer(entry.key, entry.tag, entry.timestamp, domain)
+            fld = field_of(entry.key, entry.tag)
             try:
                 self.comp.process_timer(self.ctx, timer)
             except Exception as exc:
+                self._restore(entry.key)
+                self.batch.timers[fld] = None
                 self._dead_letter_timer(entry, fid, exc)
-                continue
-            self._apply(entry.key, self.ctx.effects())
+            else:
+                # The firing's deletion goes in with its effects (a re-set in the
+                # callback, applied after, wins).
+                self.batch.timers[fld] = None
+                if not self._apply(entry.key, self.ctx.effects()):
+                    self._restore(entry.key)
+                    self._dead_letter_timer(entry, fid, self._failed_state)
+            if fired >= max_firings:
+                break
         self.deps.counters.timers_fired += fired
         self.batch_records += fired
         return fired
@@ -380,37 +424,23 @@ class Interval:
     # -- commit --------------------------------------------------------------------------
 
     def prepare(self) -> Checkpoint:
-        """The checkpoint of the current batch (state encoded now, once per key)."""
+        """The checkpoint of the current batch. Call once per batch."""
         cp = self.batch
-        encode = self.deps.codec.encode
-        for key in self.dirty:
-            value = self.cache[key]
-            try:
-                cp.state[key.encode()] = None if value is None else encode(value)
-            except Exception as exc:
-                codec = type(self.deps.codec).__name__
-                raise SerializationError(
-                    f"{self.comp.name}: the state of key {key!r} cannot be encoded by {codec} "
-                    f"({exc}); fix the value process_record stores with ctx.state.set"
-                ) from exc
         if cp.productions:
             cp.pending[self._new_batch_key()] = cp.productions
-        # Weak productions not acknowledged by now are checkpointed, like strong ones.
+        # Weak productions not acknowledged by now are checkpointed, like strong ones:
+        # those already sent and those made since the last send (e.g. by timers).
+        self.flush_weak()
         cp.pending.update(self.outbox.weak_for_checkpoint(self._new_batch_key))
         cp.acked = list(self.outbox.acked)
         cp.records = self.batch_records
+        cp.commit_id = self._new_batch_key()
         return cp
 
     def committed(self, cp: Checkpoint, commits: int) -> None:
         """The checkpoint is durable: its productions may now be sent."""
         self.commits = commits
-        self.bloom.add_many(list(cp.seen))
-        if self.bloom.full:
-            # Past its capacity the false-positive rate climbs (more Redis look-ups):
-            # rebuild at twice the size from the durable seen set.
-            seen = self.deps.store.seen_ids(self.id)
-            self.bloom = BloomFilter(capacity=2 * len(seen))
-            self.bloom.add_many(seen)
+        self.committed_positions.update(cp.positions)
         outbox = self.outbox
         outbox.take_acked(len(cp.acked))
         outbox.weak_committed()
@@ -419,6 +449,13 @@ class Interval:
                 if productions is cp.productions:
                     outbox.committed(batch_key, productions)
         self._reset_batch()
+        self.bloom.add_many(list(cp.seen))
+        if self.bloom.full:
+            # Past its capacity the false-positive rate climbs (more Redis look-ups):
+            # rebuild at twice the size from the durable seen set.
+            seen = self.deps.store.seen_ids(self.id)
+            self.bloom = BloomFilter(capacity=2 * len(seen))
+            self.bloom.add_many(seen)
         if len(self.cache) > self.deps.max_cache_keys:
             for key in list(self.cache)[: len(self.cache) - self.deps.max_cache_keys]:
                 del self.cache[key]

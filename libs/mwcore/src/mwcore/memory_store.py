@@ -28,6 +28,7 @@ class _Interval:
     seen: dict[bytes, int] = field(default_factory=dict)
     positions: dict[str, int] = field(default_factory=dict)
     commits: int = 0
+    last_commit_id: bytes = b""
 
 
 class MemoryCheckpointStore:
@@ -70,6 +71,9 @@ class MemoryCheckpointStore:
         iv = self._get(interval)
         if token != iv.token:
             raise FencedError(str(interval), token)
+        if checkpoint.commit_id and checkpoint.commit_id == iv.last_commit_id:
+            return iv.commits  # a retry of a commit already applied
+        iv.last_commit_id = checkpoint.commit_id
         for k, v in checkpoint.state.items():
             if v is None:
                 iv.state.pop(k, None)

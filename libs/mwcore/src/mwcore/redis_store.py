@@ -132,7 +132,8 @@ class RedisCheckpointStore:
             except redis.ResponseError as exc:
                 text = str(exc)
                 if text.startswith("FENCED"):
-                    raise FencedError(str(interval), token) from exc
+                    reason = "restarted" if "restarted" in text else "token"
+                    raise FencedError(str(interval), token, reason) from exc
                 raise CheckpointError(f"{interval}: {text}") from exc
             except (redis.ConnectionError, redis.TimeoutError):
                 # Re-applying a checkpoint is idempotent (it only sets values), and the
@@ -144,7 +145,8 @@ class RedisCheckpointStore:
         raise AssertionError("unreachable")
 
     def _commit_args(self, token: str, cp: Checkpoint) -> list[bytes | str | int]:
-        args: list[bytes | str | int] = [token, "1" if self._fencing else "0"]
+        commit_id = cp.commit_id or os.urandom(16)
+        args: list[bytes | str | int] = [token, "1" if self._fencing else "0", commit_id]
         _sets_and_deletes(args, cp.state)
         _sets_and_deletes(args, cp.timers)
         args.append(len(cp.pending))

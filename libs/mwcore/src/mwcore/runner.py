@@ -22,7 +22,10 @@ class Runner:
             while not (self._stopping or should_stop()):
                 for w in self.workers:
                     w.step()
-        finally:
-            # Stages feed the computation: stop them first so it drains what they sent.
-            for w in reversed(self.workers):
-                w.shutdown()
+        except BaseException:
+            for w in self.workers:  # never commit a batch an error interrupted
+                w.abort()
+            raise
+        # Stages feed the computation; the order does not matter for correctness.
+        for w in self.workers:
+            w.shutdown()

@@ -29,18 +29,20 @@ return token
 # KEYS[1] token  KEYS[2] state  KEYS[3] timers  KEYS[4] pending  KEYS[5] seen
 # KEYS[6] positions  KEYS[7] meta
 # ARGV[1] token  ARGV[2] "1" checks the token, "0" skips the check (negative controls only)
-# ARGV[3..] eight sections, each a count n then its items:
+# ARGV[3] commit id (unique per checkpoint: a retry after a lost reply is not applied twice)
+# ARGV[4..] eight sections, each a count n then its items:
 #   1 state set    n pairs (key, value)      2 state delete   n keys
 #   3 timer set    n pairs (field, value)    4 timer delete   n fields
 #   5 pending set  n pairs (id, production)  6 pending delete n ids
 #   7 seen         n pairs (timestamp, id)   8 positions      n pairs (field, next offset)
 # Steps: (1) parse and validate every section, (2) check the token and the run id,
-# (3) write. Nothing is written before steps 1 and 2 pass (a Lua script is not rolled
-# back on error). Returns the interval's commit count; errors start FENCED or BADARGS.
+# (3) return at once if this commit id was already applied, (4) write. Nothing is
+# written before steps 1 to 3 pass (a Lua script is not rolled back on error). Returns
+# the interval's commit count; errors start FENCED or BADARGS.
 COMMIT = """
 local argc = #ARGV
 local sections = {}
-local i = 3
+local i = 4
 for s = 1, 8 do
   local n = tonumber(ARGV[i])
   if n == nil or n < 0 then return redis.error_reply('BADARGS section ' .. s .. ' count') end
@@ -72,6 +74,10 @@ if ARGV[2] == '1' then
   end
 end
 
+if redis.call('HGET', KEYS[7], 'last') == ARGV[3] then
+  return tonumber(redis.call('HGET', KEYS[7], 'commits'))
+end
+
 local function apply(cmd, key, s)
   local first, last = sections[s][1], sections[s][2]
   local chunk = 2000
@@ -89,5 +95,6 @@ apply('HDEL', KEYS[4], 6)
 apply('ZADD', KEYS[5], 7)
 apply('HSET', KEYS[6], 8)
 redis.call('HINCRBY', KEYS[7], 'c:' .. ARGV[1], 1)
+redis.call('HSET', KEYS[7], 'last', ARGV[3])
 return redis.call('HINCRBY', KEYS[7], 'commits', 1)
 """

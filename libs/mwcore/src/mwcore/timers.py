@@ -28,8 +28,13 @@ class TimerEntry:
     set_id: bytes  # id of the operation that set it; firing ids derive from it
 
 
+_KLEN = struct.Struct(">H")
+
+
 def field_of(key: str, tag: str) -> bytes:
-    return key.encode() + b"\x00" + tag.encode()
+    """Hash field of a timer: the key length-prefixed (keys may hold any byte), then the tag."""
+    raw = key.encode()
+    return _KLEN.pack(len(raw)) + raw + tag.encode()
 
 
 def encode_entry(entry: TimerEntry) -> bytes:
@@ -37,7 +42,8 @@ def encode_entry(entry: TimerEntry) -> bytes:
 
 
 def decode_entry(field: bytes, value: bytes) -> TimerEntry:
-    key, _, tag = field.partition(b"\x00")
+    (n,) = _KLEN.unpack_from(field)
+    key, tag = field[2 : 2 + n], field[2 + n :]
     code, ts = _ENTRY.unpack_from(value)
     return TimerEntry(key.decode(), tag.decode(), ts, _CODE_DOMAIN[code], value[_ENTRY.size :])
 

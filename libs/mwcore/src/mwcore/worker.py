@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, Message, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from mwcore.checkpoint import position_field
 from mwcore.computation import Computation
@@ -59,6 +67,7 @@ class WorkerConfig:
     mirror_offsets_s: float = 1.0
     max_cache_keys: int = 100_000
     latency_out: str = ""  # if set: record commit latency, write percentiles here at exit
+    refence_backoff_s: float = 10.0  # after losing an interval to another grant
 
 
 class Clock:
@@ -136,7 +145,7 @@ class Worker:
         self.producer = Producer(producer_config(config.bootstrap))
         self.consumer: Consumer | None = None
         self._last_mirror = 0.0
-        self._wm_cache = 0
+        self._refence: dict[int, float] = {}  # fenced interval -> when to try to take it back
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -158,17 +167,12 @@ class Worker:
         for tp in partitions:
             by_interval[tp.partition].append(tp)
         for index, tps in by_interval.items():
+            self._refence.pop(index, None)
             interval = self.intervals.get(index)
             if interval is None:
                 interval = self._acquire(index)
             for tp in tps:
-                pos = interval.positions.get(position_field(tp.topic, tp.partition))
-                if pos is not None:
-                    tp.offset = pos
-                elif self.comp.options.start_from == "latest":
-                    tp.offset = OFFSET_END
-                else:
-                    tp.offset = OFFSET_BEGINNING
+                tp.offset = self._start_offset(interval, tp)
         consumer.assign(partitions)
         log.info(
             "assigned",
@@ -176,6 +180,17 @@ class Worker:
             worker=self.cfg.worker_id,
             intervals=sorted(by_interval),
         )
+
+    def _start_offset(self, interval: Interval, tp: TopicPartition) -> int:
+        """Where a partition resumes: the checkpoint's position (never the group's)."""
+        fld = position_field(tp.topic, tp.partition)
+        pos = interval.positions.get(fld)
+        if pos is not None:
+            return pos
+        if self.comp.options.start_from == "latest":
+            interval.unpositioned.add(fld)  # made durable as soon as the consumer knows it
+            return OFFSET_END
+        return OFFSET_BEGINNING
 
     def _acquire(self, index: int) -> Interval:
         iid = self._interval_id(index)
@@ -198,6 +213,7 @@ class Worker:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         indexes = {tp.partition for tp in partitions}
         for index in sorted(indexes):
+            self._refence.pop(index, None)
             interval = self.intervals.get(index)
             if interval is not None:
                 self._commit(interval)
@@ -209,6 +225,7 @@ class Worker:
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self.intervals.pop(tp.partition, None)
+            self._refence.pop(tp.partition, None)
         log.warning("partitions_lost", computation=self.comp.name)
 
     # -- the loop --------------------------------------------------------------------------
@@ -227,8 +244,10 @@ class Worker:
         try:
             while not (self._stopping or should_stop()):
                 self.step()
-        finally:
-            self.shutdown()
+        except BaseException:
+            self.abort()
+            raise
+        self.shutdown()
 
     def stop(self) -> None:
         self._stopping = True
@@ -240,11 +259,15 @@ class Worker:
         if messages:
             self._route(messages)
         self.producer.poll(0)
-        for index, interval in self.intervals.items():
+        for index, interval in list(self.intervals.items()):
             if interval.outbox.acked:  # acknowledged, their deletion not yet committed
                 self.faults.point("after_produce", functools.partial(dict, interval=index))
-            if interval.weak_buffer:
+            if interval.weak_buffer or interval.outbox.to_send:  # new weak, or failed and re-queued
                 self._send(interval)
+            if interval.unpositioned:
+                self._fix_start_positions(interval)
+        if self._refence:
+            self._retake_fenced()
         self._fire_timers()
         now = time.monotonic()
         delay = cfg.max_batch_delay_ms / 1000
@@ -284,7 +307,7 @@ class Worker:
         wm = self.watermarks.input_watermark(self.comp.name)
         now = self.clock.now_ms()
         for interval in list(self.intervals.values()):
-            interval.fire_timers(wm, now)
+            interval.fire_timers(wm, now, self.cfg.max_batch_records)
 
     def _commit(self, interval: Interval) -> bool:
         if interval.batch.productions:  # the zombie test pauses on a batch that has some
@@ -295,10 +318,8 @@ class Worker:
             return True
         try:
             commits = self.store.commit(interval.id, interval.token, cp)
-        except FencedError:
-            self.counters.fenced += 1
-            self.intervals.pop(interval.id.index, None)
-            log.warning("fenced", interval=str(interval.id), token=interval.token, worker=self.cfg.worker_id)
+        except FencedError as exc:
+            self._fenced(interval, exc)
             return False
         self.counters.commits += 1
         if self.latencies is not None:
@@ -307,6 +328,67 @@ class Worker:
         interval.committed(cp, commits)
         self._send(interval)
         return True
+
+    def _fenced(self, interval: Interval, exc: FencedError) -> None:
+        """Drop the interval's soft state; stop reading it; try to take it back later.
+
+        After a Redis restart every token is void, so take it back at once. After
+        another worker's grant, this one is most likely a zombie that the group is
+        about to tell; take the interval back only if the group still says it is ours
+        after a while (the other grant's holder may have died).
+        """
+        index = interval.id.index
+        self.counters.fenced += 1
+        self.intervals.pop(index, None)
+        if self.consumer is not None:
+            self.consumer.pause(self._partitions(index))
+        delay = 0.0 if exc.store_restarted else self.cfg.refence_backoff_s
+        self._refence[index] = time.monotonic() + delay
+        log.warning(
+            "fenced",
+            interval=str(interval.id),
+            token=interval.token,
+            reason=exc.reason,
+            worker=self.cfg.worker_id,
+        )
+
+    def _partitions(self, index: int) -> list[TopicPartition]:
+        return [TopicPartition(topic, index) for topic in self.topics]
+
+    def _retake_fenced(self) -> None:
+        assert self.consumer is not None
+        now = time.monotonic()
+        assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        for index, at in list(self._refence.items()):
+            if now < at:
+                continue
+            del self._refence[index]
+            tps = [tp for tp in self._partitions(index) if (tp.topic, tp.partition) in assigned]
+            if not tps:
+                continue  # the group moved it elsewhere meanwhile
+            interval = self._acquire(index)
+            for tp in tps:
+                tp.offset = self._start_offset(interval, tp)
+                self.consumer.seek(tp)  # back to the checkpoint: what was fetched is stale
+            self.consumer.resume(tps)
+            log.info("interval_retaken", interval=str(interval.id), token=interval.token)
+
+    def _fix_start_positions(self, interval: Interval) -> None:
+        """Make a "latest" start position durable once the consumer knows the offset, so a
+        crash before the first record does not move it on past records written since."""
+        assert self.consumer is not None
+        tps = []
+        for fld in interval.unpositioned:
+            topic, _, part = fld.rpartition(":")
+            tps.append(TopicPartition(topic, int(part)))
+        for tp in self.consumer.position(tps):
+            if tp.offset >= 0:
+                fld = position_field(tp.topic, tp.partition)
+                interval.unpositioned.discard(fld)
+                if fld not in interval.positions:
+                    interval.positions[fld] = tp.offset
+                    interval.batch.positions[fld] = tp.offset
+                    interval._touch()
 
     def _describe(self, interval: Interval) -> dict[str, Any]:
         cp = interval.batch
@@ -337,6 +419,10 @@ class Worker:
                         break
                     except BufferError:
                         self.producer.poll(0.05)
+                    except KafkaException as exc:  # refused outright: count it as failed, retry later
+                        log.error("produce_refused", topic=p.topic, error=str(exc))
+                        batch(exc, None)
+                        break
 
     def _drain(self, interval: Interval, timeout_s: float) -> None:
         """Wait for acknowledgements, then commit their deletion."""
@@ -349,7 +435,7 @@ class Worker:
             return
         offsets = []
         for interval in self.intervals.values():
-            for fld, off in interval.positions.items():
+            for fld, off in interval.committed_positions.items():
                 topic, _, part = fld.rpartition(":")
                 offsets.append(TopicPartition(topic, int(part), off))
         if offsets:
@@ -357,6 +443,20 @@ class Worker:
                 self.consumer.commit(offsets=offsets, asynchronous=True)
             except Exception as exc:  # lag mirroring is best effort
                 log.debug("offset_mirror_failed", error=str(exc))
+
+    def abort(self) -> None:
+        """After an error: drop every interval uncommitted (its batch may be half built),
+        leave the group. The checkpoints in the store are what the next owner resumes."""
+        self.intervals.clear()
+        self._refence.clear()
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except Exception as exc:  # leaving is best effort; the session timeout covers it
+                log.warning("close_failed", error=str(exc))
+            self.consumer = None
+        self.producer.flush(5)  # committed productions in flight; resent on recovery anyway
+        log.error("aborted", computation=self.comp.name, worker=self.cfg.worker_id, **vars(self.counters))
 
     def shutdown(self) -> None:
         """Commit every batch, wait for acks, commit their deletion, leave the group."""

@@ -1,0 +1,169 @@
+"""Regression tests for failure paths found in review: each would lose or corrupt data
+(or loop forever) without its fix. In-memory store, no broker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Message
+
+from mwcore import Computation, Context, DataclassCodec, Input, JsonCodec, Options, Output, Record, Timer
+from mwcore.interval import InputBinding, Interval, IntervalDeps
+from mwcore.memory_store import MemoryCheckpointStore
+from mwcore.record import TimeDomain
+from mwcore.serde import AvroSerde, SchemaRegistry
+from mwcore.store import IntervalId
+from mwcore.timers import TimerEntry, decode_entry, encode_entry, field_of
+from mwcore.watermark import MAX_WATERMARK
+
+SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
+IV = IntervalId("unit", "probe", 0)
+
+
+@dataclass
+class Tally:
+    total: int = 0
+
+
+class Probe(Computation):
+    """Adds n in place, then misbehaves as the record asks (n encodes the behaviour)."""
+
+    name = "probe"
+    inputs = (Input("numbers", schema="mw.examples.Number"),)
+    outputs = (Output("sums", schema="mw.examples.Sum"),)
+    state = DataclassCodec(Tally)
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        st: Tally = ctx.state.get() or Tally()
+        st.total += record.value["n"]  # mutates the cached object in place
+        if record.value["n"] == 13:
+            raise RuntimeError("unlucky")
+        ctx.state.set(st if record.value["n"] != 7 else object())  # 7: unencodable state
+        ctx.timers.set("tick", 100, TimeDomain.EVENT)
+
+    def process_timer(self, ctx: Context, timer: Timer) -> None:
+        ctx.produce("sums", {"key": ctx.key, "total": 0, "count": 0}, timer.timestamp)
+        ctx.timers.set("tick", timer.timestamp + 1, TimeDomain.EVENT)  # re-arms itself
+
+
+class WeakProbe(Probe):
+    options = Options(productions="weak")
+    state = JsonCodec[Any]()
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        ctx.timers.set("once", 5, TimeDomain.EVENT)
+
+    def process_timer(self, ctx: Context, timer: Timer) -> None:
+        ctx.produce("sums", {"key": ctx.key, "total": 1, "count": 1}, timer.timestamp)
+
+
+def make(comp: Computation) -> tuple[Interval, MemoryCheckpointStore, SchemaRegistry]:
+    registry = SchemaRegistry.from_directory(SCHEMAS)
+    store = MemoryCheckpointStore()
+    comp.state.bind(registry)
+    deps = IntervalDeps(
+        computation=comp,
+        store=store,
+        codec=comp.state,
+        inputs={"numbers": InputBinding("numbers", AvroSerde(registry, "mw.examples.Number"))},
+        encoders={"sums": ("sums", AvroSerde(registry, "mw.examples.Sum").encode)},
+        dead_letter_topic="dlq",
+    )
+    return Interval(IV, store.recover(IV, store.grant(IV, "a")), deps), store, registry
+
+
+def msg(registry: SchemaRegistry, offset: int, n: int) -> Message:
+    value = AvroSerde(registry, "mw.examples.Number").encode({"n": n})
+    return Message(topic="numbers", partition=0, offset=offset, key=b"k", value=value,
+                   headers=[("mw-id", bytes([offset + 1]) * 16)], timestamp=(1, offset))  # fmt: skip
+
+
+def test_failed_call_leaves_no_trace_even_after_in_place_mutation() -> None:
+    interval, _, registry = make(Probe())
+    interval.process([msg(registry, 0, 100), msg(registry, 1, 13), msg(registry, 2, 1)])
+    assert interval.cache["k"].total == 101  # not 114: the failed call's mutation is undone
+    cp = interval.prepare()
+    assert [p.topic for p in cp.productions] == ["dlq"]
+
+
+def test_unencodable_state_dead_letters_its_record_instead_of_failing_the_commit() -> None:
+    interval, store, registry = make(Probe())
+    interval.process([msg(registry, 0, 5), msg(registry, 1, 7), msg(registry, 2, 1)])
+    cp = interval.prepare()
+    [dead] = [p for p in cp.productions if p.topic == "dlq"]
+    assert b"cannot be encoded" in dict(dead.headers)["mw-error"]
+    interval.committed(cp, store.commit(IV, interval.token, cp))
+    assert store.load_state(IV, [b"k"]) == [b'{"total":6}']
+
+
+def test_self_rearming_timer_under_max_watermark_fires_a_bounded_number_of_times() -> None:
+    interval, _, registry = make(Probe())
+    interval.process([msg(registry, 0, 1)])
+    assert interval.fire_timers(MAX_WATERMARK, 0, limit=500) == 500  # then the batch commits
+    assert len(interval.timers) == 1
+
+
+def test_weak_productions_made_by_timers_are_in_the_checkpoint() -> None:
+    interval, store, registry = make(WeakProbe())
+    interval.process([msg(registry, 0, 1)])
+    cp = interval.prepare()
+    interval.committed(cp, store.commit(IV, interval.token, cp))
+    interval.outbox.take_to_send()
+    assert interval.fire_timers(10, 0) == 1
+    cp = interval.prepare()  # the firing's production has not been sent yet
+    assert [p.topic for batch in cp.pending.values() for p in batch] == ["sums"]
+    interval.committed(cp, store.commit(IV, interval.token, cp))
+    assert len(store.recover(IV, "").pending) == 1  # durable until Kafka acknowledges it
+
+
+@pytest.mark.parametrize(("key", "tag"), [("a", "b\x00c"), ("a\x00b", "c"), ("", "t"), ("k\u00e9", "")])
+def test_timer_fields_are_unambiguous(key: str, tag: str) -> None:
+    entry = TimerEntry(key, tag, 1, TimeDomain.WALL, b"s" * 16)
+    assert decode_entry(field_of(key, tag), encode_entry(entry)) == entry
+    assert field_of("a", "b\x00c") != field_of("a\x00b", "c")
+
+
+class Exploder(Probe):
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if record.value["n"] == 99:
+            raise KeyboardInterrupt  # not an Exception: not a dead letter; the worker stops
+        ctx.state.set(Tally(record.value["n"]))
+
+
+class FakeConsumer:
+    def __init__(self, chunks: list[list[Message]]) -> None:
+        self.chunks = chunks
+        self.closed = False
+
+    def consume(self, num: int, timeout: float) -> list[Message]:
+        return self.chunks.pop(0) if self.chunks else []
+
+    def assignment(self) -> list[Any]:
+        return []
+
+    def commit(self, **kwargs: Any) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_an_error_mid_batch_commits_nothing() -> None:
+    from mwcore.watermark import FixedWatermark
+    from mwcore.worker import Worker, WorkerConfig
+
+    registry = SchemaRegistry.from_directory(SCHEMAS)
+    store = MemoryCheckpointStore()
+    worker = Worker(Exploder(), WorkerConfig(bootstrap="127.0.0.1:9"), store, registry, FixedWatermark())
+    consumer = FakeConsumer([[msg(registry, 0, 1), msg(registry, 1, 99), msg(registry, 2, 3)]])
+    worker.consumer = consumer  # type: ignore[assignment]
+    worker._acquire(0)
+    iv = IntervalId("default", "probe", 0)
+    with pytest.raises(KeyboardInterrupt):
+        worker.run()
+    # The batch moved positions past a record that never ran: committing it would lose it.
+    assert store.recover(iv, "").positions == {} and store.recover(iv, "").commits == 0
+    assert consumer.closed
