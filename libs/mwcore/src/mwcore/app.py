@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from mwcore.computation import Computation
 from mwcore.errors import ConfigError
@@ -14,6 +16,8 @@ from mwcore.serde import SchemaRegistry
 from mwcore.settings import WorkerSettings
 from mwcore.watermark import MAX_WATERMARK, FixedWatermark, RedisWatermark, WatermarkSource
 from mwcore.worker import Worker, WorkerConfig
+
+REDIS_RETRIES = 10  # about 7 s of backoff in all
 
 
 def load_computation(spec: str) -> type[Computation]:
@@ -42,14 +46,18 @@ def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Work
 def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
     # Timeouts: a half-open connection must fail the step (and the worker restarts),
     # not hang it; a large checkpoint script takes well under the read timeout.
+    # Retries ride out a Redis restart or failover of a few seconds; a longer outage
+    # fails the step, and the worker aborts (its supervisor restarts it).
     client = redis.Redis.from_url(
         settings.redis_url,
         socket_keepalive=True,
         socket_timeout=30,
         socket_connect_timeout=5,
         health_check_interval=10,
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_RETRIES),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
     )
-    store = RedisCheckpointStore(client, fencing=not settings.unsafe_disable_fencing)
+    store = RedisCheckpointStore(client, fencing=not settings.unsafe_disable_fencing, retries=REDIS_RETRIES)
     registry = SchemaRegistry.from_directory(settings.schemas_dir)
     watermarks: WatermarkSource
     if settings.watermark == "redis":
