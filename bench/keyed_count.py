@@ -6,7 +6,7 @@ count to ``counts`` (a strong production: checkpointed, then sent, then deleted)
 
 from __future__ import annotations
 
-from mwcore import Computation, Context, Input, JsonCodec, Output, Record
+from mwcore import Computation, Context, Input, JsonCodec, Output, Record, TimeDomain, Timer
 
 
 class KeyedCount(Computation):
@@ -19,3 +19,24 @@ class KeyedCount(Computation):
         count = (ctx.state.get() or 0) + 1
         ctx.state.set(count)
         ctx.produce("counts", {"count": count}, record.timestamp)
+
+
+class KeyedCountEvery(Computation):
+    """The same count, emitted per key at most once a second (a wall-time timer), as a
+    windowed aggregation would: exactly-once and strong productions still on."""
+
+    name = "keyed_count_every"
+    inputs = (Input("events", schema="mw.bench.Event"),)
+    outputs = (Output("counts", schema="mw.bench.Count"),)
+    state = JsonCodec[list[int]]()  # [count, timer pending (0/1)]
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        count, pending = ctx.state.get() or [0, 0]
+        if not pending:
+            ctx.timers.set("emit", ctx.now_ms() + 1000, TimeDomain.WALL)
+        ctx.state.set([count + 1, 1])
+
+    def process_timer(self, ctx: Context, timer: Timer) -> None:
+        count, _ = ctx.state.get() or [0, 0]
+        ctx.produce("counts", {"count": count}, timer.timestamp)
+        ctx.state.set([count, 0])

@@ -7,7 +7,9 @@ Run: ``make bench`` (or ``.venv/bin/python bench/throughput.py [--records N]``).
 2. (a) Ceiling: a plain confluent-kafka consumer reads and Avro-decodes them all.
 3. (b) One worker process of ``KeyedCount`` (exactly-once, strong productions; state,
    dedup, checkpoint, productions all on) processes them all; timed from its first
-   commit to the checkpoint holding the end offsets of every partition.
+   commit to the checkpoint holding the end offsets of every partition. (b') The same
+   with ``KeyedCountEvery``, which emits each key's count once a second instead of
+   once per record.
 4. Latency: a fresh namespace fed at a steady 10,000 records/s; the worker records,
    for every record, its commit time minus the record's timestamp (set when the
    record was produced).
@@ -93,16 +95,20 @@ def worker_env(stack: LocalStack, namespace: str, **extra: str) -> dict[str, str
     }
 
 
-def positions(r: redis.Redis, namespace: str, topic: str) -> list[int]:
+def positions(r: redis.Redis, namespace: str, topic: str, computation: str = "keyed_count") -> list[int]:
     return [
-        int(r.hget(f"mw:{{{namespace}/keyed_count/{p}}}:pos", f"{topic}:{p}") or 0) for p in range(PARTITIONS)
+        int(r.hget(f"mw:{{{namespace}/{computation}/{p}}}:pos", f"{topic}:{p}") or 0)
+        for p in range(PARTITIONS)
     ]
 
 
-def run_worker(stack: LocalStack, namespace: str, topic: str, ends: dict[int, int]) -> dict[str, float]:
+def run_worker(
+    stack: LocalStack, namespace: str, topic: str, ends: dict[int, int], cls: str = "KeyedCount"
+) -> dict[str, float]:
     r = redis.Redis.from_url(stack.redis_url)
+    computation = "keyed_count" if cls == "KeyedCount" else "keyed_count_every"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mwcore.cli", "run", "bench.keyed_count:KeyedCount"],
+        [sys.executable, "-m", "mwcore.cli", "run", f"bench.keyed_count:{cls}"],
         env=worker_env(stack, namespace),
         cwd=ROOT,
     )
@@ -110,7 +116,7 @@ def run_worker(stack: LocalStack, namespace: str, topic: str, ends: dict[int, in
         start = None
         total = sum(ends.values())
         while True:
-            pos = positions(r, namespace, topic)
+            pos = positions(r, namespace, topic, computation)
             done = sum(pos)
             if start is None and done > 0:
                 start, start_done = time.perf_counter(), done
@@ -208,6 +214,11 @@ def main() -> None:
             f"(b) keyed count, exactly-once, strong productions: {worker['records_per_s']:,.0f} records/s",
             flush=True,
         )
+        every = run_worker(stack, namespace, topic, ends, "KeyedCountEvery")
+        print(
+            f"(b') the same count emitted per key once a second: {every['records_per_s']:,.0f} records/s",
+            flush=True,
+        )
         latency = steady_latency(stack, registry, args.latency_rate, args.latency_seconds)
         print(
             f"latency at {args.latency_rate}/s: median {latency['latency_median_ms']} ms, "
@@ -220,6 +231,7 @@ def main() -> None:
         "records_per_s": round(worker["records_per_s"]),
         "raw_consume_records_per_s": round(raw),
         "ratio": round(worker["records_per_s"] / raw, 3),
+        "emit_per_second_records_per_s": round(every["records_per_s"]),
         **latency,
     }
     print(json.dumps(result))
