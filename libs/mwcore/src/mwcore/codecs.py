@@ -11,6 +11,9 @@ from mwcore.serde import AvroSerde, SchemaRegistry
 
 T = TypeVar("T")
 
+# One encoder for all: json.dumps with non-default separators builds a new one per call.
+_JSON = json.JSONEncoder(separators=(",", ":"))
+
 
 class StateCodec(Protocol[T]):
     """Turns a key's state into bytes and back. ``bind`` is called once by the runtime."""
@@ -30,7 +33,7 @@ class JsonCodec(Generic[T]):
 
     def encode(self, value: T) -> bytes:
         try:
-            return json.dumps(value, separators=(",", ":")).encode()
+            return _JSON.encode(value).encode()
         except TypeError as exc:
             raise SerializationError(f"state is not JSON-serialisable: {exc}") from exc
 
@@ -40,12 +43,13 @@ class JsonCodec(Generic[T]):
 
 
 class DataclassCodec(Generic[T]):
-    """A small dataclass of JSON-compatible fields, stored as a JSON object."""
+    """A flat dataclass of JSON-compatible fields, stored as a JSON object."""
 
     def __init__(self, cls: type[T]) -> None:
         if not dataclasses.is_dataclass(cls):
             raise ConfigError(f"DataclassCodec needs a dataclass, got {cls!r}")
         self._cls = cls
+        self._fields = tuple(f.name for f in dataclasses.fields(cls))
 
     def bind(self, registry: SchemaRegistry) -> None:
         return None
@@ -53,7 +57,10 @@ class DataclassCodec(Generic[T]):
     def encode(self, value: T) -> bytes:
         if not isinstance(value, self._cls):
             raise SerializationError(f"state must be a {self._cls.__name__}, got {type(value)}")
-        return json.dumps(dataclasses.asdict(value), separators=(",", ":")).encode()  # type: ignore[call-overload]
+        try:
+            return _JSON.encode({name: getattr(value, name) for name in self._fields}).encode()
+        except TypeError as exc:
+            raise SerializationError(f"state is not JSON-serialisable: {exc}") from exc
 
     def decode(self, data: bytes) -> T:
         return self._cls(**json.loads(data))
