@@ -212,12 +212,10 @@ class Worker:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         indexes = {tp.partition for tp in partitions}
-        for index in sorted(indexes):
+        for index in indexes:
             self._refence.pop(index, None)
-            interval = self.intervals.get(index)
-            if interval is not None:
-                self._commit(interval)
-                self._drain(interval, timeout_s=2.0)
+        self._drain([self.intervals[i] for i in sorted(indexes) if i in self.intervals], 3.0)
+        for index in indexes:
             self.intervals.pop(index, None)
         consumer.unassign()
         log.info("revoked", computation=self.comp.name, intervals=sorted(indexes))
@@ -424,11 +422,16 @@ class Worker:
                         batch(exc, None)
                         break
 
-    def _drain(self, interval: Interval, timeout_s: float) -> None:
-        """Wait for acknowledgements, then commit their deletion."""
-        self.producer.flush(timeout_s)
-        if interval.outbox.acked and interval.id.index in self.intervals:
+    def _drain(self, intervals: list[Interval], flush_s: float) -> None:
+        """Commit the intervals' batches, wait (once, for all) for Kafka's
+        acknowledgements, then commit their deletion. Unacknowledged batches stay
+        pending in the checkpoint and are re-sent by the next owner."""
+        for interval in intervals:
             self._commit(interval)
+        self.producer.flush(flush_s)
+        for interval in intervals:
+            if interval.outbox.acked and interval.id.index in self.intervals:
+                self._commit(interval)
 
     def _mirror_offsets(self) -> None:
         if self.consumer is None:
@@ -460,12 +463,7 @@ class Worker:
 
     def shutdown(self) -> None:
         """Commit every batch, wait for acks, commit their deletion, leave the group."""
-        for interval in list(self.intervals.values()):
-            self._commit(interval)
-        self.producer.flush(10)
-        for interval in list(self.intervals.values()):
-            if interval.outbox.acked:
-                self._commit(interval)
+        self._drain(list(self.intervals.values()), 10.0)
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
