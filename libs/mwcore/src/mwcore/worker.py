@@ -39,6 +39,7 @@ from mwcore.computation import Computation
 from mwcore.errors import FencedError
 from mwcore.faults import NO_FAULTS, Faults
 from mwcore.interval import Counters, InputBinding, Interval, IntervalDeps
+from mwcore.latency import LatencyRecorder
 from mwcore.record import ID_HEADER
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.store import CheckpointStore, IntervalId
@@ -470,28 +471,3 @@ class Worker:
         log.info("stopped", computation=self.comp.name, worker=self.cfg.worker_id, **vars(self.counters))
         if self.latencies is not None:
             self.latencies.write(self.cfg.latency_out)
-
-
-class LatencyRecorder:
-    """Commit latency of every record: commit time minus the record's timestamp."""
-
-    def __init__(self) -> None:
-        self.samples: list[int] = []
-
-    def add(self, now_ms: int, timestamps: list[int]) -> None:
-        self.samples.extend(now_ms - ts for ts in timestamps)
-
-    def write(self, path: str) -> None:
-        import json
-
-        import numpy as np
-
-        data = np.array(self.samples or [0])
-        summary = {
-            "records": len(self.samples),
-            "median_ms": float(np.percentile(data, 50)),
-            "p99_ms": float(np.percentile(data, 99)),
-            "samples_ms": self.samples,
-        }
-        with open(path, "w") as fh:
-            json.dump(summary, fh)
