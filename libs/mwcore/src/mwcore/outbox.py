@@ -96,7 +96,3 @@ class Outbox:
 
     def take_acked(self, n: int) -> None:
         del self.acked[:n]
-
-    @property
-    def in_flight(self) -> int:
-        return sum(b.remaining for b in self.pending.values()) + sum(b.remaining for b in self.weak)

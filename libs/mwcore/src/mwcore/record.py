@@ -50,8 +50,5 @@ class Production(NamedTuple):
     timestamp: int
     headers: tuple[tuple[str, bytes], ...] = ()
 
-    def kafka_headers(self) -> list[tuple[str, bytes]]:
-        return [(ID_HEADER, self.id), *self.headers]
-
 
 ID_HEADER = "mw-id"

@@ -230,6 +230,9 @@ class Worker:
     # -- the loop --------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Create the topics, join the group. Idempotent."""
+        if self.consumer is not None:
+            return
         self.create_topics()
         conf = consumer_config(self.cfg.bootstrap, self.group, self.cfg.instance_id)
         self.consumer = Consumer(conf)
@@ -238,15 +241,10 @@ class Worker:
         )
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> None:
-        if self.consumer is None:
-            self.start()
-        try:
-            while not (self._stopping or should_stop()):
-                self.step()
-        except BaseException:
-            self.abort()
-            raise
-        self.shutdown()
+        """Run this worker alone until stopped (see ``Runner`` for the loop's rules)."""
+        from mwcore.runner import Runner
+
+        Runner([self]).run(lambda: self._stopping or should_stop())
 
     def stop(self) -> None:
         self._stopping = True
