@@ -32,6 +32,8 @@ class JsonCodec(Generic[T]):
         return None
 
     def encode(self, value: T) -> bytes:
+        if type(value) is int:  # the commonest state (a count): 8x faster than the encoder
+            return str(value).encode()
         try:
             return _JSON.encode(value).encode()
         except TypeError as exc:
