@@ -106,5 +106,8 @@ def worker_env(bootstrap: str, redis_url: str, namespace: str, **extra: str) -> 
         "MW_REDIS_URL": redis_url,
         "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
         "MW_NAMESPACE": namespace,
+        # Tests of the runtime drive event time by hand; the watermark tests pass
+        # MW_WATERMARK=authority and run the authority.
+        "MW_WATERMARK": "redis",
         **extra,
     }

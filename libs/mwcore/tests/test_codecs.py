@@ -11,7 +11,7 @@ from mwcore import JsonCodec
 from mwcore.errors import SerializationError
 
 
-@pytest.mark.parametrize("value", [0, 1, -7, 2**70, True, False, 1.5, "x\"y", [1, "a"], {"k": [1, 2]}])
+@pytest.mark.parametrize("value", [0, 1, -7, 2**70, True, False, 1.5, 'x"y', [1, "a"], {"k": [1, 2]}])
 def test_json_codec_round_trips_and_matches_json(value: Any) -> None:
     codec = JsonCodec[Any]()
     encoded = codec.encode(value)

@@ -14,6 +14,7 @@ from mwcore.memory_store import MemoryCheckpointStore
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.store import IntervalId
 from mwcore.timers import field_of
+from mwcore.watermark import MAX_WATERMARK
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 IV = IntervalId("unit", "running_sum", 0)
@@ -81,10 +82,35 @@ def test_productions_leave_only_after_the_commit_and_are_deleted_after_acks(regi
     [batch] = interval.outbox.take_to_send()
     assert [p.id for p in batch.productions] == [ids.derive(rid, 0)]
     assert len(store.recover(IV, "").pending) == 1
-    for _ in batch.productions:
-        batch(None, None)  # Kafka acknowledges
+    for offset, _ in enumerate(batch.productions):
+        batch(None, Acked("sums", 0, offset))  # Kafka acknowledges
+    commit(interval, store)
+    # Acknowledged, but not yet handed to the backlog in a watermark report: kept.
+    assert len(store.recover(IV, "").pending) == 1
+    assert interval.idle()
+    report, batches = interval.report(now_ms=0)
+    assert [(s.topic, s.partition, s.end, s.count) for s in report.segments] == [("sums", 0, 1, 1)]
+    assert report.segments[0].min_ts == batch.productions[0].timestamp
+    assert interval.outbox.oldest() == MAX_WATERMARK  # left the oldest work in the same report
+    interval.outbox.reported(batches)  # the report is written
     commit(interval, store)
     assert store.recover(IV, "").pending == {}
+
+
+class Acked:
+    """What a delivery callback reads of an acknowledged message."""
+
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        self._t, self._p, self._o = topic, partition, offset
+
+    def topic(self) -> str:
+        return self._t
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
 
 
 def test_recovery_reexecutes_with_the_same_ids(registry: SchemaRegistry) -> None:

@@ -13,8 +13,12 @@ from mwcore.errors import ConfigError
 from mwcore.faults import Faults
 from mwcore.redis_store import RedisCheckpointStore
 from mwcore.serde import SchemaRegistry
-from mwcore.settings import WorkerSettings
+from mwcore.settings import AuthoritySettings, WorkerSettings
+from mwcore.store import IntervalId
 from mwcore.watermark import MAX_WATERMARK, FixedWatermark, RedisWatermark, WatermarkSource
+from mwcore.watermarks.authority import Authority, AuthorityConfig
+from mwcore.watermarks.feed import TopicWatermark, WatermarkFeed
+from mwcore.watermarks.sink import RedisReportSink
 from mwcore.worker import Worker, WorkerConfig
 
 REDIS_RETRIES = 10  # about 7 s of backoff in all
@@ -43,13 +47,13 @@ def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Work
     return [build_worker(c, settings) for c in (cls, *rekey_stages(cls))]
 
 
-def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
+def redis_client(url: str) -> redis.Redis:
     # Timeouts: a half-open connection must fail the step (and the worker restarts),
     # not hang it; a large checkpoint script takes well under the read timeout.
     # Retries ride out a Redis restart or failover of a few seconds; a longer outage
     # fails the step, and the worker aborts (its supervisor restarts it).
-    client = redis.Redis.from_url(
-        settings.redis_url,
+    return redis.Redis.from_url(
+        url,
         socket_keepalive=True,
         socket_timeout=30,
         socket_connect_timeout=5,
@@ -57,10 +61,16 @@ def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_RETRIES),
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
     )
+
+
+def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
+    client = redis_client(settings.redis_url)
     store = RedisCheckpointStore(client, fencing=not settings.unsafe_disable_fencing, retries=REDIS_RETRIES)
     registry = SchemaRegistry.from_directory(settings.schemas_dir)
     watermarks: WatermarkSource
-    if settings.watermark == "redis":
+    if settings.watermark == "authority":
+        watermarks = TopicWatermark(WatermarkFeed(settings.bootstrap, settings.namespace))
+    elif settings.watermark == "redis":
         watermarks = RedisWatermark(client, prefix=f"mw:wm:{settings.namespace}")
     elif settings.watermark == "max":
         watermarks = FixedWatermark(MAX_WATERMARK)
@@ -74,6 +84,7 @@ def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
         max_batch_records=settings.max_batch_records,
         max_batch_delay_ms=settings.max_batch_delay_ms,
         latency_out=settings.latency_out,
+        report_interval_ms=settings.report_interval_ms,
     )
     return Worker(
         cls(),
@@ -83,4 +94,24 @@ def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
         watermarks,
         faults=Faults(settings.faults, settings.fault_log),
         exactly_once=False if settings.unsafe_disable_dedup else None,
+        reports=RedisReportSink(client, settings.namespace),
     )
+
+
+def build_authority(settings: AuthoritySettings) -> Authority:
+    client = redis_client(settings.redis_url)
+    store = RedisCheckpointStore(client)
+    config = AuthorityConfig(
+        bootstrap=settings.bootstrap,
+        namespace=settings.namespace,
+        shard=settings.authority_shard,
+        shards=settings.authority_shards,
+        block_ms=settings.authority_block_ms,
+        backlog=not settings.unsafe_ignore_backlog,
+        percentile=settings.authority_percentile,
+    )
+
+    def token_of(name: str, index: int) -> str | None:
+        return store.current_token(IntervalId(settings.namespace, name, index))
+
+    return Authority(client, config, token_of)

@@ -33,6 +33,30 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _authority(args: argparse.Namespace) -> int:
+    from mwcore import logs
+    from mwcore.app import build_authority
+    from mwcore.settings import AuthoritySettings
+
+    settings = AuthoritySettings.load()
+    logs.configure(settings.log_level, settings.log_format)
+    authority = build_authority(settings)
+    stopped = False
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopped
+        stopped = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    authority.start()
+    try:
+        authority.run(lambda: stopped)
+    finally:
+        authority.close()
+    return 0
+
+
 def _stack(args: argparse.Namespace) -> int:
     from mwcore.localstack import LocalStack
 
@@ -65,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one worker process of a computation")
     run.add_argument("computation", help="module:Class of the computation")
     run.set_defaults(func=_run)
+    auth = sub.add_parser("authority", help="run the watermark authority (MW_* environment)")
+    auth.set_defaults(func=_authority)
     stack = sub.add_parser("stack", help="start a local broker and Redis and print their addresses")
     stack.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
     stack.set_defaults(func=_stack)

@@ -27,11 +27,12 @@ from mwcore.computation import Computation
 from mwcore.context import Context, Effects
 from mwcore.errors import SerializationError
 from mwcore.faults import NO_FAULTS, Faults
-from mwcore.outbox import Outbox
+from mwcore.outbox import Outbox, OutboxBatch
 from mwcore.record import ID_HEADER, Production, Record, TimeDomain, Timer
 from mwcore.serde import AvroSerde
 from mwcore.store import CheckpointStore, IntervalId
 from mwcore.timers import TimerEntry, TimerQueue, encode_entry, field_of
+from mwcore.watermarks.reports import Report
 
 _ABSENT: Any = object()
 DLQ_INDEX = 0xFFFF_FFFF  # production index of a record's dead letter
@@ -133,6 +134,35 @@ class Interval:
             acked = self.outbox.acked
             return bool(acked) and now - self.outbox.first_acked_at >= max_delay_s
         return now - started >= max_delay_s
+
+    def idle(self) -> bool:
+        """No batch open: the soft state is exactly the last committed checkpoint."""
+        return self.batch_started is None and self.batch.is_empty()
+
+    def oldest_work(self) -> int:
+        """Oldest timestamp this interval may still produce at or hold back: pending
+        productions not yet handed to the backlog, and pending timers. Only meaningful
+        when ``idle()`` (an open batch's records are still in the input backlog)."""
+        oldest = self.outbox.oldest()
+        for domain in (TimeDomain.EVENT, TimeDomain.WALL):
+            ts = self.timers.oldest(domain)
+            if ts is not None and ts < oldest:
+                oldest = ts
+        return oldest
+
+    def report(self, now_ms: int) -> tuple[Report, list[OutboxBatch]]:
+        """The watermark report of the committed state (call only when ``idle()``).
+        Its segments leave the oldest work in the same report that hands them over."""
+        batches, segments = self.outbox.handed()
+        r = Report(
+            index=self.id.index,
+            token=self.token,
+            oldest=self.oldest_work(),
+            positions=dict(self.committed_positions),
+            segments=tuple(segments),
+            sent_ms=now_ms,
+        )
+        return r, batches
 
     def _new_batch_key(self) -> bytes:
         self._batch_seq += 1

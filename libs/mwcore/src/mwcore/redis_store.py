@@ -15,6 +15,7 @@ from mwcore.errors import CheckpointError, FencedError
 from mwcore.resp import FastScript
 from mwcore.store import IntervalId
 from mwcore.timers import decode_entry
+from mwcore.watermarks.reports import STREAM_MAXLEN, report_stream
 
 TokenScheme = Literal["safe", "counter-only"]
 
@@ -86,7 +87,11 @@ class RedisCheckpointStore:
     def grant(self, interval: IntervalId, owner: str) -> str:
         k = self.keys(interval)
         nonce = os.urandom(8).hex()
-        raw = self._grant(keys=[k.token, k.grants, k.meta], args=[nonce, owner, self._scheme])
+        stream = report_stream(interval.namespace, interval.computation)
+        raw = self._grant(
+            keys=[k.token, k.grants, k.meta, stream],
+            args=[nonce, owner, self._scheme, interval.index, STREAM_MAXLEN],
+        )
         return raw.decode() if isinstance(raw, bytes) else str(raw)
 
     def recover(self, interval: IntervalId, token: str) -> Snapshot:
@@ -106,6 +111,10 @@ class RedisCheckpointStore:
             seen=seen,
             commits=int(commits or 0),
         )
+
+    def current_token(self, interval: IntervalId) -> str | None:
+        raw = self._r.get(self.keys(interval).token)
+        return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
 
     def load_state(self, interval: IntervalId, keys: Sequence[bytes]) -> list[bytes | None]:
         if not keys:

@@ -9,9 +9,13 @@ old token as current; its holder's soft state could be ahead of what survived).
 
 from __future__ import annotations
 
-# KEYS[1] token   KEYS[2] grant counter   KEYS[3] meta hash
+# KEYS[1] token   KEYS[2] grant counter   KEYS[3] meta hash   KEYS[4] watermark report stream
 # ARGV[1] random nonce   ARGV[2] owner description   ARGV[3] "safe" | "counter-only"
+# ARGV[4] interval index   ARGV[5] report stream's approximate maximum length
 # Returns the new token. "counter-only" is the unsafe scheme, kept for a negative control.
+# The grant is also appended to the computation's report stream, in the same atomic
+# step, so the watermark authority sees every grant in order with the reports: a
+# report written after this entry under an older token is a zombie's.
 GRANT = """
 local n = redis.call('INCR', KEYS[2])
 local token
@@ -23,6 +27,8 @@ else
 end
 redis.call('SET', KEYS[1], token)
 redis.call('HSET', KEYS[3], 'owner', ARGV[2], 'token', token)
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'r',
+  cjson.encode({k = 'grant', i = tonumber(ARGV[4]), t = token}))
 return token
 """
 

@@ -30,7 +30,10 @@ class WorkerSettings(BaseSettings):
     instance_id: str | None = None
     max_batch_records: int = Field(default=5000, ge=1)
     max_batch_delay_ms: int = Field(default=10, ge=0)
-    watermark: Literal["redis", "none", "max"] = "redis"
+    # authority: follow the watermark authority's topic; redis: read mw:wm:<ns>:<name>
+    # (set by hand, for tests); none: event timers never fire; max: they all fire
+    watermark: Literal["authority", "redis", "none", "max"] = "authority"
+    report_interval_ms: int = Field(default=100, ge=10, le=5000)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
     latency_out: str = ""
@@ -42,29 +45,81 @@ class WorkerSettings(BaseSettings):
     @field_validator("bootstrap")
     @classmethod
     def _bootstrap(cls, v: str) -> str:
-        for part in v.split(","):
-            host, _, port = part.strip().rpartition(":")
-            if not host or not port.isdigit():
-                raise ValueError(f"{part!r} is not host:port")
-        return v
+        return _check_bootstrap(v)
 
     @field_validator("redis_url")
     @classmethod
     def _redis(cls, v: str) -> str:
-        if not v.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must start with redis://, rediss:// or unix://")
-        return v
+        return _check_redis_url(v)
 
     @classmethod
     def load(cls) -> WorkerSettings:
         try:
             settings = cls()  # type: ignore[call-arg]
         except ValidationError as exc:
-            lines = []
-            for err in exc.errors():
-                name = "MW_" + "_".join(str(p) for p in err["loc"]).upper()
-                lines.append(f"  {name}: {err['msg']}")
-            raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
+            raise ConfigError(_explain(exc)) from None
         if not settings.schemas_dir.is_dir():
             raise ConfigError(f"MW_SCHEMAS_DIR={settings.schemas_dir} is not a directory")
         return settings
+
+
+class AuthoritySettings(BaseSettings):
+    """What a watermark authority process reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")
+
+    bootstrap: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
+    redis_url: str = Field(description="Redis URL of the checkpoint store, redis://host:port/db")
+    namespace: str = "default"
+    authority_shard: int = Field(default=0, ge=0)
+    authority_shards: int = Field(default=1, ge=1)
+    authority_block_ms: int = Field(default=20, ge=1, le=1000)
+    authority_percentile: float = Field(default=0.99, gt=0.5, lt=1.0)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "console"] = "json"
+    unsafe_ignore_backlog: bool = False  # negative control only
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _bootstrap(cls, v: str) -> str:
+        return _check_bootstrap(v)
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis(cls, v: str) -> str:
+        return _check_redis_url(v)
+
+    @classmethod
+    def load(cls) -> AuthoritySettings:
+        try:
+            settings = cls()  # type: ignore[call-arg]
+        except ValidationError as exc:
+            raise ConfigError(_explain(exc)) from None
+        if settings.authority_shard >= settings.authority_shards:
+            raise ConfigError(
+                f"MW_AUTHORITY_SHARD={settings.authority_shard} must be below "
+                f"MW_AUTHORITY_SHARDS={settings.authority_shards}"
+            )
+        return settings
+
+
+def _check_bootstrap(v: str) -> str:
+    for part in v.split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"{part!r} is not host:port")
+    return v
+
+
+def _check_redis_url(v: str) -> str:
+    if not v.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError("must start with redis://, rediss:// or unix://")
+    return v
+
+
+def _explain(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        name = "MW_" + "_".join(str(p) for p in err["loc"]).upper()
+        lines.append(f"  {name}: {err['msg']}")
+    return "invalid configuration:\n" + "\n".join(lines)

@@ -72,7 +72,12 @@ def consumer_config(
     return conf
 
 
-def ensure_topics(bootstrap: str, topics: Mapping[str, int], timeout: float = 30.0) -> None:
+def ensure_topics(
+    bootstrap: str,
+    topics: Mapping[str, int],
+    timeout: float = 30.0,
+    config: Mapping[str, str] | None = None,
+) -> None:
     """Create each missing topic with the given partition count; wait until it is visible.
 
     An existing topic is left as it is; a partition count that differs from the one
@@ -82,7 +87,7 @@ def ensure_topics(bootstrap: str, topics: Mapping[str, int], timeout: float = 30
         return
     admin = AdminClient({"bootstrap.servers": bootstrap})
     existing = admin.list_topics(timeout=timeout).topics
-    missing = [NewTopic(t, n, 1) for t, n in topics.items() if t not in existing]
+    missing = [NewTopic(t, n, 1, config=dict(config or {})) for t, n in topics.items() if t not in existing]
     for t, n in topics.items():
         if t in existing and len(existing[t].partitions) != n:
             raise ConfigError(f"topic {t} has {len(existing[t].partitions)} partitions, expected {n}")

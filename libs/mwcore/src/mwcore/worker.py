@@ -40,6 +40,7 @@ from mwcore.errors import FencedError
 from mwcore.faults import NO_FAULTS, Faults
 from mwcore.interval import Counters, InputBinding, Interval, IntervalDeps
 from mwcore.latency import LatencyRecorder
+from mwcore.outbox import OutboxBatch
 from mwcore.record import ID_HEADER
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.store import CheckpointStore, IntervalId
@@ -52,6 +53,8 @@ from mwcore.transport import (
     topic_name,
 )
 from mwcore.watermark import WatermarkSource
+from mwcore.watermarks.reports import NodeSpec
+from mwcore.watermarks.sink import NullReportSink, ReportSink
 
 log = structlog.get_logger("mwcore.worker")
 
@@ -69,6 +72,7 @@ class WorkerConfig:
     max_cache_keys: int = 100_000
     latency_out: str = ""  # if set: record commit latency, write percentiles here at exit
     refence_backoff_s: float = 10.0  # after losing an interval to another grant
+    report_interval_ms: int = 100  # watermark reports to the authority
 
 
 class Clock:
@@ -99,6 +103,7 @@ class Worker:
         clock: Clock | None = None,
         faults: Faults = NO_FAULTS,
         exactly_once: bool | None = None,
+        reports: ReportSink | None = None,
     ) -> None:
         computation.validate()
         self.comp = computation
@@ -108,6 +113,9 @@ class Worker:
         self.watermarks = watermarks
         self.clock = clock or Clock()
         self.faults = faults
+        self.reports: ReportSink = reports or NullReportSink()
+        self._next_report = 0.0
+        self._report_wanted: set[int] = set()
         self.counters = Counters()
         self.intervals: dict[int, Interval] = {}
         self._stopping = False
@@ -157,6 +165,14 @@ class Worker:
             topics[topic_name(self.cfg.namespace, out.stream)] = out.partitions or n
         topics[self.dead_letter_topic] = 1
         ensure_topics(self.cfg.bootstrap, topics)
+
+    def spec(self) -> NodeSpec:
+        """What this computation reads and writes, for the watermark authority."""
+        ns = self.cfg.namespace
+        outputs = [topic_name(ns, o.stream) for o in self.comp.outputs] + [self.dead_letter_topic]
+        return NodeSpec(
+            self.comp.name, "computation", tuple(self.topics), tuple(outputs), self.comp.partitions
+        )
 
     def _interval_id(self, partition: int) -> IntervalId:
         return IntervalId(self.cfg.namespace, self.comp.name, partition)
@@ -234,6 +250,7 @@ class Worker:
         if self.consumer is not None:
             return
         self.create_topics()
+        self.reports.declare(self.spec())
         conf = consumer_config(self.cfg.bootstrap, self.group, self.cfg.instance_id)
         self.consumer = Consumer(conf)
         self.consumer.subscribe(
@@ -257,7 +274,7 @@ class Worker:
             self._route(messages)
         self.producer.poll(0)
         for index, interval in list(self.intervals.items()):
-            if interval.outbox.acked:  # acknowledged, their deletion not yet committed
+            if interval.outbox.acked or interval.outbox.unreported:  # acked, deletion not committed
                 self.faults.point("after_produce", functools.partial(dict, interval=index))
             if interval.weak_buffer or interval.outbox.to_send:  # new weak, or failed and re-queued
                 self._send(interval)
@@ -271,9 +288,47 @@ class Worker:
         for interval in list(self.intervals.values()):
             if interval.due(now, cfg.max_batch_records, delay):
                 self._commit(interval)
+        self._report(now)
         if now - self._last_mirror >= cfg.mirror_offsets_s:
             self._last_mirror = now
             self._mirror_offsets()
+
+    def _report(self, now: float, force: bool = False) -> None:
+        """Every ``report_interval_ms``, report each interval to the watermark authority
+        as soon as it has no open batch (its committed state is then its soft state).
+        Acknowledged productions handed over in a report become deletable only once the
+        report is written: a production leaves the oldest work only in the same report
+        that hands it to the backlog."""
+        if force:
+            self._report_wanted = set(self.intervals)
+        elif now >= self._next_report:
+            if not self._report_wanted:
+                self._report_wanted = set(self.intervals)
+            self._next_report = now + self.cfg.report_interval_ms / 1000
+        if not self._report_wanted:
+            return
+        taken: list[tuple[Interval, list[OutboxBatch]]] = []
+        reports = []
+        now_ms = self.clock.now_ms()
+        for index in list(self._report_wanted):
+            interval = self.intervals.get(index)
+            if interval is None:
+                self._report_wanted.discard(index)
+            elif interval.idle():
+                report, batches = interval.report(now_ms)
+                reports.append(report)
+                taken.append((interval, batches))
+                self._report_wanted.discard(index)
+        if not reports:
+            return
+        try:
+            self.reports.send(self.comp.name, reports)
+        except Exception:
+            for interval, batches in taken:
+                interval.outbox.unreport(batches)
+            raise
+        for interval, batches in taken:
+            interval.outbox.reported(batches)
 
     def _poll_timeout(self) -> float:
         """``consume`` blocks until it has a full chunk or the timeout passes, so the
@@ -428,6 +483,8 @@ class Worker:
         for interval in intervals:
             self._commit(interval)
         self.producer.flush(flush_s)
+        self.producer.poll(0)
+        self._report(time.monotonic(), force=True)
         for interval in intervals:
             if interval.outbox.acked and interval.id.index in self.intervals:
                 self._commit(interval)

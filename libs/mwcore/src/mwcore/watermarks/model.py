@@ -1,0 +1,235 @@
+"""The authority's arithmetic, pure: interval map, backlog segments, watermarks.
+
+For a computation A (semantics section 4):
+
+- oldest(A): the oldest work over A's intervals, as last reported; held at MIN until
+  every interval has reported once (an unknown interval may hold anything);
+- floor(P, A): over the output partitions of P that A reads, the oldest timestamp of
+  P's segments that A has not yet committed past (records in the Kafka backlog);
+- in(A) = min over A's input topics T, over each producer P of T, of
+  min(out(P), floor(P, A)); a topic nobody has declared producing holds at MIN;
+- out(A) = min(in(A), oldest(A)); an injector's out is the minimum of its processes'
+  reported watermarks (a missing process holds it).
+
+Published values never go back (I-7): each is the maximum of what was published
+before and what is computed now. Cycles are fine: the equations are solved by
+relaxing from the upper bound until nothing changes.
+
+The percentile watermark is the same computation with the backlog floor replaced by
+the timestamp below which ``1 - percentile`` of the backlog's records lie, and with
+injector processes that stopped reporting left out: faster, and not exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from mwcore.watermark import MAX_WATERMARK, MIN_WATERMARK
+from mwcore.watermarks.reports import NodeSpec, Report, Segment
+
+MIN = MIN_WATERMARK
+MAX = MAX_WATERMARK
+
+
+@dataclass
+class IntervalView:
+    token: str = ""
+    reported: bool = False
+    oldest: int = MIN
+    positions: dict[str, int] = field(default_factory=dict)
+    reported_at: int = 0  # authority clock, ms
+
+
+@dataclass
+class Published:
+    input: int = MIN
+    output: int = MIN
+    input_pct: int = MIN
+    output_pct: int = MIN
+
+
+@dataclass
+class Node:
+    spec: NodeSpec
+    intervals: dict[int, IntervalView] = field(default_factory=dict)
+    # "topic:partition" -> live segments this node handed to that partition
+    segments: dict[str, list[Segment]] = field(default_factory=dict)
+    published: Published = field(default_factory=Published)
+    rejected: int = 0
+    accepted: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # -- applying the report stream ------------------------------------------------------
+
+    def grant(self, index: int, token: str) -> None:
+        """A new owner's token is current: from here on only its reports count. What the
+        former owner last reported stays (the new owner's checkpoint is no newer)."""
+        self.intervals.setdefault(index, IntervalView()).token = token
+
+    def knows(self, index: int) -> bool:
+        view = self.intervals.get(index)
+        return view is not None and bool(view.token)
+
+    def report(self, r: Report, now_ms: int) -> bool:
+        """Apply ``r`` if its token is current; False (and counted) if stale."""
+        view = self.intervals.get(r.index)
+        if view is None or not view.token or view.token != r.token:
+            self.rejected += 1
+            return False
+        self.accepted += 1
+        view.reported = True
+        view.oldest = r.oldest
+        view.reported_at = now_ms
+        for fld, pos in r.positions.items():
+            if pos > view.positions.get(fld, -1):
+                view.positions[fld] = pos
+        for s in r.segments:
+            self.segments.setdefault(f"{s.topic}:{s.partition}", []).append(s)
+        return True
+
+    # -- derived -------------------------------------------------------------------------
+
+    def oldest(self, now_ms: int = 0, stale_ms: int | None = None) -> int:
+        """Oldest work over all intervals; MIN while one has never reported. With
+        ``stale_ms`` (percentile only), intervals silent that long are left out."""
+        views = [v for i, v in self.intervals.items() if i < self.spec.intervals]
+        reported = [v for v in views if v.reported]
+        if stale_ms is not None:
+            live = [v for v in reported if now_ms - v.reported_at <= stale_ms]
+            if not live:
+                return MIN
+            return min(v.oldest for v in live)
+        if len(reported) < self.spec.intervals:
+            return MIN
+        return min((v.oldest for v in reported), default=MAX)
+
+    def committed(self, fld: str) -> int:
+        """How far this node has committed reading partition ``fld`` (0: not at all)."""
+        return max((v.positions.get(fld, 0) for v in self.intervals.values()), default=0)
+
+
+@dataclass
+class Options:
+    backlog: bool = True  # False only for the negative control: ignores the Kafka backlog
+    percentile: float = 0.99
+    injector_stale_ms: int = 5000  # percentile only: a silent injector process is left out
+
+
+class Graph:
+    """Every node the authority knows, and the watermarks derived from them."""
+
+    def __init__(self, options: Options | None = None) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.options = options or Options()
+
+    def declare(self, spec: NodeSpec) -> Node:
+        node = self.nodes.get(spec.name)
+        if node is None:
+            node = self.nodes[spec.name] = Node(spec)
+        else:
+            node.spec = spec
+        return node
+
+    def producers(self, topic: str) -> list[Node]:
+        return [n for n in self.nodes.values() if topic in n.spec.outputs]
+
+    def consumers(self, topic: str) -> list[Node]:
+        return [n for n in self.nodes.values() if n.spec.kind == "computation" and topic in n.spec.inputs]
+
+    def _backlog(self, producer: Node, topic: str, consumer: Node) -> Iterable[Segment]:
+        prefix = topic + ":"
+        for fld, segs in producer.segments.items():
+            if fld.startswith(prefix):
+                pos = consumer.committed(fld)
+                for s in segs:
+                    if s.end > pos:
+                        yield s
+
+    def _floor(self, producer: Node, topic: str, consumer: Node) -> int:
+        return min((s.min_ts for s in self._backlog(producer, topic, consumer)), default=MAX)
+
+    def _quantile(self, producer: Node, topic: str, consumer: Node) -> int:
+        segs = sorted(self._backlog(producer, topic, consumer), key=lambda s: s.min_ts)
+        total = sum(s.count for s in segs)
+        if not total:
+            return MAX
+        allowed = total * (1.0 - self.options.percentile)
+        below = 0
+        for s in segs:
+            below += s.count
+            if below > allowed:
+                return s.min_ts
+        return MAX
+
+    def compute(self, now_ms: int) -> dict[str, Published]:
+        """Solve for every node's watermarks; clamp to what was published; GC segments."""
+        opts = self.options
+        nodes = list(self.nodes.values())
+        oldest = {n.name: n.oldest() for n in nodes}
+        oldest_pct = {
+            n.name: n.oldest(now_ms, opts.injector_stale_ms) if n.spec.kind == "injector" else oldest[n.name]
+            for n in nodes
+        }
+        out = dict(oldest)
+        out_pct = dict(oldest_pct)
+        inp: dict[str, int] = {}
+        inp_pct: dict[str, int] = {}
+        for _ in range(len(nodes) + 1):
+            changed = False
+            for a in nodes:
+                if a.spec.kind != "computation":
+                    continue
+                w, wp = MAX, MAX
+                for topic in a.spec.inputs:
+                    producers = self.producers(topic)
+                    if not producers:
+                        w = wp = MIN  # nobody declared writing it yet: hold
+                    for p in producers:
+                        w = min(w, out[p.name])
+                        wp = min(wp, out_pct[p.name])
+                        if opts.backlog:
+                            w = min(w, self._floor(p, topic, a))
+                            wp = min(wp, self._quantile(p, topic, a))
+                new_out = min(w, oldest[a.name])
+                new_out_pct = min(wp, oldest_pct[a.name])
+                if (
+                    inp.get(a.name) != w
+                    or inp_pct.get(a.name) != wp
+                    or out[a.name] != new_out
+                    or out_pct[a.name] != new_out_pct
+                ):
+                    changed = True
+                inp[a.name], inp_pct[a.name] = w, wp
+                out[a.name], out_pct[a.name] = new_out, new_out_pct
+            if not changed:
+                break
+        result: dict[str, Published] = {}
+        for n in nodes:
+            pub = n.published
+            pub.output = max(pub.output, out[n.name])
+            pub.output_pct = max(pub.output_pct, out_pct[n.name], pub.output)
+            if n.spec.kind == "computation":
+                pub.input = max(pub.input, inp[n.name])
+                pub.input_pct = max(pub.input_pct, inp_pct[n.name], pub.input)
+            else:
+                pub.input, pub.input_pct = pub.output, pub.output_pct
+            result[n.name] = pub
+        self._collect()
+        return result
+
+    def _collect(self) -> None:
+        """Drop segments every consumer of their stream has committed past."""
+        for p in self.nodes.values():
+            for fld in list(p.segments):
+                topic = fld.rpartition(":")[0]
+                consumers = self.consumers(topic)
+                done = min((c.committed(fld) for c in consumers), default=MAX)
+                live = [s for s in p.segments[fld] if s.end > done]
+                if live:
+                    p.segments[fld] = live
+                else:
+                    del p.segments[fld]
