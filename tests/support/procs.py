@@ -23,13 +23,14 @@ class WorkerProc:
     starts: int = 0
     kills: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = ()  # default: ("run", computation)
 
     def start(self, **extra: str) -> WorkerProc:
         self.starts += 1
         env = {**os.environ, **self.env, **extra, "MW_WORKER_ID": f"{self.name}-{self.starts}"}
         log = open(self.log_dir / f"{self.name}-{self.starts}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mwcore.cli", "run", self.computation],
+            [sys.executable, "-m", "mwcore.cli", *(self.command or ("run", self.computation))],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -78,6 +79,9 @@ class WorkerProc:
     def current_log(self) -> str:
         path = self.log_dir / f"{self.name}-{self.starts}.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+    def log_has(self, text: str) -> bool:
+        return text in self.current_log()
 
     @property
     def ready(self) -> bool:

@@ -73,6 +73,9 @@ class Options:
     exactly_once: bool = True
     productions: Literal["strong", "weak"] = "strong"
     start_from: Literal["earliest", "latest"] = "earliest"
+    # Records an injector let through behind its watermark: "route" sends them, as
+    # they came, to ``<name>.late`` (header mw-late-ms: how late); "drop" only counts.
+    late: Literal["route", "drop"] = "route"
 
 
 class Computation:
@@ -112,5 +115,7 @@ class Computation:
             raise ConfigError(f"{where}: an output stream is declared twice: {outs}")
         if cls.options.productions not in ("strong", "weak"):
             raise ConfigError(f"{where}: options.productions must be 'strong' or 'weak'")
+        if cls.options.late not in ("route", "drop"):
+            raise ConfigError(f"{where}: options.late must be 'route' or 'drop'")
         if cls.partitions < 1:
             raise ConfigError(f"{where}: partitions must be at least 1")

@@ -28,7 +28,7 @@ from mwcore.context import Context, Effects
 from mwcore.errors import SerializationError
 from mwcore.faults import NO_FAULTS, Faults
 from mwcore.outbox import Outbox, OutboxBatch
-from mwcore.record import ID_HEADER, Production, Record, TimeDomain, Timer
+from mwcore.record import ID_HEADER, LATE_HEADER, Production, Record, TimeDomain, Timer
 from mwcore.serde import AvroSerde
 from mwcore.store import CheckpointStore, IntervalId
 from mwcore.timers import TimerEntry, TimerQueue, encode_entry, field_of
@@ -36,6 +36,7 @@ from mwcore.watermarks.reports import Report
 
 _ABSENT: Any = object()
 DLQ_INDEX = 0xFFFF_FFFF  # production index of a record's dead letter
+LATE_INDEX = 0xFFFF_FFFE  # production index of a late record's copy on the late topic
 
 
 class Incoming(NamedTuple):
@@ -48,6 +49,7 @@ class Incoming(NamedTuple):
     value: bytes
     timestamp: int
     id: bytes
+    late: bytes | None  # the injector's mw-late-ms header, if it let the record through late
 
 
 @dataclass
@@ -55,6 +57,7 @@ class Counters:
     records: int = 0
     duplicates: int = 0
     dead_letters: int = 0
+    late_records: int = 0
     timers_fired: int = 0
     late_productions: int = 0
     commits: int = 0
@@ -80,6 +83,7 @@ class IntervalDeps:
     inputs: dict[str, InputBinding]  # topic -> binding
     encoders: dict[str, tuple[str, Callable[[Any], bytes]]]  # stream -> (topic, encode)
     dead_letter_topic: str
+    late_topic: str = ""  # "": drop late records (counted)
     exactly_once: bool = True
     max_cache_keys: int = 100_000
     faults: Faults = NO_FAULTS
@@ -204,14 +208,16 @@ class Interval:
             partition = m.partition() or 0
             offset = m.offset() or 0
             rid = None
+            late: bytes | None = None
             for name, hval in m.headers() or ():  # type: ignore[str-unpack]
                 if name == ID_HEADER:
                     rid = hval
-                    break
+                elif name == LATE_HEADER:
+                    late = hval if isinstance(hval, bytes) else b""
             if not isinstance(rid, bytes) or len(rid) != ids.ID_BYTES:
                 rid = from_position(topic, partition, offset)
             incoming.append(
-                Incoming(topic, partition, offset, m.key(), m.value() or b"", m.timestamp()[1], rid)
+                Incoming(topic, partition, offset, m.key(), m.value() or b"", m.timestamp()[1], rid, late)
             )
             last_offset[(topic, partition)] = offset
         rids = [i.id for i in incoming]
@@ -228,6 +234,9 @@ class Interval:
                 counters.duplicates += 1
                 continue
             batch_seen.add(inc.id)
+            if inc.late is not None:
+                self._late(inc)
+                continue
             fresh.append(inc)
 
         records: list[Record] = []
@@ -290,6 +299,23 @@ class Interval:
             self._dead_letter_message(inc, exc)
             return None
         return Record(key, value, inc.timestamp, inc.id, binding.stream, inc.partition, inc.offset)
+
+    def _late(self, inc: Incoming) -> None:
+        """A record an injector let through behind its watermark: route or drop it, once."""
+        self.deps.counters.late_records += 1
+        self.batch.seen[inc.id] = inc.timestamp
+        if not self.deps.late_topic:
+            return
+        headers = (
+            (LATE_HEADER, inc.late or b""),
+            ("mw-source-topic", inc.topic.encode()),
+            ("mw-source-partition", str(inc.partition).encode()),
+            ("mw-source-offset", str(inc.offset).encode()),
+        )
+        pid = ids.derive(inc.id, LATE_INDEX)
+        self.batch.productions.append(
+            Production(pid, self.deps.late_topic, inc.key, inc.value, max(inc.timestamp, 0), headers)
+        )
 
     # -- dead letters --------------------------------------------------------------------
 

@@ -52,3 +52,7 @@ class Production(NamedTuple):
 
 
 ID_HEADER = "mw-id"
+# Set by an injector on a record behind the low watermark it already reported (value:
+# how many ms behind). Such records are not accounted in the backlog, so they cannot
+# hold watermarks; consumers apply their late-data policy to them.
+LATE_HEADER = "mw-late-ms"

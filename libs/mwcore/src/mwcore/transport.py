@@ -27,6 +27,10 @@ def dead_letter_stream(computation: str) -> str:
     return f"{computation}.dead-letters"
 
 
+def late_stream(computation: str) -> str:
+    return f"{computation}.late"
+
+
 def rekey_stream(computation: str, stream: str) -> str:
     return f"{computation}-rekey-{stream}"
 

@@ -2,11 +2,13 @@
 
 Loop, each turn:
 
-1. consume a chunk of messages and route them to their intervals (``Interval.process``);
-2. serve delivery reports (acknowledged productions are deleted in the next commit);
-3. fire due timers (event time on the input watermark, wall time on the clock);
+1. fire due timers (event time on the input watermark, wall time on the clock);
+2. consume a chunk of messages and route them to their intervals (``Interval.process``);
+3. serve delivery reports (acknowledged productions are handed to the backlog in the
+   next watermark report, then deleted in the next commit);
 4. commit every interval whose batch is full or whose deadline passed: one fenced
-   checkpoint each, then send its productions.
+   checkpoint each, then send its productions;
+5. report idle intervals to the watermark authority when a report is due.
 
 On assignment an interval is granted a fresh token, recovered from the store, its
 pending productions are re-sent, and its partitions are positioned at the offsets in
@@ -48,6 +50,7 @@ from mwcore.transport import (
     consumer_config,
     dead_letter_stream,
     ensure_topics,
+    late_stream,
     producer_config,
     rekey_stream,
     topic_name,
@@ -134,6 +137,7 @@ class Worker:
         for out in computation.outputs:
             encoders[out.stream] = (topic_name(ns, out.stream), AvroSerde(registry, out.schema).encode)
         self.dead_letter_topic = topic_name(ns, dead_letter_stream(computation.name))
+        self.late_topic = topic_name(ns, late_stream(computation.name))
         eo = computation.options.exactly_once if exactly_once is None else exactly_once
         self.deps = IntervalDeps(
             computation=computation,
@@ -142,6 +146,7 @@ class Worker:
             inputs=inputs,
             encoders=encoders,
             dead_letter_topic=self.dead_letter_topic,
+            late_topic=self.late_topic if computation.options.late == "route" else "",
             exactly_once=eo,
             max_cache_keys=config.max_cache_keys,
             faults=faults,
@@ -164,12 +169,16 @@ class Worker:
         for out in self.comp.outputs:
             topics[topic_name(self.cfg.namespace, out.stream)] = out.partitions or n
         topics[self.dead_letter_topic] = 1
+        if self.comp.options.late == "route":
+            topics[self.late_topic] = 1
         ensure_topics(self.cfg.bootstrap, topics)
 
     def spec(self) -> NodeSpec:
         """What this computation reads and writes, for the watermark authority."""
         ns = self.cfg.namespace
         outputs = [topic_name(ns, o.stream) for o in self.comp.outputs] + [self.dead_letter_topic]
+        if self.comp.options.late == "route":
+            outputs.append(self.late_topic)
         return NodeSpec(
             self.comp.name, "computation", tuple(self.topics), tuple(outputs), self.comp.partitions
         )
@@ -269,6 +278,9 @@ class Worker:
     def step(self) -> None:
         assert self.consumer is not None
         cfg = self.cfg
+        # Timers first: what the watermark says is complete fires before more input is
+        # read (with an exact watermark either order is correct).
+        self._fire_timers()
         messages = self.consumer.consume(cfg.poll_records, self._poll_timeout())
         if messages:
             self._route(messages)
@@ -282,7 +294,6 @@ class Worker:
                 self._fix_start_positions(interval)
         if self._refence:
             self._retake_fenced()
-        self._fire_timers()
         now = time.monotonic()
         delay = cfg.max_batch_delay_ms / 1000
         for interval in list(self.intervals.values()):
