@@ -178,3 +178,59 @@ def test_negative_control_without_backlog_accounting_a_timer_fires_early(
     assert held >= 20_000  # the watermark ran past the backlog
     early = [w for w in out if w["early"]]
     assert early, f"expected early records without backlog accounting, got {out}"
+
+
+def test_reports_under_a_stale_token_are_rejected(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    auth = authority(stack, namespace, log_dir).start()
+    pub = Published(stack.bootstrap, namespace)
+    old = injector(stack, registry, namespace)
+    try:
+        old.advance(5000)
+        old.flush()
+        wait_until(lambda: pub.output("src") == 5000, 30, what="the first report")
+        replacement = injector(stack, registry, namespace)  # same process index: a new grant
+        old.advance(9000)
+        old.report()  # written after the replacement's grant: a zombie's report
+        time.sleep(1.0)
+        assert pub.output("src") == 5000
+        assert auth.log_has('"report_rejected"')
+        replacement.advance(7000)
+        replacement.report()
+        wait_until(lambda: pub.output("src") == 7000, 30, what="the replacement's report")
+        replacement.close()
+        pub.assert_monotonic()
+    finally:
+        auth.terminate()
+        pub.close()
+
+
+def test_a_missing_injector_process_holds_the_watermark(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    auth = authority(stack, namespace, log_dir).start()
+    pub = Published(stack.bootstrap, namespace)
+    p0 = injector(stack, registry, namespace, index=0, processes=2)
+    try:
+        p0.advance(5000)
+        p0.report()
+        time.sleep(1.0)
+        assert pub.output("src") == MIN_WATERMARK  # process 1 has never reported
+        p1 = injector(stack, registry, namespace, index=1, processes=2)
+        p1.advance(3000)
+        p1.close()  # its last word: 3000; then it is gone
+        wait_until(lambda: pub.output("src") == 3000, 30, what="both processes' reports")
+        p0.advance(8000)
+        p0.report()
+        time.sleep(1.0)
+        assert pub.output("src") == 3000  # held by the missing process
+        p1 = injector(stack, registry, namespace, index=1, processes=2)  # it comes back
+        p1.advance(6000)
+        p1.close()
+        wait_until(lambda: pub.output("src") == 6000, 30, what="the returning process")
+        pub.assert_monotonic()
+    finally:
+        p0.close()
+        auth.terminate()
+        pub.close()
