@@ -47,3 +47,64 @@ class WindowCount(Computation):
             "window_counts", {"key": ctx.key, "start": start, "count": count, "early": False}, timer.timestamp
         )
         ctx.state.set(st)
+
+
+class Forward(Computation):
+    """Stage 1 of the three-stage test pipeline: passes records on, keeps timestamps.
+    Late records (from the injector, behind its watermark) are routed to its late topic."""
+
+    name = "forward"
+    inputs = (Input("events", schema="mw.examples.Number"),)
+    outputs = (Output("forwarded", schema="mw.examples.Number"),)
+    partitions = 2
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        ctx.produce("forwarded", record.value, record.timestamp)
+
+
+class StageCount(WindowCount):
+    """Stage 2: 1-second window counts of the forwarded records."""
+
+    name = "stage_count"
+    inputs = (Input("forwarded", schema="mw.examples.Number"),)
+    partitions = 2
+
+
+ROLLUP_MS = 5000
+
+
+class Rollup(Computation):
+    """Stage 3: per key, sums stage 2's window counts into 5-second windows, on
+    event-time timers; detects early watermarks like ``WindowCount``."""
+
+    name = "rollup"
+    inputs = (Input("window_counts", schema="mw.tests.WindowCount"),)
+    outputs = (Output("rollups", schema="mw.tests.WindowCount"),)
+    state = JsonCodec[dict[str, Any]]()
+    partitions = 2
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        st = ctx.state.get() or {"w": {}, "fired": MIN_WATERMARK}
+        value = record.value
+        if value["early"]:
+            return
+        start = value["start"] // ROLLUP_MS * ROLLUP_MS
+        if record.timestamp < st["fired"]:
+            ctx.produce(
+                "rollups", {"key": ctx.key, "start": start, "count": 0, "early": True}, record.timestamp
+            )
+        windows = st["w"]
+        if str(start) not in windows:
+            ctx.timers.set(f"r{start}", start + ROLLUP_MS - 1, TimeDomain.EVENT)
+        windows[str(start)] = windows.get(str(start), 0) + value["count"]
+        ctx.state.set(st)
+
+    def process_timer(self, ctx: Context, timer: Timer) -> None:
+        st = ctx.state.get() or {"w": {}, "fired": MIN_WATERMARK}
+        start = timer.timestamp + 1 - ROLLUP_MS
+        total = st["w"].pop(str(start), 0)
+        st["fired"] = max(st["fired"], timer.timestamp + 1)
+        ctx.produce(
+            "rollups", {"key": ctx.key, "start": start, "count": total, "early": False}, timer.timestamp
+        )
+        ctx.state.set(st)
