@@ -108,3 +108,15 @@ class Rollup(Computation):
             "rollups", {"key": ctx.key, "start": start, "count": total, "early": False}, timer.timestamp
         )
         ctx.state.set(st)
+
+
+class Tally(Computation):
+    """Counts records per key (state only): the seen-id memory test's computation."""
+
+    name = "tally"
+    inputs = (Input("events", schema="mw.examples.Number"),)
+    state = JsonCodec[int]()
+    partitions = 2
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        ctx.state.set((ctx.state.get() or 0) + 1)

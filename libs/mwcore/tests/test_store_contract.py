@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,3 +91,26 @@ def test_a_retried_commit_is_applied_once(store: CheckpointStore) -> None:
     assert store.commit(IV, token, cp) == 1  # the reply was lost; the worker retries
     nxt = Checkpoint(positions={"in:0": 9}, commit_id=b"d" * 16)
     assert store.commit(IV, token, nxt) == 2
+
+
+def test_seen_ids_are_forgotten_below_the_gc_timestamp(store: CheckpointStore) -> None:
+    token = store.grant(IV, "a")
+    ids_by_ts = {bytes([i]) * 16: i * 100 for i in range(1, 11)}
+    store.commit(IV, token, Checkpoint(seen=dict(ids_by_ts)))
+    store.commit(IV, token, Checkpoint(positions={"in:0": 1}, seen_gc_below=500))
+    assert sorted(store.seen_ids(IV)) == sorted(rid for rid, ts in ids_by_ts.items() if ts >= 500)
+    with pytest.raises(FencedError):  # fenced like every other write
+        store.commit(IV, "stale", Checkpoint(positions={"in:0": 2}, seen_gc_below=10_000))
+    assert len(store.seen_ids(IV)) == 6
+
+
+def test_grants_are_written_to_the_report_stream_in_order(redis_server: RedisServer) -> None:
+    client = redis.Redis(port=redis_server.port)
+    client.flushall()
+    store = RedisCheckpointStore(client)
+    first, second = store.grant(IV, "a"), store.grant(IV, "b")
+    entries = client.xrange(f"mw:wmr:{IV.namespace}:{IV.computation}")
+    assert [json.loads(f[b"r"]) for _, f in entries] == [
+        {"k": "grant", "i": 0, "t": first},
+        {"k": "grant", "i": 0, "t": second},
+    ]

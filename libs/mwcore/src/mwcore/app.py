@@ -85,6 +85,7 @@ def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
         max_batch_delay_ms=settings.max_batch_delay_ms,
         latency_out=settings.latency_out,
         report_interval_ms=settings.report_interval_ms,
+        seen_gc_slack_ms=settings.seen_gc_slack_ms,
     )
     return Worker(
         cls(),

@@ -8,7 +8,9 @@ A ``Checkpoint`` accumulates the effects of one batch of an interval:
    productions, and any weak ones not acknowledged in time),
 4. deletions of pending batches that Kafka has acknowledged in full since the last commit,
 5. the record ids newly seen (with their timestamps, for garbage collection),
-6. the interval's new input positions (topic/partition -> next offset).
+6. the interval's new input positions (topic/partition -> next offset),
+7. optionally, a timestamp below which seen ids are forgotten (the input watermark
+   minus a slack: no record that old can be re-sent, semantics section 2).
 
 The store applies all of it in one token-checked script, or none of it.
 """
@@ -38,6 +40,7 @@ class Checkpoint:
     positions: dict[str, int] = field(default_factory=dict)
     records: int = 0  # records and timer firings it covers (for metrics)
     commit_id: bytes = b""  # unique per checkpoint (makes a retried commit a no-op)
+    seen_gc_below: int | None = None  # not part of is_empty: rides along with real commits
 
     def is_empty(self) -> bool:
         return not (

@@ -32,10 +32,12 @@ from mwcore.record import ID_HEADER, LATE_HEADER, Production, Record, TimeDomain
 from mwcore.serde import AvroSerde
 from mwcore.store import CheckpointStore, IntervalId
 from mwcore.timers import TimerEntry, TimerQueue, encode_entry, field_of
+from mwcore.watermark import MIN_WATERMARK
 from mwcore.watermarks.reports import Report
 
 _ABSENT: Any = object()
 DLQ_INDEX = 0xFFFF_FFFF  # production index of a record's dead letter
+BLOOM_MIN_CAPACITY = 200_000
 LATE_INDEX = 0xFFFF_FFFE  # production index of a late record's copy on the late topic
 
 
@@ -86,6 +88,7 @@ class IntervalDeps:
     late_topic: str = ""  # "": drop late records (counted)
     exactly_once: bool = True
     max_cache_keys: int = 100_000
+    seen_gc_slack_ms: int = 60_000  # seen ids are forgotten this long behind the input watermark
     faults: Faults = NO_FAULTS
     counters: Counters = field(default_factory=Counters)
     record_latency: bool = False  # keep each batch's record timestamps (benchmarks)
@@ -104,7 +107,7 @@ class Interval:
         self.timers = TimerQueue()
         for entry in snapshot.timers:
             self.timers.set(entry)
-        self.bloom = BloomFilter(capacity=max(200_000, 2 * len(snapshot.seen)))
+        self.bloom = BloomFilter(capacity=max(BLOOM_MIN_CAPACITY, 2 * len(snapshot.seen)))
         self.bloom.add_many(snapshot.seen)
         self.commits = snapshot.commits
         # Pending batches of the snapshot are sent again first.
@@ -113,6 +116,8 @@ class Interval:
         self._batch_seq = 0
         self._failed_state: Exception = SerializationError("")
         self.committed_positions: dict[str, int] = dict(snapshot.positions)
+        self.watermark = MIN_WATERMARK  # the input watermark timers last fired on
+        self.seen_gc_done = MIN_WATERMARK
         self.unpositioned: set[str] = set()  # "latest" starts the consumer has yet to resolve
         self.ctx = Context(deps.encoders, self._state_for, deps.clock)
         self._reset_batch()
@@ -421,6 +426,8 @@ class Interval:
         At most ``limit`` firings per call: a timer that re-arms itself under a big
         watermark jump would otherwise keep one batch open forever.
         """
+        if watermark > self.watermark:
+            self.watermark = watermark
         fired = self._fire(TimeDomain.EVENT, watermark, limit)
         fired += self._fire(TimeDomain.WALL, now_ms + 1, limit - fired)
         return fired
@@ -491,12 +498,17 @@ class Interval:
         cp.acked = list(self.outbox.acked)
         cp.records = self.batch_records
         cp.commit_id = self._new_batch_key()
+        floor = self.watermark - self.deps.seen_gc_slack_ms
+        if self.watermark > MIN_WATERMARK and floor >= self.seen_gc_done + 1000:
+            cp.seen_gc_below = floor
         return cp
 
     def committed(self, cp: Checkpoint, commits: int) -> None:
         """The checkpoint is durable: its productions may now be sent."""
         self.commits = commits
         self.committed_positions.update(cp.positions)
+        if cp.seen_gc_below is not None:
+            self.seen_gc_done = cp.seen_gc_below
         outbox = self.outbox
         outbox.take_acked(len(cp.acked))
         outbox.weak_committed()
@@ -509,8 +521,10 @@ class Interval:
         if self.bloom.full:
             # Past its capacity the false-positive rate climbs (more Redis look-ups):
             # rebuild at twice the size from the durable seen set.
+            # Seen ids forgotten by watermark leave the set; the filter is rebuilt
+            # from what is left, so its size follows the live set, not the run.
             seen = self.deps.store.seen_ids(self.id)
-            self.bloom = BloomFilter(capacity=2 * len(seen))
+            self.bloom = BloomFilter(capacity=max(BLOOM_MIN_CAPACITY, 2 * len(seen)))
             self.bloom.add_many(seen)
         if len(self.cache) > self.deps.max_cache_keys:
             for key in list(self.cache)[: len(self.cache) - self.deps.max_cache_keys]:

@@ -88,6 +88,10 @@ class MemoryCheckpointStore:
         for key in checkpoint.acked:
             iv.pending.pop(key, None)
         iv.seen.update(checkpoint.seen)
+        if checkpoint.seen_gc_below is not None:
+            below = checkpoint.seen_gc_below
+            for rid in [r for r, ts in iv.seen.items() if ts < below]:
+                del iv.seen[rid]
         iv.positions.update(checkpoint.positions)
         iv.commits += 1
         return iv.commits

@@ -169,6 +169,10 @@ class RedisCheckpointStore:
         args.append(len(cp.positions))
         for pos_field, off in cp.positions.items():
             args += (pos_field, off)
+        if cp.seen_gc_below is None:
+            args.append(0)
+        else:
+            args += (1, cp.seen_gc_below)
         return args
 
     def commits_by_token(self, interval: IntervalId) -> dict[str, int]:

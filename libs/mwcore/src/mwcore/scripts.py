@@ -36,11 +36,12 @@ return token
 # KEYS[6] positions  KEYS[7] meta
 # ARGV[1] token  ARGV[2] "1" checks the token, "0" skips the check (negative controls only)
 # ARGV[3] commit id (unique per checkpoint: a retry after a lost reply is not applied twice)
-# ARGV[4..] eight sections, each a count n then its items:
+# ARGV[4..] nine sections, each a count n then its items:
 #   1 state set    n pairs (key, value)      2 state delete   n keys
 #   3 timer set    n pairs (field, value)    4 timer delete   n fields
 #   5 pending set  n pairs (id, production)  6 pending delete n ids
 #   7 seen         n pairs (timestamp, id)   8 positions      n pairs (field, next offset)
+#   9 seen GC      0 or 1 timestamp: forget seen ids older than it (semantics section 2)
 # Steps: (1) parse and validate every section, (2) check the token and the run id,
 # (3) return at once if this commit id was already applied, (4) write. Nothing is
 # written before steps 1 to 3 pass (a Lua script is not rolled back on error). Returns
@@ -49,11 +50,12 @@ COMMIT = """
 local argc = #ARGV
 local sections = {}
 local i = 4
-for s = 1, 8 do
+for s = 1, 9 do
   local n = tonumber(ARGV[i])
   if n == nil or n < 0 then return redis.error_reply('BADARGS section ' .. s .. ' count') end
   local width = 2
-  if s == 2 or s == 4 or s == 6 then width = 1 end
+  if s == 2 or s == 4 or s == 6 or s == 9 then width = 1 end
+  if s == 9 and n > 1 then return redis.error_reply('BADARGS section 9 count') end
   local first = i + 1
   local last = i + n * width
   if last > argc then return redis.error_reply('BADARGS section ' .. s .. ' overruns') end
@@ -62,6 +64,9 @@ for s = 1, 8 do
       local num = ARGV[(s == 7) and j or (j + 1)]
       if tonumber(num) == nil then return redis.error_reply('BADARGS section ' .. s .. ' number') end
     end
+  end
+  if s == 9 and n == 1 and tonumber(ARGV[first]) == nil then
+    return redis.error_reply('BADARGS section 9 number')
   end
   sections[s] = {first, last}
   i = last + 1
@@ -100,6 +105,9 @@ apply('HSET', KEYS[4], 5)
 apply('HDEL', KEYS[4], 6)
 apply('ZADD', KEYS[5], 7)
 apply('HSET', KEYS[6], 8)
+if sections[9][2] >= sections[9][1] then
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[sections[9][1]])
+end
 redis.call('HINCRBY', KEYS[7], 'c:' .. ARGV[1], 1)
 redis.call('HSET', KEYS[7], 'last', ARGV[3])
 return redis.call('HINCRBY', KEYS[7], 'commits', 1)

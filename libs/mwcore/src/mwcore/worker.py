@@ -76,6 +76,7 @@ class WorkerConfig:
     latency_out: str = ""  # if set: record commit latency, write percentiles here at exit
     refence_backoff_s: float = 10.0  # after losing an interval to another grant
     report_interval_ms: int = 100  # watermark reports to the authority
+    seen_gc_slack_ms: int = 60_000
 
 
 class Clock:
@@ -149,6 +150,7 @@ class Worker:
             late_topic=self.late_topic if computation.options.late == "route" else "",
             exactly_once=eo,
             max_cache_keys=config.max_cache_keys,
+            seen_gc_slack_ms=config.seen_gc_slack_ms,
             faults=faults,
             counters=self.counters,
             on_error=lambda event, info: log.warning(event, computation=computation.name, **info),
