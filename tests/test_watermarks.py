@@ -10,6 +10,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -201,6 +204,15 @@ def test_reports_under_a_stale_token_are_rejected(
         wait_until(lambda: pub.output("src") == 7000, 30, what="the replacement's report")
         replacement.close()
         pub.assert_monotonic()
+        shown = subprocess.run(
+            [sys.executable, "-m", "mwcore.cli", "watermarks", "--once"],
+            env={**os.environ, "MW_BOOTSTRAP": stack.bootstrap, "MW_NAMESPACE": namespace},
+            capture_output=True,
+            check=True,
+            timeout=60,
+        )
+        [row] = [r for r in json.loads(shown.stdout.splitlines()[-1]) if r["name"] == "src"]
+        assert row["output"] == 7000 and row["kind"] == "injector"
     finally:
         auth.terminate()
         pub.close()

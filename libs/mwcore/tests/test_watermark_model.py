@@ -139,3 +139,18 @@ def test_report_entries_round_trip() -> None:
     assert decode_entry(r.encode()) == r
     assert decode_entry(Report(1, "x", MAX).encode()).oldest == MAX
     assert decode_entry('{"k":"grant","i":2,"t":"abc"}') == Grant(2, "abc")
+
+
+def test_the_watermarks_view_shows_lag_and_held_values() -> None:
+    from mwcore.watermarks.feed import Watermarks
+    from mwcore.watermarks.view import render, rows
+
+    table = rows(
+        [Watermarks("a", "computation", 9_000, 8_000, 9_500, 8_000, 9_900), Watermarks("src", "injector")],
+        10_000,
+    )
+    assert [r["name"] for r in table] == ["src", "a"]  # injectors first
+    assert table[1]["lag_ms"] == 1000 and table[1]["pct_lag_ms"] == 500
+    assert table[0]["lag_ms"] is None
+    text = render(table)
+    assert "held" in text and "1.00s" in text

@@ -57,6 +57,16 @@ def _authority(args: argparse.Namespace) -> int:
     return 0
 
 
+def _watermarks(args: argparse.Namespace) -> int:
+    from mwcore.watermarks import view
+
+    bootstrap = args.bootstrap or os.environ.get("MW_BOOTSTRAP")
+    if not bootstrap:
+        raise ConfigError("set MW_BOOTSTRAP or pass --bootstrap host:port")
+    namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
+    return view.main(bootstrap, namespace, args.once, args.interval)
+
+
 def _stack(args: argparse.Namespace) -> int:
     from mwcore.localstack import LocalStack
 
@@ -91,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
     auth = sub.add_parser("authority", help="run the watermark authority (MW_* environment)")
     auth.set_defaults(func=_authority)
+    wms = sub.add_parser("watermarks", help="show each computation's watermarks and lag, live")
+    wms.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP)")
+    wms.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
+    wms.add_argument("--once", action="store_true", help="print the current values as JSON and exit")
+    wms.add_argument("--interval", type=float, default=0.5, help="refresh every SECONDS")
+    wms.set_defaults(func=_watermarks)
     stack = sub.add_parser("stack", help="start a local broker and Redis and print their addresses")
     stack.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
     stack.set_defaults(func=_stack)
