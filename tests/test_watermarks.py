@@ -183,26 +183,40 @@ def test_negative_control_without_backlog_accounting_a_timer_fires_early(
     assert early, f"expected early records without backlog accounting, got {out}"
 
 
-def test_reports_under_a_stale_token_are_rejected(
-    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
-) -> None:
-    auth = authority(stack, namespace, log_dir).start()
+def zombie_injector_scenario(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path, **extra: str
+) -> tuple[int, WorkerProc]:
+    """An injector process reports 5000; a replacement is granted; the old one then
+    reports 9000. Returns what was published for the injector after that, and the
+    (still running) authority."""
+    auth = authority(stack, namespace, log_dir, **extra).start()
     pub = Published(stack.bootstrap, namespace)
     old = injector(stack, registry, namespace)
     try:
         old.advance(5000)
         old.flush()
         wait_until(lambda: pub.output("src") == 5000, 30, what="the first report")
-        replacement = injector(stack, registry, namespace)  # same process index: a new grant
+        injector(stack, registry, namespace)  # same process index: a new grant
         old.advance(9000)
         old.report()  # written after the replacement's grant: a zombie's report
         time.sleep(1.0)
-        assert pub.output("src") == 5000
+        return pub.output("src"), auth
+    finally:
+        pub.close()
+
+
+def test_reports_under_a_stale_token_are_rejected(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    published, auth = zombie_injector_scenario(stack, registry, namespace, log_dir)
+    pub = Published(stack.bootstrap, namespace)
+    try:
+        assert published == 5000
         assert auth.log_has('"report_rejected"')
+        replacement = injector(stack, registry, namespace)  # the current process (a new grant)
         replacement.advance(7000)
-        replacement.report()
-        wait_until(lambda: pub.output("src") == 7000, 30, what="the replacement's report")
         replacement.close()
+        wait_until(lambda: pub.output("src") == 7000, 30, what="the replacement's report")
         pub.assert_monotonic()
         shown = subprocess.run(
             [sys.executable, "-m", "mwcore.cli", "watermarks", "--once"],
@@ -216,6 +230,16 @@ def test_reports_under_a_stale_token_are_rejected(
     finally:
         auth.terminate()
         pub.close()
+
+
+def test_negative_control_accepting_stale_tokens_lets_a_zombie_move_the_watermark(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    published, auth = zombie_injector_scenario(
+        stack, registry, namespace, log_dir, MW_UNSAFE_ACCEPT_STALE_REPORTS="1"
+    )
+    auth.terminate()
+    assert published == 9000
 
 
 def test_a_missing_injector_process_holds_the_watermark(

@@ -109,6 +109,7 @@ def build_authority(settings: AuthoritySettings) -> Authority:
         shards=settings.authority_shards,
         block_ms=settings.authority_block_ms,
         backlog=not settings.unsafe_ignore_backlog,
+        check_tokens=not settings.unsafe_accept_stale_reports,
         percentile=settings.authority_percentile,
     )
 

@@ -81,6 +81,7 @@ class AuthoritySettings(BaseSettings):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
     unsafe_ignore_backlog: bool = False  # negative control only
+    unsafe_accept_stale_reports: bool = False  # negative control only
 
     @field_validator("bootstrap")
     @classmethod

@@ -49,6 +49,7 @@ class AuthorityConfig:
     heartbeat_s: float = 1.0
     topology_refresh_s: float = 0.5
     backlog: bool = True  # False: the negative control (ignores records in the backlog)
+    check_tokens: bool = True  # False: the negative control (accepts stale-token reports)
     percentile: float = 0.99
 
 
@@ -78,7 +79,9 @@ class Authority:
         self.cfg = config
         self._token_of = token_of
         self._clock = clock
-        self.graph = Graph(Options(backlog=config.backlog, percentile=config.percentile))
+        self.graph = Graph(
+            Options(backlog=config.backlog, percentile=config.percentile, check_tokens=config.check_tokens)
+        )
         self.positions: dict[str, str] = {}  # node name -> last stream id applied
         self.counters = AuthorityCounters()
         self._journal_key = f"mw:wma:{config.namespace}:{config.shard}"
@@ -175,7 +178,7 @@ class Authority:
             token = self._token_of(node.name, entry.index)
             if token is not None:
                 node.grant(entry.index, token)
-        if node.report(entry, now_ms):
+        if node.report(entry, now_ms, self.cfg.check_tokens):
             self.counters.reports += 1
         else:
             self.counters.rejected += 1

@@ -74,12 +74,15 @@ class Node:
         view = self.intervals.get(index)
         return view is not None and bool(view.token)
 
-    def report(self, r: Report, now_ms: int) -> bool:
-        """Apply ``r`` if its token is current; False (and counted) if stale."""
+    def report(self, r: Report, now_ms: int, check_token: bool = True) -> bool:
+        """Apply ``r`` if its token is current; False (and counted) if stale.
+        ``check_token=False`` exists only for a negative control."""
         view = self.intervals.get(r.index)
-        if view is None or not view.token or view.token != r.token:
+        if check_token and (view is None or not view.token or view.token != r.token):
             self.rejected += 1
             return False
+        if view is None:
+            view = self.intervals[r.index] = IntervalView(token=r.token)
         self.accepted += 1
         view.reported = True
         view.oldest = r.oldest
@@ -115,6 +118,7 @@ class Node:
 @dataclass
 class Options:
     backlog: bool = True  # False only for the negative control: ignores the Kafka backlog
+    check_tokens: bool = True  # False only for the negative control: accepts stale reports
     percentile: float = 0.99
     injector_stale_ms: int = 5000  # percentile only: a silent injector process is left out
 
