@@ -1,5 +1,8 @@
 """Three stages with out-of-order input while workers and the authority are SIGKILLed.
 
+Run with one authority, and with two authority shards (the injector and the rollup
+published by one, the forward and window stages by the other).
+
 injector -> forward -> stage_count (1 s windows) -> rollup (5 s windows), with
 several seconds of timestamp jitter and some records the injector lets through late.
 At least ten SIGKILLs, of workers and of the authority. Afterwards:
@@ -71,8 +74,9 @@ def generate(inj: Injector, stop: threading.Event, result: dict[str, object]) ->
     result.update(truth=truth, late=late, end=end)
 
 
+@pytest.mark.parametrize("shards", [1, 2], ids=["one-authority", "two-authority-shards"])
 def test_watermarks_survive_kills_with_out_of_order_input(
-    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path, shards: int
 ) -> None:
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
@@ -80,7 +84,17 @@ def test_watermarks_survive_kills_with_out_of_order_input(
         stack.bootstrap, stack.redis_url, namespace, MW_WATERMARK="authority", MW_REPORT_INTERVAL_MS="50"
     )
     procs = {
-        "authority": authority(stack, namespace, log_dir),
+        f"authority-{i}": authority(
+            stack,
+            namespace,
+            log_dir,
+            f"authority-{i}",
+            MW_AUTHORITY_SHARD=str(i),
+            MW_AUTHORITY_SHARDS=str(shards),
+        )
+        for i in range(shards)
+    }
+    procs |= {
         "forward": WorkerProc("tests.support.windows:Forward", env, log_dir, "forward"),
         "stage_count": WorkerProc("tests.support.windows:StageCount", env, log_dir, "stage_count"),
         "rollup": WorkerProc("tests.support.windows:Rollup", env, log_dir, "rollup"),

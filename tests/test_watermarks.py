@@ -76,9 +76,11 @@ class Published:
         self._c.close()
 
 
-def authority(stack: LocalStack, namespace: str, log_dir: Path, **extra: str) -> WorkerProc:
+def authority(
+    stack: LocalStack, namespace: str, log_dir: Path, name: str = "authority", **extra: str
+) -> WorkerProc:
     env = worker_env(stack.bootstrap, stack.redis_url, namespace, MW_AUTHORITY_BLOCK_MS="10", **extra)
-    return WorkerProc("authority", env, log_dir, "authority", command=("authority",))
+    return WorkerProc("authority", env, log_dir, name, command=("authority",))
 
 
 def injector(stack: LocalStack, registry: SchemaRegistry, namespace: str, **kw: Any) -> Injector:
