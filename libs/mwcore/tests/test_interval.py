@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Message
 
-from mwcore import ids
+from mwcore import Context, Record, TimeDomain, ids
 from mwcore.examples.running_sum import RunningSum
 from mwcore.interval import InputBinding, Interval, IntervalDeps
 from mwcore.memory_store import MemoryCheckpointStore
@@ -166,3 +167,30 @@ def test_bad_records_become_dead_letters_and_are_marked_seen(registry: SchemaReg
     assert set(cp.seen) == {b"c" * 16, b"n" * 16, b"g" * 16}
     interval.committed(cp, store.commit(IV, interval.token, cp))
     assert interval.cache["k"].total == 4
+
+
+class Holder(RunningSum):
+    """Holds the watermark at its key's last record; releases on n == 0."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if record.value["n"]:
+            ctx.timers.set("buffer", record.timestamp, TimeDomain.HOLD)
+        else:
+            ctx.timers.clear("buffer")
+
+
+def test_watermark_holds_count_as_oldest_work_never_fire_and_survive_recovery(
+    registry: SchemaRegistry,
+) -> None:
+    store = MemoryCheckpointStore()
+    deps = dataclasses.replace(make_deps(registry, store), computation=Holder())
+    interval = Interval(IV, store.recover(IV, store.grant(IV, "a")), deps)
+    interval.process([message(registry, 0, "a", 1, b"1" * 16), message(registry, 1, "b", 1, b"2" * 16)])
+    commit(interval, store)
+    assert interval.oldest_work() == 1000  # message timestamps are 1000 + offset
+    assert interval.fire_timers(watermark=MAX_WATERMARK, now_ms=MAX_WATERMARK - 1) == 0
+    again = Interval(IV, store.recover(IV, store.grant(IV, "b")), deps)
+    assert again.oldest_work() == 1000
+    again.process([message(registry, 2, "a", 0, b"3" * 16)])  # releases key a's hold
+    commit(again, store)
+    assert again.oldest_work() == 1001

@@ -150,10 +150,11 @@ class Interval:
 
     def oldest_work(self) -> int:
         """Oldest timestamp this interval may still produce at or hold back: pending
-        productions not yet handed to the backlog, and pending timers. Only meaningful
+        productions not yet handed to the backlog, pending timers and watermark holds
+        (``TimeDomain.HOLD``: state the computation will produce from later). Only meaningful
         when ``idle()`` (an open batch's records are still in the input backlog)."""
         oldest = self.outbox.oldest()
-        for domain in (TimeDomain.EVENT, TimeDomain.WALL):
+        for domain in (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD):
             ts = self.timers.oldest(domain)
             if ts is not None and ts < oldest:
                 oldest = ts

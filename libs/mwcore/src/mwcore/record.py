@@ -12,6 +12,10 @@ class TimeDomain(enum.Enum):
 
     EVENT = "event"  # fires once the computation's input low watermark passes it
     WALL = "wall"  # fires once the wall clock reaches it
+    # Never fires: a watermark hold. While set, it holds the computation's output
+    # watermark at its timestamp (for state that will be produced later without a
+    # timer, e.g. records buffered for a join). Clear it like a timer.
+    HOLD = "hold"
 
 
 class Record(NamedTuple):

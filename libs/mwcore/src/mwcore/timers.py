@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from mwcore.record import TimeDomain
 
 _ENTRY = struct.Struct(">cq")
-_DOMAIN_CODE = {TimeDomain.EVENT: b"e", TimeDomain.WALL: b"w"}
+_DOMAIN_CODE = {TimeDomain.EVENT: b"e", TimeDomain.WALL: b"w", TimeDomain.HOLD: b"h"}
 _CODE_DOMAIN = {v: k for k, v in _DOMAIN_CODE.items()}
 
 
@@ -56,6 +56,7 @@ class TimerQueue:
         self._heaps: dict[TimeDomain, list[tuple[int, str, str, bytes]]] = {
             TimeDomain.EVENT: [],
             TimeDomain.WALL: [],
+            TimeDomain.HOLD: [],
         }
 
     def __len__(self) -> int:
