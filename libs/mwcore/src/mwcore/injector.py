@@ -33,7 +33,7 @@ from mwcore.record import ID_HEADER, LATE_HEADER
 from mwcore.redis_store import RedisCheckpointStore
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.store import IntervalId
-from mwcore.transport import ensure_topics, producer_config, topic_name
+from mwcore.transport import dead_letter_stream, ensure_topics, producer_config, topic_name
 from mwcore.watermark import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.watermarks.feed import WatermarkFeed
 from mwcore.watermarks.reports import NodeSpec, Report, Segment
@@ -70,6 +70,7 @@ class Injector:
         self._sink = RedisReportSink(client, namespace)
         self._serdes = {s: AvroSerde(registry, schema) for s, schema in outputs.items()}
         self._topics = {s: topic_name(namespace, s) for s in outputs}
+        self.dead_letter_topic = topic_name(namespace, dead_letter_stream(name))
         self._partitions = partitions
         self._report_every = report_interval_ms / 1000
         self._producer = Producer(producer_config(bootstrap, **{"linger.ms": linger_ms}))
@@ -83,13 +84,16 @@ class Injector:
         self.sent = 0
         self.late = 0
         self.errors = 0
+        self.dead_letters = 0
         self.skew_ms = skew_ms
         self.skew_of = skew_of
         self._feed: WatermarkFeed | None = None
 
     def start(self) -> None:
-        ensure_topics(self._bootstrap, {t: self._partitions for t in self._topics.values()})
-        spec = NodeSpec(self.name, "injector", (), tuple(self._topics.values()), self.processes)
+        topics = {t: self._partitions for t in self._topics.values()}
+        ensure_topics(self._bootstrap, {**topics, self.dead_letter_topic: 1})
+        outputs = (*self._topics.values(), self.dead_letter_topic)
+        spec = NodeSpec(self.name, "injector", (), outputs, self.processes)
         self._sink.declare(spec)
         self.token = self._store.grant(
             IntervalId(self.namespace, self.name, self.index), f"injector-{self.index}"
@@ -123,6 +127,24 @@ class Injector:
         self.sent += 1
         self.poll()
         return late
+
+    def dead_letter(self, value: bytes, reason: str, record_id: bytes, **source: str) -> None:
+        """Send input that cannot become a record to ``<name>.dead-letters`` with the
+        reason (header ``mw-error``) and where it came from (``mw-source-<name>``)."""
+        headers: list[tuple[str, str | bytes | None]] = [
+            (ID_HEADER, record_id),
+            ("mw-error", reason.encode()),
+        ]
+        headers += [(f"mw-source-{k}", v.encode()) for k, v in source.items()]
+        self.dead_letters += 1
+        while True:
+            try:
+                self._producer.produce(
+                    self.dead_letter_topic, value, None, headers=headers, on_delivery=self._on_late_delivery
+                )
+                return
+            except BufferError:
+                self._producer.poll(0.05)
 
     def _on_delivery(self, seq: int, ts: int, err: Any, msg: Any) -> None:
         if err is not None:
