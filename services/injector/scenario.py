@@ -14,10 +14,27 @@ from dataclasses import dataclass, field
 import numpy as np
 
 LANGUAGES = ("en", "de", "fr", "es", "ja", "pt")
-WORDS = (
-    "weather news football music recipe movie train flight hotel election "
-    "stocks earthquake concert festival traffic lottery series game phone"
-).split()
+WORDS = [
+    "weather",
+    "news",
+    "football",
+    "music",
+    "recipe",
+    "movie",
+    "train",
+    "flight",
+    "hotel",
+    "election",
+    "stocks",
+    "earthquake",
+    "concert",
+    "festival",
+    "traffic",
+    "lottery",
+    "series",
+    "game",
+    "phone",
+]
 
 
 @dataclass(frozen=True)
