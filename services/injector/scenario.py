@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 LANGUAGES = ("en", "de", "fr", "es", "ja", "pt")
-WORDS = [
+WORDS = (
     "weather",
     "news",
     "football",
@@ -34,7 +34,7 @@ WORDS = [
     "series",
     "game",
     "phone",
-]
+)
 
 
 @dataclass(frozen=True)
