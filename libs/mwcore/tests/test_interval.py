@@ -85,17 +85,24 @@ def test_productions_leave_only_after_the_commit_and_are_deleted_after_acks(regi
     assert len(store.recover(IV, "").pending) == 1
     for offset, _ in enumerate(batch.productions):
         batch(None, Acked("sums", 0, offset))  # Kafka acknowledges
+    assert interval.outbox.oldest() == batch.productions[0].timestamp  # still held
     commit(interval, store)
-    # Acknowledged, but not yet handed to the backlog in a watermark report: kept.
-    assert len(store.recover(IV, "").pending) == 1
+    # The pending copy is deleted and, in the same commit, its backlog segment stored:
+    # an acknowledged production is never sent again, yet still holds the watermark.
+    snap = store.recover(IV, "")
+    assert snap.pending == {}
+    [segments] = snap.segments.values()
+    assert [(s.topic, s.partition, s.end, s.count) for s in segments] == [("sums", 0, 1, 1)]
+    assert segments[0].min_ts == batch.productions[0].timestamp
     assert interval.idle()
-    report, batches = interval.report(now_ms=0)
-    assert [(s.topic, s.partition, s.end, s.count) for s in report.segments] == [("sums", 0, 1, 1)]
-    assert report.segments[0].min_ts == batch.productions[0].timestamp
-    assert interval.outbox.oldest() == MAX_WATERMARK  # left the oldest work in the same report
-    interval.outbox.reported(batches)  # the report is written
+    report, keys = interval.report(now_ms=0)
+    assert report.segments == tuple(segments)
+    assert interval.outbox.oldest(handing_over=True) == MAX_WATERMARK  # what the report counts
+    assert interval.outbox.oldest() == batch.productions[0].timestamp  # until the report is written
+    interval.outbox.reported(keys)
+    assert interval.outbox.oldest() == MAX_WATERMARK  # left the oldest work with the report
     commit(interval, store)
-    assert store.recover(IV, "").pending == {}
+    assert store.recover(IV, "").segments == {}
 
 
 class Acked:

@@ -10,7 +10,9 @@ A ``Checkpoint`` accumulates the effects of one batch of an interval:
 5. the record ids newly seen (with their timestamps, for garbage collection),
 6. the interval's new input positions (topic/partition -> next offset),
 7. optionally, a timestamp below which seen ids are forgotten (the input watermark
-   minus a slack: no record that old can be re-sent, semantics section 2).
+   minus a slack: no record that old can be re-sent, semantics section 2),
+8. backlog segments of acknowledged productions, stored until a watermark report has
+   handed them over, then deleted (see ``outbox.py``).
 
 The store applies all of it in one token-checked script, or none of it.
 """
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 
 from mwcore.record import Production
 from mwcore.timers import TimerEntry
+from mwcore.watermarks.reports import Segment
 
 _H = struct.Struct(">H")
 _I = struct.Struct(">i")
@@ -41,6 +44,7 @@ class Checkpoint:
     records: int = 0  # records and timer firings it covers (for metrics)
     commit_id: bytes = b""  # unique per checkpoint (makes a retried commit a no-op)
     seen_gc_below: int | None = None  # not part of is_empty: rides along with real commits
+    segments: dict[bytes, bytes | None] = field(default_factory=dict)  # key -> encoded, None: delete
 
     def is_empty(self) -> bool:
         return not (
@@ -51,6 +55,7 @@ class Checkpoint:
             or self.acked
             or self.seen
             or self.positions
+            or self.segments
         )
 
 
@@ -64,6 +69,7 @@ class Snapshot:
     pending: dict[bytes, list[Production]]
     seen: list[bytes]
     commits: int
+    segments: dict[bytes, list[Segment]] = field(default_factory=dict)
 
 
 def position_field(topic: str, partition: int) -> str:

@@ -27,13 +27,13 @@ from mwcore.computation import Computation
 from mwcore.context import Context, Effects
 from mwcore.errors import SerializationError
 from mwcore.faults import NO_FAULTS, Faults
-from mwcore.outbox import Outbox, OutboxBatch
+from mwcore.outbox import Outbox
 from mwcore.record import ID_HEADER, LATE_HEADER, Production, Record, TimeDomain, Timer
 from mwcore.serde import AvroSerde
 from mwcore.store import CheckpointStore, IntervalId
 from mwcore.timers import TimerEntry, TimerQueue, encode_entry, field_of
 from mwcore.watermark import MIN_WATERMARK
-from mwcore.watermarks.reports import Report
+from mwcore.watermarks.reports import Report, Segment, encode_segments
 
 _ABSENT: Any = object()
 DLQ_INDEX = 0xFFFF_FFFF  # production index of a record's dead letter
@@ -111,7 +111,8 @@ class Interval:
         self.bloom.add_many(snapshot.seen)
         self.commits = snapshot.commits
         # Pending batches of the snapshot are sent again first.
-        self.outbox = Outbox(snapshot.pending)
+        self.outbox = Outbox(snapshot.pending, snapshot.segments)
+        self._outbox_ck: tuple[int, bytes | None, list[Segment], int] = (0, None, [], 0)
         self.weak_buffer: list[Production] = []
         self._batch_seq = 0
         self._failed_state: Exception = SerializationError("")
@@ -140,39 +141,40 @@ class Interval:
             return True
         started = self.batch_started
         if started is None:
-            acked = self.outbox.acked
-            return bool(acked) and now - self.outbox.first_acked_at >= max_delay_s
+            outbox = self.outbox
+            return outbox.has_cleanup and now - outbox.first_acked_at >= max_delay_s
         return now - started >= max_delay_s
 
     def idle(self) -> bool:
         """No batch open: the soft state is exactly the last committed checkpoint."""
         return self.batch_started is None and self.batch.is_empty()
 
-    def oldest_work(self) -> int:
+    def oldest_work(self, handing_over: bool = False) -> int:
         """Oldest timestamp this interval may still produce at or hold back: pending
         productions not yet handed to the backlog, pending timers and watermark holds
         (``TimeDomain.HOLD``: state the computation will produce from later). Only meaningful
         when ``idle()`` (an open batch's records are still in the input backlog)."""
-        oldest = self.outbox.oldest()
+        oldest = self.outbox.oldest(handing_over)
         for domain in (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD):
             ts = self.timers.oldest(domain)
             if ts is not None and ts < oldest:
                 oldest = ts
         return oldest
 
-    def report(self, now_ms: int) -> tuple[Report, list[OutboxBatch]]:
+    def report(self, now_ms: int) -> tuple[Report, list[bytes]]:
         """The watermark report of the committed state (call only when ``idle()``).
-        Its segments leave the oldest work in the same report that hands them over."""
-        batches, segments = self.outbox.handed()
+        Its segments leave the oldest work in the same report that hands them over;
+        pass the returned keys to ``outbox.reported`` once the report is written."""
+        keys, segments = self.outbox.handed()
         r = Report(
             index=self.id.index,
             token=self.token,
-            oldest=self.oldest_work(),
+            oldest=self.oldest_work(handing_over=True),
             positions=dict(self.committed_positions),
             segments=tuple(segments),
             sent_ms=now_ms,
         )
-        return r, batches
+        return r, keys
 
     def _new_batch_key(self) -> bytes:
         self._batch_seq += 1
@@ -496,7 +498,15 @@ class Interval:
         # those already sent and those made since the last send (e.g. by timers).
         self.flush_weak()
         cp.pending.update(self.outbox.weak_for_checkpoint(self._new_batch_key))
-        cp.acked = list(self.outbox.acked)
+        deletes, segments, handed = self.outbox.for_checkpoint()
+        cp.acked = deletes
+        seg_key = None
+        if segments:
+            seg_key = self._new_batch_key()
+            cp.segments[seg_key] = encode_segments(segments)
+        for key in handed:
+            cp.segments[key] = None
+        self._outbox_ck = (len(self.outbox.acked), seg_key, segments, len(handed))
         cp.records = self.batch_records
         cp.commit_id = self._new_batch_key()
         floor = self.watermark - self.deps.seen_gc_slack_ms
@@ -511,7 +521,8 @@ class Interval:
         if cp.seen_gc_below is not None:
             self.seen_gc_done = cp.seen_gc_below
         outbox = self.outbox
-        outbox.take_acked(len(cp.acked))
+        outbox.checkpointed(*self._outbox_ck)
+        self._outbox_ck = (0, None, [], 0)
         outbox.weak_committed()
         if cp.productions:
             for batch_key, productions in cp.pending.items():

@@ -16,6 +16,7 @@ from mwcore.errors import FencedError
 from mwcore.record import Production
 from mwcore.store import IntervalId
 from mwcore.timers import decode_entry
+from mwcore.watermarks.reports import decode_segments
 
 
 @dataclass
@@ -27,6 +28,7 @@ class _Interval:
     pending: dict[bytes, list[Production]] = field(default_factory=dict)
     seen: dict[bytes, int] = field(default_factory=dict)
     positions: dict[str, int] = field(default_factory=dict)
+    segments: dict[bytes, bytes] = field(default_factory=dict)
     commits: int = 0
     last_commit_id: bytes = b""
 
@@ -53,6 +55,7 @@ class MemoryCheckpointStore:
             timers=[decode_entry(f, v) for f, v in iv.timers.items()],
             pending={k: list(v) for k, v in iv.pending.items()},
             seen=list(iv.seen),
+            segments={k: decode_segments(v) for k, v in iv.segments.items()},
             commits=iv.commits,
         )
 
@@ -93,5 +96,10 @@ class MemoryCheckpointStore:
             for rid in [r for r, ts in iv.seen.items() if ts < below]:
                 del iv.seen[rid]
         iv.positions.update(checkpoint.positions)
+        for k, raw in checkpoint.segments.items():
+            if raw is None:
+                iv.segments.pop(k, None)
+            else:
+                iv.segments[k] = raw
         iv.commits += 1
         return iv.commits

@@ -61,14 +61,30 @@ class OutboxBatch:
 
 
 class Outbox:
-    def __init__(self, recovered: dict[bytes, list[Production]] | None = None) -> None:
+    """Productions from checkpoint to Kafka's acknowledgement, and their hand-over to
+    the watermark authority.
+
+    1. A batch is acknowledged in full: it joins ``acked``.
+    2. The next checkpoint deletes the acknowledged batches' pending copies and, in the
+       same commit, stores their *segments* (per output partition: offsets up to, oldest
+       timestamp, count) under a new key. An acknowledged batch is never sent again,
+       so no consumer can see a re-sent copy after it forgot the ids (seen-id GC).
+    3. A watermark report hands the stored segments to the backlog; until then they
+       count as the interval's oldest work (and a new owner recovers and reports them).
+    4. Once the report is written, the next checkpoint deletes the stored segments.
+    """
+
+    def __init__(
+        self,
+        recovered: dict[bytes, list[Production]] | None = None,
+        segments: dict[bytes, list[Segment]] | None = None,
+    ) -> None:
         self.pending: dict[bytes, OutboxBatch] = {}  # checkpointed, not fully acknowledged
         self.weak: list[OutboxBatch] = []  # sent before any checkpoint, not fully acknowledged
         self.to_send: list[OutboxBatch] = []
-        self.acked: list[bytes] = []  # batch keys to delete in the next checkpoint
-        # Acknowledged in full, not yet handed to the backlog by a watermark report: they
-        # still count as the interval's oldest work, and may not be deleted before then.
-        self.unreported: list[OutboxBatch] = []
+        self.acked: list[OutboxBatch] = []  # acknowledged, segments not yet checkpointed
+        self.stored: dict[bytes, list[Segment]] = dict(segments or {})  # checkpointed, unreported
+        self.reported_keys: list[bytes] = []  # reported: delete in the next checkpoint
         self.first_acked_at = 0.0
         for key, productions in (recovered or {}).items():
             batch = OutboxBatch(self, key, productions, checkpointed=True)
@@ -85,44 +101,56 @@ class Outbox:
             self.pending.pop(batch.key, None)
         else:
             self.weak.remove(batch)
-        self.unreported.append(batch)
+        if not self.acked and not self.reported_keys:
+            self.first_acked_at = time.monotonic()
+        self.acked.append(batch)
 
-    def handed(self) -> tuple[list[OutboxBatch], list[Segment]]:
-        """The acknowledged batches a report hands to the backlog, as segments (one per
-        output partition; the oldest timestamp is the batch's, a safe lower bound)."""
-        batches, self.unreported = self.unreported, []
-        merged: dict[tuple[str, int], list[int]] = {}
-        for b in batches:
-            for k, end in b.ends.items():
-                seg = merged.get(k)
-                if seg is None:
-                    merged[k] = [end, b.min_ts, b.counts[k]]
-                else:
-                    seg[0] = max(seg[0], end)
-                    seg[1] = min(seg[1], b.min_ts)
-                    seg[2] += b.counts[k]
-        segments = [Segment(t, p, end, ts, n) for (t, p), (end, ts, n) in merged.items()]
-        return batches, segments
+    @property
+    def has_cleanup(self) -> bool:
+        """Something for the next checkpoint even without new records."""
+        return bool(self.acked or self.reported_keys)
 
-    def reported(self, batches: list[OutboxBatch]) -> None:
-        """A report handing ``batches`` to the backlog is written: their checkpointed
-        copies may now be deleted."""
-        for batch in batches:
-            if batch.checkpointed:
-                if not self.acked:
+    def for_checkpoint(self) -> tuple[list[bytes], list[Segment], list[bytes]]:
+        """(pending keys to delete, segments to store, stored keys to delete)."""
+        keys = [b.key for b in self.acked if b.checkpointed]
+        return keys, _segments(self.acked), list(self.reported_keys)
+
+    def checkpointed(
+        self, n_acked: int, segments_key: bytes | None, segments: list[Segment], n_deleted: int
+    ) -> None:
+        """The checkpoint made by ``for_checkpoint`` is durable."""
+        del self.acked[:n_acked]
+        if segments_key is not None:
+            self.stored[segments_key] = segments
+        del self.reported_keys[:n_deleted]
+
+    def handed(self) -> tuple[list[bytes], list[Segment]]:
+        """What a report hands to the backlog: every stored segment (merged)."""
+        keys = list(self.stored)
+        merged: dict[tuple[str, int], Segment] = {}
+        for segs in self.stored.values():
+            for seg in segs:
+                k = (seg.topic, seg.partition)
+                merged[k] = seg if k not in merged else _merge(merged[k], seg)
+        return keys, list(merged.values())
+
+    def reported(self, keys: list[bytes]) -> None:
+        """The report handing ``keys`` over is written: delete them next checkpoint."""
+        for key in keys:
+            if self.stored.pop(key, None) is not None:
+                if not self.acked and not self.reported_keys:
                     self.first_acked_at = time.monotonic()
-                self.acked.append(batch.key)
+                self.reported_keys.append(key)
 
-    def unreport(self, batches: list[OutboxBatch]) -> None:
-        """The report was not written: hand them over in the next one."""
-        self.unreported[:0] = batches
-
-    def oldest(self) -> int:
-        """Oldest timestamp among productions not yet handed to the backlog."""
+    def oldest(self, handing_over: bool = False) -> int:
+        """Oldest timestamp among productions not yet handed to the backlog (with
+        ``handing_over``: not counting the stored segments a report is handing over)."""
+        stored = [] if handing_over else [s.min_ts for segs in self.stored.values() for s in segs]
         return min(
             [b.min_ts for b in self.pending.values()]
             + [b.min_ts for b in self.weak]
-            + [b.min_ts for b in self.unreported],
+            + [b.min_ts for b in self.acked]
+            + stored,
             default=MAX_WATERMARK,
         )
 
@@ -156,5 +184,18 @@ class Outbox:
         out, self.to_send = self.to_send, []
         return out
 
-    def take_acked(self, n: int) -> None:
-        del self.acked[:n]
+
+def _merge(a: Segment, b: Segment) -> Segment:
+    return Segment(a.topic, a.partition, max(a.end, b.end), min(a.min_ts, b.min_ts), a.count + b.count)
+
+
+def _segments(batches: list[OutboxBatch]) -> list[Segment]:
+    """One segment per output partition the batches wrote to; the oldest timestamp is
+    each batch's own (a safe lower bound for every partition it wrote)."""
+    merged: dict[tuple[str, int], Segment] = {}
+    for b in batches:
+        for (topic, part), end in b.ends.items():
+            seg = Segment(topic, part, end, b.min_ts, b.counts[(topic, part)])
+            k = (topic, part)
+            merged[k] = seg if k not in merged else _merge(merged[k], seg)
+    return list(merged.values())

@@ -15,13 +15,13 @@ from mwcore.errors import CheckpointError, FencedError
 from mwcore.resp import FastScript
 from mwcore.store import IntervalId
 from mwcore.timers import decode_entry
-from mwcore.watermarks.reports import STREAM_MAXLEN, report_stream
+from mwcore.watermarks.reports import STREAM_MAXLEN, decode_segments, report_stream
 
 TokenScheme = Literal["safe", "counter-only"]
 
 
 class IntervalKeys:
-    __slots__ = ("grants", "meta", "pending", "positions", "seen", "state", "timers", "token")
+    __slots__ = ("grants", "meta", "pending", "positions", "seen", "segments", "state", "timers", "token")
 
     def __init__(self, interval: IntervalId, prefix: str = "mw") -> None:
         base = f"{prefix}:{interval.tag()}"
@@ -33,6 +33,7 @@ class IntervalKeys:
         self.seen = f"{base}:seen"
         self.positions = f"{base}:pos"
         self.meta = f"{base}:meta"
+        self.segments = f"{base}:segs"
 
     def commit_keys(self) -> list[str]:
         return [
@@ -43,6 +44,7 @@ class IntervalKeys:
             self.seen,
             self.positions,
             self.meta,
+            self.segments,
         ]
 
 
@@ -101,7 +103,8 @@ class RedisCheckpointStore:
         pipe.hgetall(k.timers)
         pipe.hgetall(k.pending)
         pipe.hget(k.meta, "commits")
-        positions_raw, timers_raw, pending_raw, commits = pipe.execute()
+        pipe.hgetall(k.segments)
+        positions_raw, timers_raw, pending_raw, commits, segments_raw = pipe.execute()
         seen = self.seen_ids(interval)
         return Snapshot(
             token=token,
@@ -110,6 +113,7 @@ class RedisCheckpointStore:
             pending={key: decode_batch(blob) for key, blob in pending_raw.items()},
             seen=seen,
             commits=int(commits or 0),
+            segments={key: decode_segments(raw) for key, raw in segments_raw.items()},
         )
 
     def current_token(self, interval: IntervalId) -> str | None:
@@ -173,6 +177,7 @@ class RedisCheckpointStore:
             args.append(0)
         else:
             args += (1, cp.seen_gc_below)
+        _sets_and_deletes(args, cp.segments)
         return args
 
     def commits_by_token(self, interval: IntervalId) -> dict[str, int]:

@@ -33,15 +33,16 @@ return token
 """
 
 # KEYS[1] token  KEYS[2] state  KEYS[3] timers  KEYS[4] pending  KEYS[5] seen
-# KEYS[6] positions  KEYS[7] meta
+# KEYS[6] positions  KEYS[7] meta  KEYS[8] backlog segments
 # ARGV[1] token  ARGV[2] "1" checks the token, "0" skips the check (negative controls only)
 # ARGV[3] commit id (unique per checkpoint: a retry after a lost reply is not applied twice)
-# ARGV[4..] nine sections, each a count n then its items:
+# ARGV[4..] eleven sections, each a count n then its items:
 #   1 state set    n pairs (key, value)      2 state delete   n keys
 #   3 timer set    n pairs (field, value)    4 timer delete   n fields
 #   5 pending set  n pairs (id, production)  6 pending delete n ids
 #   7 seen         n pairs (timestamp, id)   8 positions      n pairs (field, next offset)
 #   9 seen GC      0 or 1 timestamp: forget seen ids older than it (semantics section 2)
+#  10 segments set n pairs (key, segments)   11 segments delete n keys
 # Steps: (1) parse and validate every section, (2) check the token and the run id,
 # (3) return at once if this commit id was already applied, (4) write. Nothing is
 # written before steps 1 to 3 pass (a Lua script is not rolled back on error). Returns
@@ -50,11 +51,11 @@ COMMIT = """
 local argc = #ARGV
 local sections = {}
 local i = 4
-for s = 1, 9 do
+for s = 1, 11 do
   local n = tonumber(ARGV[i])
   if n == nil or n < 0 then return redis.error_reply('BADARGS section ' .. s .. ' count') end
   local width = 2
-  if s == 2 or s == 4 or s == 6 or s == 9 then width = 1 end
+  if s == 2 or s == 4 or s == 6 or s == 9 or s == 11 then width = 1 end
   if s == 9 and n > 1 then return redis.error_reply('BADARGS section 9 count') end
   local first = i + 1
   local last = i + n * width
@@ -105,6 +106,8 @@ apply('HSET', KEYS[4], 5)
 apply('HDEL', KEYS[4], 6)
 apply('ZADD', KEYS[5], 7)
 apply('HSET', KEYS[6], 8)
+apply('HSET', KEYS[8], 10)
+apply('HDEL', KEYS[8], 11)
 if sections[9][2] >= sections[9][1] then
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[sections[9][1]])
 end

@@ -4,8 +4,8 @@ Loop, each turn:
 
 1. fire due timers (event time on the input watermark, wall time on the clock);
 2. consume a chunk of messages and route them to their intervals (``Interval.process``);
-3. serve delivery reports (acknowledged productions are handed to the backlog in the
-   next watermark report, then deleted in the next commit);
+3. serve delivery reports (the next commit deletes acknowledged productions and stores
+   their backlog segments; the next watermark report hands those over);
 4. commit every interval whose batch is full or whose deadline passed: one fenced
    checkpoint each, then send its productions;
 5. report idle intervals to the watermark authority when a report is due.
@@ -42,7 +42,6 @@ from mwcore.errors import FencedError
 from mwcore.faults import NO_FAULTS, Faults
 from mwcore.interval import Counters, InputBinding, Interval, IntervalDeps
 from mwcore.latency import LatencyRecorder
-from mwcore.outbox import OutboxBatch
 from mwcore.record import ID_HEADER
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.store import CheckpointStore, IntervalId
@@ -288,7 +287,7 @@ class Worker:
             self._route(messages)
         self.producer.poll(0)
         for index, interval in list(self.intervals.items()):
-            if interval.outbox.acked or interval.outbox.unreported:  # acked, deletion not committed
+            if interval.outbox.acked:  # acknowledged, their deletion not yet committed
                 self.faults.point("after_produce", functools.partial(dict, interval=index))
             if interval.weak_buffer or interval.outbox.to_send:  # new weak, or failed and re-queued
                 self._send(interval)
@@ -309,9 +308,9 @@ class Worker:
     def _report(self, now: float, force: bool = False) -> None:
         """Every ``report_interval_ms``, report each interval to the watermark authority
         as soon as it has no open batch (its committed state is then its soft state).
-        Acknowledged productions handed over in a report become deletable only once the
-        report is written: a production leaves the oldest work only in the same report
-        that hands it to the backlog."""
+        Acknowledged productions' segments are in the checkpoint by then; they leave the
+        oldest work in the report that hands them to the backlog, and are deleted from
+        the checkpoint only once that report is written."""
         if force:
             self._report_wanted = set(self.intervals)
         elif now >= self._next_report:
@@ -320,7 +319,7 @@ class Worker:
             self._next_report = now + self.cfg.report_interval_ms / 1000
         if not self._report_wanted:
             return
-        taken: list[tuple[Interval, list[OutboxBatch]]] = []
+        taken: list[tuple[Interval, list[bytes]]] = []
         reports = []
         now_ms = self.clock.now_ms()
         for index in list(self._report_wanted):
@@ -328,20 +327,15 @@ class Worker:
             if interval is None:
                 self._report_wanted.discard(index)
             elif interval.idle():
-                report, batches = interval.report(now_ms)
+                report, keys = interval.report(now_ms)
                 reports.append(report)
-                taken.append((interval, batches))
+                taken.append((interval, keys))
                 self._report_wanted.discard(index)
         if not reports:
             return
-        try:
-            self.reports.send(self.comp.name, reports)
-        except Exception:
-            for interval, batches in taken:
-                interval.outbox.unreport(batches)
-            raise
-        for interval, batches in taken:
-            interval.outbox.reported(batches)
+        self.reports.send(self.comp.name, reports)  # if this fails, they stay stored
+        for interval, keys in taken:
+            interval.outbox.reported(keys)
 
     def _poll_timeout(self) -> float:
         """``consume`` blocks until it has a full chunk or the timeout passes, so the
@@ -497,9 +491,13 @@ class Worker:
             self._commit(interval)
         self.producer.flush(flush_s)
         self.producer.poll(0)
+        live = [i for i in intervals if i.id.index in self.intervals]
+        for interval in live:  # delete the acknowledged, store their segments
+            if interval.outbox.has_cleanup:
+                self._commit(interval)
         self._report(time.monotonic(), force=True)
-        for interval in intervals:
-            if interval.outbox.acked and interval.id.index in self.intervals:
+        for interval in live:  # delete the segments just reported
+            if interval.outbox.has_cleanup and interval.id.index in self.intervals:
                 self._commit(interval)
 
     def _mirror_offsets(self) -> None:

@@ -45,6 +45,14 @@ class Segment:
     count: int
 
 
+def encode_segments(segments: list[Segment]) -> bytes:
+    return json.dumps([[s.topic, s.partition, s.end, s.min_ts, s.count] for s in segments]).encode()
+
+
+def decode_segments(raw: bytes) -> list[Segment]:
+    return [Segment(str(t), int(p), int(e), int(m), int(c)) for t, p, e, m, c in json.loads(raw)]
+
+
 @dataclass(frozen=True)
 class Report:
     index: int  # interval (or injector process) index
