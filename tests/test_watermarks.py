@@ -272,3 +272,36 @@ def test_a_missing_injector_process_holds_the_watermark(
         p0.close()
         auth.terminate()
         pub.close()
+
+
+def test_a_restarted_injector_keeps_its_promise_and_holds_what_it_had_in_flight(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    auth = authority(stack, namespace, log_dir).start()
+    env = worker_env(stack.bootstrap, stack.redis_url, namespace, MW_WATERMARK="authority")
+    worker = WorkerProc("tests.support.windows:WindowCount", env, log_dir, "windower")
+    pub = Published(stack.bootstrap, namespace)
+    first = injector(stack, registry, namespace)
+    try:
+        worker.start()
+        wait_until(lambda: worker.ready, 60, what="the windower to join")
+        first.advance(5000)
+        first.report()
+        wait_until(lambda: pub.input("window_count") >= 5000, 30, what="the first promise")
+        assert worker.terminate() == 0  # the consumer stops; its backlog builds up
+        for i in range(20):
+            first.send("events", "k", {"n": 1}, 5100 + i)
+        first._producer.flush(30)  # acknowledged, never reported: then the process dies
+        second = injector(stack, registry, namespace)  # the same process, restarted
+        assert second.reported == 5000  # its promise survived
+        assert second.send("events", "k", {"n": 1}, 4000)  # still late after the restart
+        second.advance(20_000)
+        second.flush()
+        wait_until(lambda: pub.output("src") >= 20_000, 30, what="the new promise")
+        time.sleep(1.0)
+        assert pub.input("window_count") <= 5100  # what the first run left in Kafka holds it
+        second.close()
+    finally:
+        worker.terminate()
+        auth.terminate()
+        pub.close()

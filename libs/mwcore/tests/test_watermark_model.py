@@ -154,3 +154,35 @@ def test_the_watermarks_view_shows_lag_and_held_values() -> None:
     assert table[0]["lag_ms"] is None
     text = render(table)
     assert "held" in text and "1.00s" in text
+
+
+def test_segments_wait_for_a_consumer_that_has_not_declared_itself_yet() -> None:
+    g = Graph()
+    g.declare(NodeSpec("inj", "injector", (), ("queries",), 1))
+    g.nodes["inj"].grant(0, "t")
+    for end in (5, 10):
+        g.nodes["inj"].report(Report(0, "t", 100, {}, (Segment("queries", 0, end, 40 + end, 5),)), 0)
+    g.compute(0)
+    assert g.nodes["inj"].segments == {"queries:0": [Segment("queries", 0, 10, 45, 10)]}  # kept, merged
+    g.declare(NodeSpec("late", "computation", ("queries",), (), 1))  # starts only now
+    g.nodes["late"].grant(0, "c")
+    g.nodes["late"].report(Report(0, "c", MAX), 0)
+    assert g.compute(0)["late"].input == 45  # held by what it has yet to read
+
+
+def test_a_node_known_only_from_the_journal_holds_its_input() -> None:
+    g = Graph()
+    g.declare(NodeSpec("ghost", "computation", (), (), 1))
+    g.nodes["ghost"].grant(0, "t")
+    g.nodes["ghost"].report(Report(0, "t", MAX), 0)
+    assert g.compute(0)["ghost"].input == MIN
+
+
+def test_a_stale_report_still_adds_its_segments() -> None:
+    g = pipeline()
+    report(g, "a", MAX)
+    report(g, "b", MAX)
+    report(g, "inj", 100)
+    g.nodes["inj"].grant(0, "inj-new")
+    assert not report(g, "inj", 900, segments=[Segment("queries", 0, 3, 70, 3)])  # the old process
+    assert g.compute(0)["a"].input == 70  # its records in Kafka still hold the consumer

@@ -33,7 +33,7 @@ from mwcore.record import ID_HEADER, LATE_HEADER
 from mwcore.redis_store import RedisCheckpointStore
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.store import IntervalId
-from mwcore.transport import dead_letter_stream, ensure_topics, producer_config, topic_name
+from mwcore.transport import dead_letter_stream, end_offsets, ensure_topics, producer_config, topic_name
 from mwcore.watermark import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.watermarks.feed import WatermarkFeed
 from mwcore.watermarks.reports import NodeSpec, Report, Segment
@@ -88,8 +88,13 @@ class Injector:
         self.skew_ms = skew_ms
         self.skew_of = skew_of
         self._feed: WatermarkFeed | None = None
+        self._promise_key = f"mw:injp:{namespace}:{name}:{index}"
+        self._retry: list[tuple[int, int, Any]] = []
 
     def start(self) -> None:
+        """Declare, take this process's token, and pick up where a former run of it left
+        off: its promise (so what it promised stays late) and, as segments up to the
+        partitions' current ends, whatever it may have had in flight when it stopped."""
         topics = {t: self._partitions for t in self._topics.values()}
         ensure_topics(self._bootstrap, {**topics, self.dead_letter_topic: 1})
         outputs = (*self._topics.values(), self.dead_letter_topic)
@@ -98,6 +103,12 @@ class Injector:
         self.token = self._store.grant(
             IntervalId(self.namespace, self.name, self.index), f"injector-{self.index}"
         )
+        raw = self._client.get(self._promise_key)
+        if raw is not None:
+            self.reported = self.wanted = int(raw)
+            for (topic, part), end in end_offsets(self._bootstrap, topics).items():
+                if end > 0:
+                    self._acked[(topic, part)] = [end, self.reported, 1]
 
     # -- sending -------------------------------------------------------------------------
 
@@ -148,7 +159,9 @@ class Injector:
 
     def _on_delivery(self, seq: int, ts: int, err: Any, msg: Any) -> None:
         if err is not None:
-            self.errors += 1  # stays in flight: holds the watermark; the caller sees errors
+            # Stays in flight (holding the watermark) and is sent again, same id.
+            self.errors += 1
+            self._retry.append((seq, ts, msg))
             return
         del self._inflight[seq]
         k = (msg.topic(), msg.partition())
@@ -174,8 +187,28 @@ class Injector:
 
     def poll(self) -> None:
         self._producer.poll(0)
+        if self._retry:
+            self._resend()
         if time.monotonic() >= self._next_report:
             self.report()
+
+    def _resend(self) -> None:
+        retry, self._retry = self._retry, []
+        for seq, ts, msg in retry:
+            callback = functools.partial(self._on_delivery, seq, ts)
+            while True:
+                try:
+                    self._producer.produce(
+                        msg.topic(),
+                        msg.value(),
+                        msg.key(),
+                        timestamp=ts,
+                        headers=msg.headers() or [],
+                        on_delivery=callback,
+                    )
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)
 
     def report(self) -> None:
         self._producer.poll(0)
@@ -186,6 +219,8 @@ class Injector:
         segments = tuple(Segment(t, p, end, ts, n) for (t, p), (end, ts, n) in acked.items())
         r = Report(self.index, self.token, oldest, {}, segments, time.time_ns() // 1_000_000)
         try:
+            if oldest > self.reported:  # stored first: a restart never forgets a promise
+                self._client.set(self._promise_key, oldest)
             self._sink.send(self.name, [r])
         except Exception:
             for k, v in acked.items():  # hand them over next time
@@ -194,8 +229,12 @@ class Injector:
         self.reported = oldest
 
     def flush(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
         left = self._producer.flush(timeout)
-        if left:
+        while self._retry and time.monotonic() < deadline:  # failed deliveries go again
+            self._resend()
+            left = self._producer.flush(max(0.0, deadline - time.monotonic()))
+        if left or self._retry:
             raise RuntimeError(f"injector {self.name}: {left} records unsent after {timeout}s")
         self.report()
 

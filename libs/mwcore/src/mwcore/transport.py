@@ -116,3 +116,36 @@ def partition_counts(bootstrap: str, topics: list[str], timeout: float = 30.0) -
     admin = AdminClient({"bootstrap.servers": bootstrap})
     meta = admin.list_topics(timeout=timeout).topics
     return {t: len(meta[t].partitions) for t in topics if t in meta}
+
+
+def end_offsets(
+    bootstrap: str, topics: Mapping[str, int], timeout: float = 30.0
+) -> dict[tuple[str, int], int]:
+    """The offset after the last record of every partition, read to the end with
+    partition EOF (ListOffsets for "latest" is wrong on the local broker)."""
+    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+    parts = [(t, p) for t, n in topics.items() for p in range(n)]
+    if not parts:
+        return {}
+    conf = consumer_config(
+        bootstrap, f"mw-ends-{time.monotonic_ns()}", None, **{"enable.partition.eof": True}
+    )
+    c = Consumer(conf)
+    c.assign([TopicPartition(t, p, OFFSET_END) for t, p in parts])
+    ends: dict[tuple[str, int], int] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(ends) < len(parts):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no end of partitions {sorted(set(parts) - set(ends))}")
+            for m in c.consume(10_000, 0.5):
+                err = m.error()
+                key = (m.topic() or "", m.partition() or 0)
+                if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                    ends[key] = m.offset() or 0
+                elif err is None:
+                    ends.pop(key, None)
+    finally:
+        c.close()
+    return ends

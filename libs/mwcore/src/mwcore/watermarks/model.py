@@ -79,7 +79,10 @@ class Node:
         ``check_token=False`` exists only for a negative control."""
         view = self.intervals.get(r.index)
         if check_token and (view is None or not view.token or view.token != r.token):
+            # Its oldest work and positions are not the interval's any more, but its
+            # segments are records really in Kafka: keeping them is only conservative.
             self.rejected += 1
+            self._add_segments(r)
             return False
         if view is None:
             view = self.intervals[r.index] = IntervalView(token=r.token)
@@ -90,9 +93,12 @@ class Node:
         for fld, pos in r.positions.items():
             if pos > view.positions.get(fld, -1):
                 view.positions[fld] = pos
+        self._add_segments(r)
+        return True
+
+    def _add_segments(self, r: Report) -> None:
         for s in r.segments:
             self.segments.setdefault(f"{s.topic}:{s.partition}", []).append(s)
-        return True
 
     # -- derived -------------------------------------------------------------------------
 
@@ -123,12 +129,28 @@ class Options:
     injector_stale_ms: int = 5000  # percentile only: a silent injector process is left out
 
 
+MAX_SEGMENTS = 256  # per producer and partition
+
+
+def _merged(segs: list[Segment]) -> Segment:
+    first = segs[0]
+    return Segment(
+        first.topic,
+        first.partition,
+        max(s.end for s in segs),
+        min(s.min_ts for s in segs),
+        sum(s.count for s in segs),
+    )
+
+
 class Graph:
     """Every node the authority knows, and the watermarks derived from them."""
 
     def __init__(self, options: Options | None = None) -> None:
         self.nodes: dict[str, Node] = {}
         self.options = options or Options()
+        self._producers: dict[str, list[Node]] = {}
+        self._consumers: dict[str, list[Node]] = {}
 
     def declare(self, spec: NodeSpec) -> Node:
         node = self.nodes.get(spec.name)
@@ -136,13 +158,23 @@ class Graph:
             node = self.nodes[spec.name] = Node(spec)
         else:
             node.spec = spec
+        self._index()
         return node
 
+    def _index(self) -> None:
+        self._producers, self._consumers = {}, {}
+        for n in self.nodes.values():
+            for t in n.spec.outputs:
+                self._producers.setdefault(t, []).append(n)
+            if n.spec.kind == "computation":
+                for t in n.spec.inputs:
+                    self._consumers.setdefault(t, []).append(n)
+
     def producers(self, topic: str) -> list[Node]:
-        return [n for n in self.nodes.values() if topic in n.spec.outputs]
+        return self._producers.get(topic, [])
 
     def consumers(self, topic: str) -> list[Node]:
-        return [n for n in self.nodes.values() if n.spec.kind == "computation" and topic in n.spec.inputs]
+        return self._consumers.get(topic, [])
 
     def _backlog(self, producer: Node, topic: str, consumer: Node) -> Iterable[Segment]:
         prefix = topic + ":"
@@ -182,12 +214,25 @@ class Graph:
         out_pct = dict(oldest_pct)
         inp: dict[str, int] = {}
         inp_pct: dict[str, int] = {}
+        # The backlog does not depend on the watermarks: once per step.
+        floors: dict[tuple[str, str, str], tuple[int, int]] = {}
+        if opts.backlog:
+            for a in nodes:
+                if a.spec.kind == "computation":
+                    for topic in a.spec.inputs:
+                        for p in self.producers(topic):
+                            floors[(a.name, topic, p.name)] = (
+                                self._floor(p, topic, a),
+                                self._quantile(p, topic, a),
+                            )
         for _ in range(len(nodes) + 1):
             changed = False
             for a in nodes:
                 if a.spec.kind != "computation":
                     continue
                 w, wp = MAX, MAX
+                if not a.spec.inputs:
+                    w = wp = MIN  # known only from the journal or the topic: hold
                 for topic in a.spec.inputs:
                     producers = self.producers(topic)
                     if not producers:
@@ -196,8 +241,9 @@ class Graph:
                         w = min(w, out[p.name])
                         wp = min(wp, out_pct[p.name])
                         if opts.backlog:
-                            w = min(w, self._floor(p, topic, a))
-                            wp = min(wp, self._quantile(p, topic, a))
+                            f, fp = floors[(a.name, topic, p.name)]
+                            w = min(w, f)
+                            wp = min(wp, fp)
                 new_out = min(w, oldest[a.name])
                 new_out_pct = min(wp, oldest_pct[a.name])
                 if (
@@ -226,13 +272,25 @@ class Graph:
         return result
 
     def _collect(self) -> None:
-        """Drop segments every consumer of their stream has committed past."""
+        """Drop segments every consumer of their stream has committed past. A stream
+        nobody declares reading yet (a consumer may still be starting) keeps its
+        segments, merged into one per partition: safe, and of constant size."""
         for p in self.nodes.values():
             for fld in list(p.segments):
                 topic = fld.rpartition(":")[0]
-                consumers = self.consumers(topic)
-                done = min((c.committed(fld) for c in consumers), default=MAX)
-                live = [s for s in p.segments[fld] if s.end > done]
+                segs = p.segments[fld]
+                consumers = self._consumers.get(topic, [])
+                if not consumers:
+                    if len(segs) > 1:
+                        p.segments[fld] = [_merged(segs)]
+                    continue
+                done = min(c.committed(fld) for c in consumers)
+                live = [s for s in segs if s.end > done]
+                if len(live) > MAX_SEGMENTS:
+                    # A consumer far behind: merge the oldest half (safe: the merged
+                    # segment ends at the last one and holds the oldest timestamp).
+                    half = len(live) // 2
+                    live = [_merged(live[:half]), *live[half:]]
                 if live:
                     p.segments[fld] = live
                 else:
