@@ -23,6 +23,7 @@ import pytest
 import redis
 from confluent_kafka import Consumer, TopicPartition
 
+from mwcore.errors import FencedError
 from mwcore.injector import Injector
 from mwcore.localstack import LocalStack
 from mwcore.serde import AvroSerde, SchemaRegistry
@@ -199,8 +200,9 @@ def zombie_injector_scenario(
         old.flush()
         wait_until(lambda: pub.output("src") == 5000, 30, what="the first report")
         injector(stack, registry, namespace)  # same process index: a new grant
-        old.advance(9000)
-        old.report()  # written after the replacement's grant: a zombie's report
+        with pytest.raises(FencedError):  # the zombie learns it was replaced ...
+            old.advance(9000)
+            old.report()  # ... but its report is written, after the replacement's grant
         time.sleep(1.0)
         return pub.output("src"), auth
     finally:

@@ -29,6 +29,7 @@ import redis
 from confluent_kafka import Producer
 
 from mwcore import ids
+from mwcore.errors import FencedError
 from mwcore.record import ID_HEADER, LATE_HEADER
 from mwcore.redis_store import RedisCheckpointStore
 from mwcore.serde import AvroSerde, SchemaRegistry
@@ -89,6 +90,7 @@ class Injector:
         self.skew_of = skew_of
         self._feed: WatermarkFeed | None = None
         self._promise_key = f"mw:injp:{namespace}:{name}:{index}"
+        self._interval = IntervalId(namespace, name, index)
         self._retry: list[tuple[int, int, Any]] = []
 
     def start(self) -> None:
@@ -100,9 +102,7 @@ class Injector:
         outputs = (*self._topics.values(), self.dead_letter_topic)
         spec = NodeSpec(self.name, "injector", (), outputs, self.processes)
         self._sink.declare(spec)
-        self.token = self._store.grant(
-            IntervalId(self.namespace, self.name, self.index), f"injector-{self.index}"
-        )
+        self.token = self._store.grant(self._interval, f"injector-{self.index}")
         raw = self._client.get(self._promise_key)
         if raw is not None:
             self.reported = self.wanted = int(raw)
@@ -218,14 +218,22 @@ class Injector:
         oldest = max(oldest, self.reported)  # in flight below the promise: sent late, not counted
         segments = tuple(Segment(t, p, end, ts, n) for (t, p), (end, ts, n) in acked.items())
         r = Report(self.index, self.token, oldest, {}, segments, time.time_ns() // 1_000_000)
+        fenced: FencedError | None = None
         try:
             if oldest > self.reported:  # stored first: a restart never forgets a promise
-                self._client.set(self._promise_key, oldest)
+                try:
+                    self._store.fenced_set(self._interval, self.token, self._promise_key, oldest)
+                except FencedError as exc:
+                    # Replaced by a newer process: still hand over what this one wrote
+                    # (the authority keeps a stale report's segments, nothing else).
+                    fenced = exc
             self._sink.send(self.name, [r])
         except Exception:
             for k, v in acked.items():  # hand them over next time
                 self._acked.setdefault(k, v)
             raise
+        if fenced is not None:
+            raise fenced
         self.reported = oldest
 
     def flush(self, timeout: float = 30.0) -> None:

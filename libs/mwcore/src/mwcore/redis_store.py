@@ -69,6 +69,7 @@ class RedisCheckpointStore:
         self._retries = retries
         self._grant = client.register_script(scripts.GRANT)
         self._commit = FastScript(client, scripts.COMMIT)
+        self._fenced_set = client.register_script(scripts.FENCED_SET)
         self._keys: dict[IntervalId, IntervalKeys] = {}
 
     @classmethod
@@ -115,6 +116,15 @@ class RedisCheckpointStore:
             commits=int(commits or 0),
             segments={key: decode_segments(raw) for key, raw in segments_raw.items()},
         )
+
+    def fenced_set(self, interval: IntervalId, token: str, key: str, value: str | int) -> None:
+        """Set ``key`` only while ``token`` is the interval's current token."""
+        try:
+            self._fenced_set(keys=[self.keys(interval).token, key], args=[token, value])
+        except redis.ResponseError as exc:
+            if str(exc).startswith("FENCED"):
+                raise FencedError(str(interval), token, "token") from exc
+            raise
 
     def current_token(self, interval: IntervalId) -> str | None:
         raw = self._r.get(self.keys(interval).token)

@@ -115,3 +115,13 @@ redis.call('HINCRBY', KEYS[7], 'c:' .. ARGV[1], 1)
 redis.call('HSET', KEYS[7], 'last', ARGV[3])
 return redis.call('HINCRBY', KEYS[7], 'commits', 1)
 """
+
+# KEYS[1] token   KEYS[2] key to set
+# ARGV[1] token   ARGV[2] value
+# Sets KEYS[2] only if ARGV[1] is the current token (an injector's promise: a replaced
+# process must not raise what its successor restores). Errors FENCED otherwise.
+FENCED_SET = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('FENCED token') end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"""

@@ -119,6 +119,7 @@ class Worker:
         self.reports: ReportSink = reports or NullReportSink()
         self._next_report = 0.0
         self._report_wanted: set[int] = set()
+        self._next_declare = 0.0
         self.counters = Counters()
         self.intervals: dict[int, Interval] = {}
         self._stopping = False
@@ -311,6 +312,9 @@ class Worker:
         Acknowledged productions' segments are in the checkpoint by then; they leave the
         oldest work in the report that hands them to the backlog, and are deleted from
         the checkpoint only once that report is written."""
+        if now >= self._next_declare:  # again and again: survives a wiped topology
+            self._next_declare = now + 10.0
+            self.reports.declare(self.spec())
         if force:
             self._report_wanted = set(self.intervals)
         elif now >= self._next_report:

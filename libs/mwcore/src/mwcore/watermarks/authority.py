@@ -51,6 +51,7 @@ class AuthorityConfig:
     backlog: bool = True  # False: the negative control (ignores records in the backlog)
     check_tokens: bool = True  # False: the negative control (accepts stale-token reports)
     percentile: float = 0.99
+    trim_every_s: float = 5.0
 
 
 @dataclass
@@ -61,6 +62,7 @@ class AuthorityCounters:
     published: int = 0
     journaled: int = 0
     steps: int = 0
+    gaps: int = 0
     by_node: dict[str, int] = field(default_factory=dict)
 
 
@@ -90,6 +92,8 @@ class Authority:
         self._topology_at = 0.0
         self._published_at = 0.0
         self._last_sent: dict[str, Watermarks] = {}
+        self._trimmed_at = time.monotonic()
+        self._gap_checked: set[str] = set()
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -129,6 +133,9 @@ class Authority:
             return False
         pubs = self.graph.compute(self._clock())
         self._journal()
+        if now - self._trimmed_at >= self.cfg.trim_every_s:
+            self._trimmed_at = now
+            self._trim()
         sent = self._publish(pubs, heartbeat=now - self._published_at >= self.cfg.heartbeat_s)
         if sent or now - self._published_at >= self.cfg.heartbeat_s:
             self._published_at = now
@@ -161,12 +168,43 @@ class Authority:
             k = key.decode() if isinstance(key, bytes) else str(key)
             name = names[k]
             node = self.graph.nodes[name]
+            if name not in self._gap_checked:
+                self._gap_checked.add(name)
+                if self._gap(k, self.positions.get(name, "0-0")):
+                    log.error("report_stream_gap", node=name, after=self.positions[name])
+                    self.counters.gaps += 1
             for entry_id, fields in entries:
                 raw = fields.get(b"r") or fields.get("r")
                 self._apply(node, decode_entry(raw), now_ms)
                 self.positions[name] = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
                 changed = True
         return changed
+
+    def _gap(self, key: str, position: str) -> bool:
+        """Were entries after ``position`` trimmed before this authority read them?
+        (Checked once per stream after a start: only a long outage can cause it.)"""
+        if position == "0-0":
+            return False
+        oldest = self._r.xrange(key, count=1)
+        if not oldest:
+            return False
+        first = oldest[0][0]
+        return _id(first.decode() if isinstance(first, bytes) else str(first)) > _id(position)
+
+    def _trim(self) -> None:
+        """Trim the streams of owned nodes up to what every shard has applied."""
+        journals = [self._r.get(f"mw:wma:{self.cfg.namespace}:{i}") for i in range(self.cfg.shards)]
+        if any(j is None for j in journals):
+            return  # a shard has not journaled yet: it may still need everything
+        positions = [json.loads(j)["positions"] for j in journals if j is not None]
+        for name in self.graph.nodes:
+            if not self.owns(name):
+                continue
+            ids = [p.get(name) for p in positions]
+            if any(i is None for i in ids):
+                continue
+            low = min(ids, key=lambda i: _id(str(i)))
+            self._r.xtrim(report_stream(self.cfg.namespace, name), minid=str(low))
 
     def _apply(self, node: Node, entry: Any, now_ms: int) -> None:
         if isinstance(entry, Grant):
@@ -266,3 +304,8 @@ class Authority:
     def run(self, should_stop: Callable[[], bool]) -> None:
         while not should_stop():
             self.step()
+
+
+def _id(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)

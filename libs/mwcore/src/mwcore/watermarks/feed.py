@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from mwcore.transport import consumer_config, ensure_topics, topic_name
 from mwcore.watermark import MIN_WATERMARK
@@ -86,8 +86,10 @@ class WatermarkFeed:
         """Take what has arrived; True if anything changed."""
         changed = False
         for m in self._consumer.consume(1000, timeout):
-            if m.error() is not None:
-                self.at_end = True
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    self.at_end = True
                 continue
             value = m.value()
             if not value:
@@ -99,9 +101,12 @@ class WatermarkFeed:
             changed = True
         return changed
 
-    def read_to_end(self, timeout: float = 10.0) -> None:
+    def read_to_end(self, timeout: float = 30.0) -> None:
+        """Read everything published so far; TimeoutError if the end is not reached."""
         deadline = time.monotonic() + timeout
-        while not self.at_end and time.monotonic() < deadline:
+        while not self.at_end:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"could not read {self.topic} to its end in {timeout}s")
             self.poll(0.1)
 
     def get(self, name: str) -> Watermarks | None:

@@ -22,7 +22,10 @@ from typing import Any
 
 from mwcore.watermark import MAX_WATERMARK
 
-STREAM_MAXLEN = 200_000  # approximate trim: an authority down for longer starts over
+# A safety cap only: the authority trims each stream up to what every authority shard
+# has journaled. An authority down long enough for the cap to bite (hours) loses
+# reports; it logs ``report_stream_gap`` when it sees that.
+STREAM_MAXLEN = 1_000_000
 
 
 def report_stream(namespace: str, name: str) -> str:
