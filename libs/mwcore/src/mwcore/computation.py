@@ -43,12 +43,15 @@ class Input:
     ``key=None`` keys records by the stream's own key (its partitioning). A key
     extractor (a function of the decoded value) re-keys the stream: the runtime
     adds one hop through a repartition topic so every key has one owner.
-    ``schema`` is the reader schema; by default the stream's declared schema.
+    ``schema`` is the reader schema (required).
     """
 
     stream: str
     schema: str | None = None
     key: KeyExtractor | None = None
+    # False: a side input (e.g. model updates published now and then) that does not
+    # hold this computation's watermark; its records apply whenever they arrive.
+    watermark: bool = True
 
 
 @dataclass(frozen=True)

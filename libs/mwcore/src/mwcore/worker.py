@@ -181,9 +181,9 @@ class Worker:
         outputs = [topic_name(ns, o.stream) for o in self.comp.outputs] + [self.dead_letter_topic]
         if self.comp.options.late == "route":
             outputs.append(self.late_topic)
-        return NodeSpec(
-            self.comp.name, "computation", tuple(self.topics), tuple(outputs), self.comp.partitions
-        )
+        side = {inp.stream for inp in self.comp.inputs if not inp.watermark}
+        inputs = tuple(t for t, stream in self.topics.items() if stream not in side)
+        return NodeSpec(self.comp.name, "computation", inputs, tuple(outputs), self.comp.partitions)
 
     def _interval_id(self, partition: int) -> IntervalId:
         return IntervalId(self.cfg.namespace, self.comp.name, partition)

@@ -1,0 +1,1 @@
+"""Zeitgeist dip detector: spikes and dips of each query against its model."""

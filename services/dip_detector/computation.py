@@ -1,0 +1,58 @@
+"""The dip detector (paper section 2, figure 3): window counts and model updates in,
+anomalies out, keyed by query.
+
+Each query's model lives in its state. A count that arrives can raise a spike at
+once; dips need the low watermark: a timer at each bucket's last millisecond fires
+once the input watermark is past it, when every count of that bucket has arrived, so
+a bucket nobody searched is known to be 0. ``model_updates`` is a side input: it does
+not hold the watermark (the batch job publishes only now and then).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mwcore import Computation, Context, Input, JsonCodec, Output, Record, TimeDomain, Timer
+from services.dip_detector.model import QueryModel
+
+BUCKET_MS = 1000
+
+
+class DipDetector(Computation):
+    name = "dip_detector"
+    inputs = (
+        Input("window_counts", schema="zeitgeist.WindowCount"),
+        Input("model_updates", schema="zeitgeist.ModelUpdate", watermark=False),
+    )
+    outputs = (Output("anomalies", schema="zeitgeist.Anomaly"),)
+    state = JsonCodec[dict[str, Any]]()
+
+    def _model(self, ctx: Context) -> QueryModel:
+        raw = ctx.state.get()
+        return QueryModel() if raw is None else QueryModel.from_json(raw)
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        model = self._model(ctx)
+        v = record.value
+        if record.stream == "model_updates":
+            model.update_profile(v["profile"], v["period_ms"], v["version"])
+            ctx.state.set(model.to_json())
+            return
+        model.lang = v["lang"]
+        dormant = model.next_bucket is None
+        self._emit(ctx, model.on_count(v["bucket_start"], v["count"]), record.timestamp)
+        if dormant and model.next_bucket is not None:
+            ctx.timers.set("eval", model.next_bucket + BUCKET_MS - 1, TimeDomain.EVENT)
+        ctx.state.set(model.to_json())
+
+    def process_timer(self, ctx: Context, timer: Timer) -> None:
+        model = self._model(ctx)
+        bucket = timer.timestamp + 1 - BUCKET_MS
+        self._emit(ctx, model.on_bucket_end(bucket), timer.timestamp)
+        if model.next_bucket is not None:
+            ctx.timers.set("eval", model.next_bucket + BUCKET_MS - 1, TimeDomain.EVENT)
+        ctx.state.set(model.to_json())
+
+    def _emit(self, ctx: Context, anomalies: list[dict[str, Any]], ts: int) -> None:
+        for a in anomalies:
+            ctx.produce("anomalies", {"query": ctx.key, **a}, ts)

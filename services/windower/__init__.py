@@ -1,0 +1,1 @@
+"""Zeitgeist windower: per query, counts per one-second bucket of event time."""
