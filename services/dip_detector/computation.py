@@ -39,19 +39,21 @@ class DipDetector(Computation):
             ctx.state.set(model.to_json())
             return
         model.lang = v["lang"]
-        dormant = model.next_bucket is None
+        before = model.next_bucket
         self._emit(ctx, model.on_count(v["bucket_start"], v["count"]), record.timestamp)
-        if dormant and model.next_bucket is not None:
-            ctx.timers.set("eval", model.next_bucket + BUCKET_MS - 1, TimeDomain.EVENT)
+        self._arm(ctx, model, before)
         ctx.state.set(model.to_json())
 
     def process_timer(self, ctx: Context, timer: Timer) -> None:
         model = self._model(ctx)
-        bucket = timer.timestamp + 1 - BUCKET_MS
-        self._emit(ctx, model.on_bucket_end(bucket), timer.timestamp)
-        if model.next_bucket is not None:
-            ctx.timers.set("eval", model.next_bucket + BUCKET_MS - 1, TimeDomain.EVENT)
+        self._emit(ctx, model.evaluate_until(timer.timestamp + 1 - BUCKET_MS), timer.timestamp)
+        self._arm(ctx, model, None)
         ctx.state.set(model.to_json())
+
+    def _arm(self, ctx: Context, model: QueryModel, before: int | None) -> None:
+        """One timer per query, at the end of the next bucket to evaluate."""
+        if model.next_bucket is not None and model.next_bucket != before:
+            ctx.timers.set("eval", model.next_bucket + BUCKET_MS - 1, TimeDomain.EVENT)
 
     def _emit(self, ctx: Context, anomalies: list[dict[str, Any]], ts: int) -> None:
         for a in anomalies:

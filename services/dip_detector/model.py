@@ -109,18 +109,29 @@ class QueryModel:
     # -- the rules -----------------------------------------------------------------------
 
     def on_count(self, bucket: int, count: int) -> list[dict[str, Any]]:
-        """A final count for ``bucket`` arrived (not yet evaluated for dips)."""
+        """A final count for ``bucket`` arrived. A query's counts arrive in bucket order,
+        so every earlier bucket of it is final too: evaluate those first. That makes the
+        model at each count the same however the count and the watermark interleave."""
+        out = self.evaluate_until(bucket - 1000)
         self.pending[str(bucket)] = count
         if self.next_bucket is None:
             self.next_bucket = bucket
         lam = self.expected(bucket)
         if not self.warm or self.spike:
-            return []
+            return out
         if count >= SPIKE_RATIO * lam + 3 and poisson_sf(count, lam) < SPIKE_P:
             self.spike, self.spike_start = True, bucket
             conf = 1.0 - poisson_sf(count, lam)
-            return [self._anomaly("SPIKE", bucket, bucket, lam, count, conf)]
-        return []
+            out.append(self._anomaly("SPIKE", bucket, bucket, lam, count, conf))
+        return out
+
+    def evaluate_until(self, bucket: int) -> list[dict[str, Any]]:
+        """Evaluate every bucket up to ``bucket`` not evaluated yet (the watermark, or a
+        later count of the query, says they are complete)."""
+        out: list[dict[str, Any]] = []
+        while self.next_bucket is not None and self.next_bucket <= bucket:
+            out += self.on_bucket_end(self.next_bucket)
+        return out
 
     def on_bucket_end(self, bucket: int) -> list[dict[str, Any]]:
         """The watermark passed ``bucket``: its count is final (0 if none came)."""

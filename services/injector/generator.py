@@ -36,8 +36,12 @@ def generate(
     seconds: int,
     realtime: bool = True,
     stop: threading.Event | None = None,
+    speed: float = 1.0,
 ) -> int:
-    """Write ``seconds`` files; returns how many records were written."""
+    """Write ``seconds`` files, one as each second passes (``speed`` seconds of event
+    time per wall second), or as fast as possible (``realtime=False``); returns how
+    many records were written."""
+    wall_start = time.time()
     traffic = Traffic(scenario, start_ms)
     write_scenario(directory, traffic, seconds)
     written = 0
@@ -45,7 +49,8 @@ def generate(
         if stop is not None and stop.is_set():
             break
         if realtime:
-            due = (start_ms + (s + 1) * 1000) / 1000
+            # real time follows the clock; a faster run, its own start
+            due = (start_ms + (s + 1) * 1000) / 1000 if speed == 1.0 else wall_start + (s + 1) / speed
             delay = due - time.time()
             if delay > 0:
                 if stop is not None:

@@ -60,7 +60,7 @@ class Scenario:
     jitter_ms: int = 2000  # a record is at most this much older than its file's second
     warmup_s: int = 30  # no anomalies before this
     events: tuple[Event, ...] | None = None  # None: a default script (see ``default_events``)
-    min_detectable: float = 3.0  # expected count per second a detector needs to see a dip
+    min_detectable: float = 5.0  # expected count per second a detector needs to see a dip
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,14 @@ class WorkerProc:
     kills: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)
     command: tuple[str, ...] = ()  # default: ("run", computation)
+    module: str = "mwcore.cli"  # python -m <module> <command...>
 
     def start(self, **extra: str) -> WorkerProc:
         self.starts += 1
         env = {**os.environ, **self.env, **extra, "MW_WORKER_ID": f"{self.name}-{self.starts}"}
         log = open(self.log_dir / f"{self.name}-{self.starts}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mwcore.cli", *(self.command or ("run", self.computation))],
+            [sys.executable, "-m", self.module, *(self.command or ("run", self.computation))],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
