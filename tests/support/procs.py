@@ -23,7 +23,7 @@ class WorkerProc:
     starts: int = 0
     kills: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)
-    command: tuple[str, ...] = ()  # default: ("run", computation)
+    command: tuple[str, ...] | None = None  # default: ("run", computation)
     module: str = "mwcore.cli"  # python -m <module> <command...>
 
     def start(self, **extra: str) -> WorkerProc:
@@ -31,7 +31,12 @@ class WorkerProc:
         env = {**os.environ, **self.env, **extra, "MW_WORKER_ID": f"{self.name}-{self.starts}"}
         log = open(self.log_dir / f"{self.name}-{self.starts}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", self.module, *(self.command or ("run", self.computation))],
+            [
+                sys.executable,
+                "-m",
+                self.module,
+                *(("run", self.computation) if self.command is None else self.command),
+            ],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
