@@ -1,4 +1,4 @@
-"""``python -m services.injector run`` (the injector service) or ``... generate`` (write
+"""``python -m services.injector [run]`` (the injector service) or ``... generate`` (write
 a scenario's query logs into a directory)."""
 
 from __future__ import annotations
@@ -7,10 +7,16 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from mwcore.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mwcore.injector import Injector
+    from services.injector.settings import InjectorSettings
 
 
 def _run() -> int:
@@ -35,7 +41,8 @@ def _run() -> int:
         processes=s.injector_processes,
     )
     injector.start()
-    reader = LogReader(injector, client, ReaderConfig(s.injector_dir, s.jitter_ms()))
+    liveness = _serve_metrics(s, injector)
+    reader = LogReader(injector, client, ReaderConfig(s.injector_dir, s.jitter_ms))
     stopped = False
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -45,10 +52,24 @@ def _run() -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     while not stopped:
+        liveness()
         if not reader.step():
             time.sleep(s.injector_poll_ms / 1000)
     injector.close()
     return 0
+
+
+def _serve_metrics(s: InjectorSettings, injector: Injector) -> Callable[[], None]:
+    """Serve /metrics and /healthz if MW_METRICS_PORT is set; the liveness tick."""
+    if s.metrics_port is None:
+        return lambda: None
+    from mwcore.metrics import ProcessMetrics
+    from mwcore.observe import instrument_injector
+
+    metrics = ProcessMetrics()
+    metrics.serve(s.metrics_port, s.metrics_host)
+    instrument_injector(metrics, injector)
+    return metrics.liveness.tick
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -62,9 +83,9 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m services.injector")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command")
     sub.add_parser("run", help="read query logs from MW_INJECTOR_DIR into `queries`")
     gen = sub.add_parser("generate", help="write a scenario's query logs")
     gen.add_argument("--dir", required=True)
@@ -76,9 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         "--start-ms", type=int, default=None, help="event time of the first second (default: now)"
     )
     gen.add_argument("--fast", action="store_true", help="write as fast as possible, not as the seconds pass")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
-        return _run() if args.command == "run" else _generate(args)
+        return _generate(args) if args.command == "generate" else _run()
     except ConfigError as exc:
         print(f"injector: configuration error: {exc}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +31,9 @@ log = structlog.get_logger("services.injector")
 @dataclass(frozen=True)
 class ReaderConfig:
     directory: Path
-    jitter_ms: int
+    # the jitter bound, asked for each file: a generator may write its scenario (and
+    # so the bound) after the injector started
+    jitter_ms: Callable[[], int]
     stream: str = "queries"
 
 
@@ -67,7 +70,8 @@ class LogReader:
 
     def _inject(self, second: int, path: Path) -> None:
         inj = self.inj
-        inj.advance(second - self.cfg.jitter_ms)
+        jitter = self.cfg.jitter_ms()
+        inj.advance(second - jitter)
         inj.report()  # the promise is made before the file's records go out
         file_id = hashlib.blake2b(path.name.encode(), digest_size=16).digest()
         n = 0
@@ -87,7 +91,7 @@ class LogReader:
             inj.send(self.cfg.stream, rec["query"], value, rec["ts"], rid)
         inj.flush()
         self._r.sadd(self._done_key, path.name)
-        inj.advance(second + 1000 - self.cfg.jitter_ms)
+        inj.advance(second + 1000 - jitter)
         self.files += 1
         self.records += n + 1
         log.debug("file_injected", file=path.name, lines=n + 1)

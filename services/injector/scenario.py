@@ -57,7 +57,7 @@ class Scenario:
     zipf: float = 1.1
     day_s: int = 600  # a compressed day: the rhythm's period
     rhythm: float = 0.4  # the rhythm's amplitude, 0..1
-    jitter_ms: int = 2000  # a record is at most this much older than its file's second
+    jitter_ms: int = 1000  # a record is at most this much older than its file's second
     warmup_s: int = 30  # no anomalies before this
     events: tuple[Event, ...] | None = None  # None: a default script (see ``default_events``)
     min_detectable: float = 5.0  # expected count per second a detector needs to see a dip

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from mwcore.errors import ConfigError
+from mwcore.settings import MetricsSettings
 
 
-class InjectorSettings(BaseSettings):
+class InjectorSettings(MetricsSettings):
     model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")
 
     bootstrap: str = Field(description="Kafka bootstrap servers, host:port")

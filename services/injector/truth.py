@@ -55,16 +55,18 @@ def score(
 ) -> dict[str, Any]:
     """Precision (reported anomalies that match a scripted event), recall (detectable
     scripted events reported) and, given when each was reported (wall ms, by position
-    in ``anomalies``), the delay from the end of the anomaly's first bucket."""
+    in ``anomalies``), the delay beyond the end of the bucket that decided the report,
+    and from the anomaly's start (event time; the generator runs in real time)."""
     found = list(anomalies)
     wanted = [t for t in truth if t["detectable"] and (until_ms is None or t["end"] <= until_ms)]
     hits = [a for a in found if any(_matches(a, t) for t in truth)]
     detected = [t for t in wanted if any(_matches(a, t) for a in found)]
-    delays = []
+    delays, from_start = [], []
     if reported_at:
         for i, a in enumerate(found):
             if i in reported_at and any(_matches(a, t) for t in truth):
-                delays.append(reported_at[i] - (a["start"] + 1000))
+                delays.append(reported_at[i] - (a["detected_bucket"] + 1000))
+                from_start.append(reported_at[i] - a["start"])
     return {
         "anomalies_reported": len(found),
         "scripted_detectable": len(wanted),
@@ -73,4 +75,5 @@ def score(
         "missed": [(t["kind"], t["query"], t["start"]) for t in wanted if t not in detected][:20],
         "false": [(a["kind"], a["query"], a["start"]) for a in found if a not in hits][:20],
         "median_delay_ms": round(statistics.median(delays)) if delays else None,
+        "median_delay_from_start_ms": round(statistics.median(from_start)) if from_start else None,
     }

@@ -7,10 +7,33 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from mwcore.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mwcore.metrics import ProcessMetrics
+    from mwcore.settings import MetricsSettings
+
+
+def _nothing() -> None:
+    return None
+
+
+def _serve_metrics(settings: MetricsSettings) -> ProcessMetrics | None:
+    """Start serving /metrics and /healthz if MW_METRICS_PORT is set."""
+    if settings.metrics_port is None:
+        return None
+    from mwcore.metrics import ProcessMetrics
+
+    metrics = ProcessMetrics()
+    port = metrics.serve(settings.metrics_port, settings.metrics_host)
+    import structlog
+
+    structlog.get_logger().info("metrics", url=f"http://{settings.metrics_host}:{port}/metrics")
+    return metrics
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -22,7 +45,14 @@ def _run(args: argparse.Namespace) -> int:
     settings = WorkerSettings.load()
     logs.configure(settings.log_level, settings.log_format)
     cls = load_computation(args.computation)
-    runner = Runner(build_workers(cls, settings))
+    workers = build_workers(cls, settings)
+    metrics = _serve_metrics(settings)
+    runner = Runner(workers)
+    if metrics is not None:
+        from mwcore.observe import instrument_workers
+
+        instrument_workers(metrics, workers)
+        runner.on_step = metrics.liveness.tick
 
     def _stop(signum: int, frame: FrameType | None) -> None:
         runner.stop()
@@ -41,6 +71,13 @@ def _authority(args: argparse.Namespace) -> int:
     settings = AuthoritySettings.load()
     logs.configure(settings.log_level, settings.log_format)
     authority = build_authority(settings)
+    metrics = _serve_metrics(settings)
+    on_step: Callable[[], None] = _nothing
+    if metrics is not None:
+        from mwcore.observe import instrument_authority
+
+        instrument_authority(metrics, authority)
+        on_step = metrics.liveness.tick
     stopped = False
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -51,20 +88,51 @@ def _authority(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _stop)
     authority.start()
     try:
-        authority.run(lambda: stopped)
+        authority.run(lambda: stopped, on_step)
     finally:
         authority.close()
     return 0
 
 
+def _bootstrap(args: argparse.Namespace) -> str:
+    """--bootstrap, else $MW_BOOTSTRAP, else the broker of a running `mw up`."""
+    from mwcore.up import running
+
+    bootstrap = args.bootstrap or os.environ.get("MW_BOOTSTRAP") or running().get("bootstrap")
+    if not bootstrap:
+        raise ConfigError("no broker: pass --bootstrap host:port, set MW_BOOTSTRAP, or start `mw up`")
+    return str(bootstrap)
+
+
 def _watermarks(args: argparse.Namespace) -> int:
     from mwcore.watermarks import view
 
-    bootstrap = args.bootstrap or os.environ.get("MW_BOOTSTRAP")
-    if not bootstrap:
-        raise ConfigError("set MW_BOOTSTRAP or pass --bootstrap host:port")
     namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
-    return view.main(bootstrap, namespace, args.once, args.interval)
+    return view.main(_bootstrap(args), namespace, args.once, args.interval)
+
+
+def _tail(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mwcore.serde import SchemaRegistry
+    from mwcore.tail import tail
+    from mwcore.up import running
+
+    bootstrap = _bootstrap(args)
+    schemas = args.schemas or os.environ.get("MW_SCHEMAS_DIR") or running().get("schemas_dir") or "schemas"
+    if not Path(schemas).is_dir():
+        raise ConfigError(f"no schemas directory {schemas!r}: pass --schemas DIR or set MW_SCHEMAS_DIR")
+    tail(
+        bootstrap,
+        args.stream,
+        SchemaRegistry.from_directory(schemas),
+        namespace=args.namespace or os.environ.get("MW_NAMESPACE", "default"),
+        last=args.lines,
+        from_beginning=args.from_beginning,
+        follow=not args.no_follow,
+        limit=args.max,
+    )
+    return 0
 
 
 def _stack(args: argparse.Namespace) -> int:
@@ -93,6 +161,12 @@ def _up(args: argparse.Namespace) -> int:
     return up.main(args.duration, args.rate)
 
 
+def _down(args: argparse.Namespace) -> int:
+    from mwcore import up
+
+    return up.down()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mw", description="MillWheel-style stream processing")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -102,18 +176,30 @@ def build_parser() -> argparse.ArgumentParser:
     auth = sub.add_parser("authority", help="run the watermark authority (MW_* environment)")
     auth.set_defaults(func=_authority)
     wms = sub.add_parser("watermarks", help="show each computation's watermarks and lag, live")
-    wms.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP)")
+    wms.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
     wms.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
     wms.add_argument("--once", action="store_true", help="print the current values as JSON and exit")
     wms.add_argument("--interval", type=float, default=0.5, help="refresh every SECONDS")
     wms.set_defaults(func=_watermarks)
+    tl = sub.add_parser("tail", help="print a stream's records, decoded, one JSON object per line")
+    tl.add_argument("stream", help="stream name, e.g. anomalies or windower.dead-letters")
+    tl.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
+    tl.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
+    tl.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
+    tl.add_argument("-n", "--lines", type=int, default=10, help="start this many records back per partition")
+    tl.add_argument("--from-beginning", action="store_true", help="start at the first record")
+    tl.add_argument("--no-follow", action="store_true", help="stop at the end of the data as of now")
+    tl.add_argument("--max", type=int, default=None, help="stop after printing this many records")
+    tl.set_defaults(func=_tail)
     stack = sub.add_parser("stack", help="start a local broker and Redis and print their addresses")
     stack.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
     stack.set_defaults(func=_stack)
     up = sub.add_parser("up", help="run the pipeline on a local broker and Redis, with a live view")
     up.add_argument("--duration", type=float, default=None, help="stop after SECONDS; print a JSON summary")
-    up.add_argument("--rate", type=int, default=2000, help="records per second the generator injects")
+    up.add_argument("--rate", type=int, default=2000, help="queries per second the generator writes")
     up.set_defaults(func=_up)
+    down = sub.add_parser("down", help="stop a running `mw up`")
+    down.set_defaults(func=_down)
     return parser
 
 

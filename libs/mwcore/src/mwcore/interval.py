@@ -65,6 +65,7 @@ class Counters:
     commits: int = 0
     fenced: int = 0
     bloom_maybe: int = 0
+    productions: int = 0  # sent to Kafka (re-sends after a crash or a failure included)
 
 
 @dataclass

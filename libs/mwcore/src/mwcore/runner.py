@@ -8,8 +8,9 @@ from mwcore.worker import Worker
 
 
 class Runner:
-    def __init__(self, workers: list[Worker]) -> None:
+    def __init__(self, workers: list[Worker], on_step: Callable[[], None] = lambda: None) -> None:
         self.workers = workers
+        self.on_step = on_step  # each turn of the loop (the liveness check)
         self._stopping = False
 
     def stop(self) -> None:
@@ -22,6 +23,7 @@ class Runner:
             while not (self._stopping or should_stop()):
                 for w in self.workers:
                     w.step()
+                self.on_step()
         except BaseException:
             for w in self.workers:  # never commit a batch an error interrupted
                 w.abort()

@@ -134,3 +134,16 @@ class AvroSerde:
             raise
         except Exception as exc:
             raise SerializationError(f"cannot decode as {reader.name}: {exc}") from exc
+
+
+def decode_any(registry: SchemaRegistry, data: bytes) -> tuple[str, Any]:
+    """Decode with the writer schema the message names (no reader schema): the schema's
+    name and the value. For tools that show any stream (``mw tail``)."""
+    if len(data) < HEADER_LEN or data[:2] != MAGIC:
+        raise SerializationError("not Avro single-object encoded (bad marker)")
+    (fp,) = _FP.unpack_from(data, 2)
+    writer = registry.by_fingerprint(fp)
+    try:
+        return writer.name, fastavro.schemaless_reader(io.BytesIO(data[HEADER_LEN:]), writer.parsed, None)
+    except Exception as exc:
+        raise SerializationError(f"cannot decode as {writer.name}: {exc}") from exc

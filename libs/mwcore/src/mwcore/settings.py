@@ -17,7 +17,17 @@ def _default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-class WorkerSettings(BaseSettings):
+class MetricsSettings(BaseSettings):
+    """Where a process serves its Prometheus metrics and health check."""
+
+    model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")
+
+    # Prometheus metrics and /healthz on this port (unset: not served); 0 picks a free one
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_host: str = "0.0.0.0"
+
+
+class WorkerSettings(MetricsSettings):
     """Everything a worker process reads from its environment."""
 
     model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")
@@ -66,7 +76,7 @@ class WorkerSettings(BaseSettings):
         return settings
 
 
-class AuthoritySettings(BaseSettings):
+class AuthoritySettings(MetricsSettings):
     """What a watermark authority process reads from its environment."""
 
     model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")

@@ -3,8 +3,8 @@
 Starts a local broker and Redis, every computation of the pipeline as its own worker
 process, and a generator feeding the first stream; shows records in and out, commits
 and dead letters live; ``--duration`` stops it by itself and prints a JSON summary as
-the last line. Until the Zeitgeist services exist (issue 4) the pipeline is the
-running-sum example.
+the last line. In a project with ``services/up.py`` (this repository: the Zeitgeist
+pipeline) that module runs instead; elsewhere the pipeline is the running-sum example.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import redis
 
@@ -107,6 +108,7 @@ def run(duration: float | None, rate: int, spec: PipelineSpec = EXAMPLE) -> dict
     signal.signal(signal.SIGTERM, _stop)
     with LocalStack(workdir=workdir) as stack:
         ensure_topics(stack.bootstrap, {spec.source_stream: spec.partitions})
+        announce(bootstrap=stack.bootstrap, redis_url=stack.redis_url, schemas_dir=str(schemas))
         env = {
             **os.environ,
             "MW_BOOTSTRAP": stack.bootstrap,
@@ -184,7 +186,67 @@ def _committed_records(r: redis.Redis, spec: PipelineSpec) -> int:
     return total
 
 
+def _project_pipeline() -> object | None:
+    """The project's own ``services.up`` (this repository: Zeitgeist), if there is one
+    above the current directory; else None (the running-sum example runs)."""
+    import importlib
+
+    for base in (Path.cwd(), *Path.cwd().parents):
+        if (base / "services" / "up.py").is_file():
+            if str(base) not in sys.path:
+                sys.path.insert(0, str(base))
+            return importlib.import_module("services.up")
+    return None
+
+
 def main(duration: float | None, rate: int) -> int:
-    summary = run(duration, rate)
+    pipeline = _project_pipeline()
+    summary = run(duration, rate) if pipeline is None else pipeline.run(duration, rate)  # type: ignore[attr-defined]
     print(json.dumps(summary))
     return 0
+
+
+STATE_FILE = Path(tempfile.gettempdir()) / "mw-up.json"
+
+
+def announce(**state: Any) -> None:
+    """Tell other ``mw`` commands (``tail``, ``watermarks``, ``down``) where the running
+    ``mw up`` is: its pid, broker, Redis and schemas."""
+    STATE_FILE.write_text(json.dumps({"pid": os.getpid(), **state}))
+
+
+def withdraw() -> None:
+    STATE_FILE.unlink(missing_ok=True)
+
+
+def running() -> dict[str, Any]:
+    """What the running ``mw up`` announced; empty if none is running."""
+    try:
+        state: dict[str, Any] = json.loads(STATE_FILE.read_text())
+        os.kill(int(state["pid"]), 0)
+    except (OSError, ValueError, KeyError):
+        return {}
+    return state
+
+
+def down(timeout: float = 60) -> int:
+    """Stop a running ``mw up`` (it stops its services and the local stack itself)."""
+    state = running()
+    if not state:
+        print("mw down: no `mw up` is running", file=sys.stderr)
+        return 1
+    pid = int(state["pid"])
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        withdraw()
+        return 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return 0
+        time.sleep(0.2)
+    print(f"mw down: `mw up` (pid {pid}) still running after {timeout}s", file=sys.stderr)
+    return 1

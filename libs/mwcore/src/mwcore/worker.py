@@ -54,7 +54,7 @@ from mwcore.transport import (
     rekey_stream,
     topic_name,
 )
-from mwcore.watermark import WatermarkSource
+from mwcore.watermark import MIN_WATERMARK, WatermarkSource
 from mwcore.watermarks.reports import NodeSpec
 from mwcore.watermarks.sink import NullReportSink, ReportSink
 
@@ -162,6 +162,9 @@ class Worker:
         self.consumer: Consumer | None = None
         self._last_mirror = 0.0
         self._refence: dict[int, float] = {}  # fenced interval -> when to try to take it back
+        self.input_watermark = MIN_WATERMARK  # as last read, for metrics
+        # (batch seconds, commit seconds) of each commit, when metrics are on
+        self.on_commit: Callable[[float, float], None] | None = None
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -367,7 +370,7 @@ class Worker:
     def _fire_timers(self) -> None:
         if not self.intervals:
             return
-        wm = self.watermarks.input_watermark(self.comp.name)
+        wm = self.input_watermark = self.watermarks.input_watermark(self.comp.name)
         now = self.clock.now_ms()
         for interval in list(self.intervals.values()):
             interval.fire_timers(wm, now, self.cfg.max_batch_records)
@@ -379,12 +382,17 @@ class Worker:
         if cp.is_empty():
             interval._reset_batch()
             return True
+        began = time.monotonic()
         try:
             commits = self.store.commit(interval.id, interval.token, cp)
         except FencedError as exc:
             self._fenced(interval, exc)
             return False
         self.counters.commits += 1
+        if self.on_commit is not None:
+            done = time.monotonic()
+            opened = interval.batch_started
+            self.on_commit(done - (began if opened is None else opened), done - began)
         if self.latencies is not None:
             self.latencies.add(self.clock.now_ms(), interval.batch_timestamps)
         self.faults.point("after_commit", lambda: {"interval": str(interval.id)})
@@ -468,6 +476,7 @@ class Worker:
         produce = self.producer.produce
         sender = self.cfg.worker_id.encode()
         for batch in interval.outbox.take_to_send():
+            self.counters.productions += len(batch.productions)
             for p in batch.productions:
                 headers: list[tuple[str, str | bytes | None]] = [
                     (ID_HEADER, p.id),

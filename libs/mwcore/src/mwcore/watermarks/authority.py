@@ -301,9 +301,16 @@ class Authority:
         self.counters.published += sent
         return sent
 
-    def run(self, should_stop: Callable[[], bool]) -> None:
+    def latest(self) -> dict[str, int]:
+        """Each computation's last published input watermark (an injector's: what it
+        promised), for metrics; safe to call from another thread."""
+        sent = dict(self._last_sent)
+        return {n: w.output if w.kind == "injector" else w.input for n, w in sent.items()}
+
+    def run(self, should_stop: Callable[[], bool], on_step: Callable[[], None] = lambda: None) -> None:
         while not should_stop():
             self.step()
+            on_step()
 
 
 def _id(stream_id: str) -> tuple[int, int]:

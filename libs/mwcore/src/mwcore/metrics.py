@@ -1,0 +1,125 @@
+"""Prometheus metrics of one process, served with a liveness check.
+
+Counters are read from the runtime's own counters when Prometheus scrapes (nothing is
+added to the per-record path); batch and commit latencies are histograms observed once
+per commit. ``GET /metrics`` serves the text format, ``GET /healthz`` answers 200 while
+the process's loop is turning and 503 when it has stalled (the health check of the
+compose file and of an orchestrator).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from mwcore.errors import ConfigError
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+STALL_S = 60.0  # a loop that has not turned for this long is unhealthy
+
+
+class Liveness:
+    """When the process's loop last turned."""
+
+    def __init__(self, stall_s: float = STALL_S) -> None:
+        self.stall_s = stall_s
+        self.beat = time.monotonic()
+
+    def tick(self) -> None:
+        self.beat = time.monotonic()
+
+    def healthy(self) -> bool:
+        return time.monotonic() - self.beat < self.stall_s
+
+
+class FamiliesCollector(Collector):
+    """A collector whose metric families a function builds at scrape time."""
+
+    def __init__(self, families: Callable[[], Iterable[Metric]]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return list(self._families())
+
+
+def counter(name: str, doc: str, labels: dict[str, str], value: float) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=list(labels))
+    family.add_metric(list(labels.values()), value)
+    return family
+
+
+def gauge(name: str, doc: str, labels: dict[str, str], value: float) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc, labels=list(labels))
+    family.add_metric(list(labels.values()), value)
+    return family
+
+
+def merge(families: Iterable[Metric]) -> list[Metric]:
+    """One family per name (several workers of a process each give samples)."""
+    by_name: dict[str, Metric] = {}
+    for f in families:
+        if f.name in by_name:
+            by_name[f.name].samples.extend(f.samples)
+        else:
+            by_name[f.name] = f
+    return list(by_name.values())
+
+
+class ProcessMetrics:
+    """The metrics registry of one process and the HTTP server that exposes it."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.liveness = Liveness()
+        self._server: ThreadingHTTPServer | None = None
+
+    def histogram(self, name: str, doc: str, labels: tuple[str, ...]) -> Histogram:
+        return Histogram(name, doc, labels, registry=self.registry, buckets=LATENCY_BUCKETS)
+
+    def collect_with(self, families: Callable[[], Iterable[Metric]]) -> None:
+        self.registry.register(FamiliesCollector(lambda: merge(families())))
+
+    def serve(self, port: int, host: str = "0.0.0.0") -> int:
+        """Listen on ``host:port`` (0: any free port) in a daemon thread; the port."""
+        registry, liveness = self.registry, self.liveness
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._answer(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+                elif path == "/healthz":
+                    ok = liveness.healthy()
+                    self._answer(200 if ok else 503, "text/plain", b"ok\n" if ok else b"stalled\n")
+                else:
+                    self._answer(404, "text/plain", b"try /metrics or /healthz\n")
+
+            def _answer(self, status: int, ctype: str, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return  # scrapes are not worth a log line
+
+        try:
+            self._server = ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:
+            raise ConfigError(f"MW_METRICS_PORT={port}: cannot listen on {host}:{port} ({exc})") from None
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="metrics", daemon=True).start()
+        return int(self._server.server_address[1])
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

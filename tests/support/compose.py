@@ -1,0 +1,143 @@
+"""Checks of docker-compose.yml that need no Docker engine.
+
+``problems(root, doc)`` lists what is wrong with a loaded compose document: it must
+satisfy the Compose specification; every service built from this repository must run
+``python -m <module>`` of a module that exists here (and, for a worker, a computation
+class that loads); each such service's settings must load from the environment the
+file gives it; its health check must probe its metrics port; every service directory
+must have a compose service; and the Dockerfile must ship what the commands need.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+from compose_spec import PyCompose
+
+from mwcore.errors import ConfigError
+from mwcore.settings import AuthoritySettings, WorkerSettings
+from services.injector.settings import InjectorSettings
+
+IMAGE_ROOT = "/app"  # where the Dockerfile puts the repository
+DATA_ROOT = "/data"  # the volume of query logs
+SETTINGS: dict[str, type[Any]] = {
+    "services.watermark_authority": AuthoritySettings,
+    "services.injector run": InjectorSettings,
+}
+COMPUTATION = re.compile(r"""["']((?:services|mwcore)(?:\.\w+)+:\w+)["']""")
+
+
+def load(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(path.read_text())  # resolves anchors and merge keys
+    return doc
+
+
+def _environment(svc: dict[str, Any]) -> dict[str, str]:
+    env = svc.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return {str(k): "" if v is None else str(v) for k, v in env.items()}
+
+
+@contextmanager
+def _environ(env: dict[str, str]) -> Any:
+    saved = dict(os.environ)
+    try:
+        for k in [k for k in os.environ if k.startswith("MW_")]:
+            del os.environ[k]
+        os.environ.update(env)
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _ours(svc: dict[str, Any]) -> bool:
+    return "build" in svc or str(svc.get("image", "")).startswith("mwcore/")
+
+
+def _check_command(root: Path, name: str, svc: dict[str, Any], data: Path) -> list[str]:
+    cmd = svc.get("command")
+    if isinstance(cmd, str):
+        cmd = cmd.split()
+    if not cmd or cmd[:2] != ["python", "-m"] or len(cmd) < 3:
+        return [f"{name}: command must be a list starting python -m <module> (is {cmd!r})"]
+    module, args = cmd[2], cmd[3:]
+    main = root.joinpath(*module.split(".")) / "__main__.py"
+    if not main.is_file():
+        return [f"{name}: command runs {module}, but {main.relative_to(root)} does not exist"]
+    out = []
+    from mwcore.app import load_computation
+
+    for target in COMPUTATION.findall(main.read_text()):
+        try:
+            load_computation(target)
+        except Exception as exc:
+            out.append(f"{name}: {module} runs {target}, which does not load: {exc}")
+    if module == "services.injector":
+        from services.injector.__main__ import build_parser
+
+        try:
+            parsed = build_parser().parse_args(args)
+        except SystemExit:
+            return [*out, f"{name}: `{' '.join(cmd)}`: arguments the injector does not accept"]
+        if parsed.command == "generate":
+            return out
+        module = "services.injector run"
+    settings = SETTINGS.get(module, WorkerSettings)
+    env = {
+        k: v.replace(IMAGE_ROOT, str(root), 1).replace(DATA_ROOT, str(data), 1)
+        for k, v in _environment(svc).items()
+    }
+    with _environ(env):
+        try:
+            loaded = settings.load()
+        except ConfigError as exc:
+            return [*out, f"{name}: {exc}"]
+    health = svc.get("healthcheck") or {}
+    if not health.get("disable"):
+        probe = " ".join(health.get("test") or [])
+        if f":{loaded.metrics_port}/healthz" not in probe:
+            out.append(f"{name}: health check does not probe /healthz on MW_METRICS_PORT ({probe!r})")
+    return out
+
+
+def problems(root: Path, doc: dict[str, Any], data: Path) -> list[str]:
+    """What is wrong with ``doc`` (a loaded compose file of the repository at ``root``);
+    ``data`` stands in for the query-log volume."""
+    out = []
+    try:
+        PyCompose.from_json(json.dumps(doc))
+    except ValueError as exc:
+        out.append(f"not a valid compose file: {exc}")
+    services: dict[str, Any] = doc.get("services") or {}
+    volumes = set(doc.get("volumes") or {})
+    modules = set()
+    for name, svc in services.items():
+        for dep in svc.get("depends_on") or []:
+            if dep not in services:
+                out.append(f"{name}: depends on {dep!r}, which is not a service")
+        for vol in svc.get("volumes") or []:
+            source = str(vol).split(":", 1)[0]
+            if not source.startswith((".", "/")) and source not in volumes:
+                out.append(f"{name}: volume {source!r} is not declared")
+        if _ours(svc):
+            cmd = svc.get("command") or []
+            if len(cmd) >= 3:
+                modules.add(cmd[2])
+            out += _check_command(root, name, svc, data)
+    for main in sorted(root.glob("services/*/__main__.py")):
+        module = f"services.{main.parent.name}"
+        if module not in modules:
+            out.append(f"{module} has no service in the compose file")
+    dockerfile = (root / "Dockerfile").read_text() if (root / "Dockerfile").exists() else ""
+    for needed in ("COPY libs/mwcore", "COPY schemas", "COPY services", f"PYTHONPATH={IMAGE_ROOT}"):
+        if needed not in dockerfile:
+            out.append(f"Dockerfile: missing {needed!r}")
+    return out

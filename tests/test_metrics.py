@@ -1,0 +1,155 @@
+"""Observability: a worker's /metrics counts exactly what it did, and /healthz answers.
+
+A running-sum worker serves metrics on a free port; the test feeds it good records,
+re-sent duplicates and records that cannot be decoded, then scrapes. Every counter
+must equal what was fed (records in, duplicates dropped, dead letters), records out
+must cover every production, the latency histograms must hold every commit, and the
+watermark lag must follow a watermark set by hand. A worker without MW_METRICS_PORT
+serves nothing, and a port already taken stops the worker at start with a message
+that names the setting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from mwcore.localstack import LocalStack, free_port
+from mwcore.serde import SchemaRegistry
+from mwcore.source import SourceWriter
+from mwcore.transport import ensure_topics
+from tests.conftest import ROOT
+from tests.support.procs import wait_until
+from tests.support.running_sum import Deployment
+
+pytestmark = pytest.mark.observability
+
+
+def scrape(port: int) -> dict[tuple[str, str], float]:
+    """(sample name, computation label) -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    out: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if "le" not in s.labels:
+                out[(s.name, s.labels.get("computation", ""))] = s.value
+    return out
+
+
+def test_worker_metrics_count_what_it_did(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    dep = Deployment(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path)
+    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    good, dups, bad = 2_000, 150, 7
+    ids = [i.to_bytes(16, "big") for i in range(good)]
+    for i, rid in enumerate(ids):
+        writer.write(f"key-{i % 40}", {"n": 1}, 1_000 + i, rid)
+    writer.flush()
+    worker = dep.add_worker("m0").start(MW_METRICS_PORT=str(port), MW_METRICS_HOST="127.0.0.1")
+    dep.wait_caught_up(writer.end_offsets, timeout=120)
+    for i in range(dups):  # the same ids again: dropped as duplicates
+        writer.write(f"key-{i % 40}", {"n": 1}, 1_000 + i, ids[i])
+    for i in range(bad):
+        writer.write_raw(b"key-0", b"\x00\x01 not avro", 5_000 + i, (10**9 + i).to_bytes(16, "big"))
+    writer.flush()
+    dep.wait_caught_up(writer.end_offsets, timeout=120)
+    wm = time.time_ns() // 1_000_000 - 5_000
+    redis.Redis.from_url(stack.redis_url).set(f"mw:wm:{namespace}:running_sum", wm)
+
+    def settled() -> bool:
+        m = scrape(port)
+        return (
+            m.get(("mw_records_in_total", "running_sum")) == good
+            and m.get(("mw_dead_letters_total", "running_sum")) == bad
+            and m.get(("mw_watermark_ms", "running_sum")) == wm
+        )
+
+    try:
+        wait_until(settled, 30, 0.5, "the counters to settle")
+        m = scrape(port)
+        name = "running_sum"
+        assert m[("mw_duplicates_dropped_total", name)] == dups
+        assert m[("mw_records_out_total", name)] >= good  # one sum per record, plus totals
+        assert m[("mw_commits_total", name)] >= 1
+        assert m[("mw_batch_seconds_count", name)] == m[("mw_commits_total", name)]
+        assert m[("mw_commit_seconds_count", name)] == m[("mw_commits_total", name)]
+        assert m[("mw_fenced_commits_total", name)] == 0
+        assert m[("mw_intervals_owned", name)] == 4
+        assert 4.0 <= m[("mw_watermark_lag_seconds", name)] < 60.0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            assert resp.status == 200
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/nothing", timeout=5)
+        assert missing.value.code == 404
+
+        # The port is now taken: a second worker asked to serve on it refuses to start.
+        second = dep.add_worker("m1").start(MW_METRICS_PORT=str(port), MW_METRICS_HOST="127.0.0.1")
+        assert second.proc is not None
+        assert second.proc.wait(60) != 0
+        assert f"MW_METRICS_PORT={port}" in second.current_log()
+    finally:
+        worker.terminate()
+
+
+def test_no_metrics_port_serves_nothing(stack: LocalStack, namespace: str, tmp_path: Path) -> None:
+    port = free_port()
+    dep = Deployment(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path)
+    worker = dep.add_worker("q0").start()
+    try:
+        wait_until(lambda: worker.ready, 60, 0.2, "the worker to take its intervals")
+        with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), 1):
+            pass
+    finally:
+        worker.terminate()
+
+
+def test_mw_tail_prints_a_stream_decoded(stack: LocalStack, registry: SchemaRegistry, namespace: str) -> None:
+    topic = f"{namespace}.numbers"
+    ensure_topics(stack.bootstrap, {topic: 2})
+    writer = SourceWriter(stack.bootstrap, registry, topic, "mw.examples.Number")
+    for i in range(30):
+        writer.write(f"key-{i % 3}", {"n": i}, 1_000 + i, i.to_bytes(16, "big"))
+    writer.write_raw(b"key-0", b"not avro", 2_000, b"\xff" * 16)
+    writer.flush()
+
+    def mw_tail(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mwcore.cli", "tail", *args, "--namespace", namespace],
+            env={**os.environ, "MW_BOOTSTRAP": stack.bootstrap, "MW_SCHEMAS_DIR": str(ROOT / "schemas")},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    done = mw_tail("numbers", "--from-beginning", "--no-follow")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(rows) == 31
+    avro = sorted((r for r in rows if r["schema"]), key=lambda r: r["timestamp"])
+    assert [r["value"]["n"] for r in avro] == list(range(30))
+    assert {r["id"] for r in avro} == {i.to_bytes(16, "big").hex() for i in range(30)}
+    assert all(r["schema"] == "mw.examples.Number" and r["stream"] == "numbers" for r in avro)
+    raw = [r for r in rows if not r["schema"]]
+    assert [(r["value"], r["key"]) for r in raw] == [("not avro", "key-0")]
+
+    last = mw_tail("numbers", "-n", "2", "--no-follow")  # the last two of each partition
+    assert last.returncode == 0, last.stderr
+    assert len(last.stdout.splitlines()) == 4
+
+    unknown = mw_tail("no-such-stream", "--no-follow")
+    assert unknown.returncode == 2
+    assert "no stream 'no-such-stream'" in unknown.stderr
