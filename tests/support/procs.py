@@ -25,6 +25,7 @@ class WorkerProc:
     extra_env: dict[str, str] = field(default_factory=dict)
     command: tuple[str, ...] | None = None  # default: ("run", computation)
     module: str = "mwcore.cli"  # python -m <module> <command...>
+    cwd: Path = ROOT  # also where `python -m` finds the module
 
     def start(self, **extra: str) -> WorkerProc:
         self.starts += 1
@@ -40,7 +41,7 @@ class WorkerProc:
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
-            cwd=ROOT,
+            cwd=self.cwd,
         )
         log.close()
         return self

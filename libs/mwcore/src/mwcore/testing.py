@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from mwcore import ids
 from mwcore.computation import Computation
-from mwcore.context import Context, Effects
+from mwcore.context import Context, Effects, Encoder
 from mwcore.record import Record, TimeDomain, Timer
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.timers import TimerEntry, TimerQueue
@@ -78,7 +78,7 @@ class Harness:
         self.codec.bind(self.registry)
         self._inputs = {i.stream: (i, AvroSerde(self.registry, i.schema or "")) for i in comp.inputs}
         self._outputs = {o.stream: AvroSerde(self.registry, o.schema) for o in comp.outputs}
-        encoders = {s: (s, serde.encode) for s, serde in self._outputs.items()}
+        encoders: dict[str, tuple[str, Encoder]] = {s: (s, d.encode) for s, d in self._outputs.items()}
         self.ctx = Context(encoders, self._load_state, lambda: self.wall_ms)
         self.wall_ms = wall_ms
         self.watermark = MIN_WATERMARK
@@ -191,3 +191,48 @@ class Harness:
             stream = p.topic  # the harness's encoders name topics by stream
             value = self._outputs[stream].decode(p.value)
             self._produced.append((stream, Produced((p.key or b"").decode(), value, p.timestamp, p.id)))
+
+
+def example_value(registry: SchemaRegistry, schema: str) -> Any:
+    """A valid value of the named Avro record schema (zeros, empty strings, the first
+    enum symbol, the first branch of a union, field defaults where given): a starting
+    point for a test's input."""
+    named: dict[str, Any] = {}
+
+    def make(t: Any, ns: str) -> Any:
+        if isinstance(t, list):
+            return make(t[0], ns)
+        if isinstance(t, str):
+            full = t if "." in t else f"{ns}.{t}" if ns else t
+            if full in named or t in named:
+                return make(named.get(full, named.get(t)), ns)
+            return {
+                "null": None,
+                "boolean": False,
+                "int": 0,
+                "long": 0,
+                "float": 0.0,
+                "double": 0.0,
+                "bytes": b"",
+                "string": "",
+            }[t]
+        kind = t["type"]
+        if kind in ("record", "enum", "fixed"):
+            space = t.get("namespace", ns)
+            named[f"{space}.{t['name']}" if space else t["name"]] = t
+        if kind == "record":
+            space = t.get("namespace", ns)
+            return {
+                f["name"]: f["default"] if "default" in f else make(f["type"], space) for f in t["fields"]
+            }
+        if kind == "enum":
+            return t["symbols"][0]
+        if kind == "fixed":
+            return bytes(t["size"])
+        if kind == "array":
+            return []
+        if kind == "map":
+            return {}
+        return make(kind, ns)
+
+    return make(registry.latest(schema).parsed, "")

@@ -1,0 +1,31 @@
+"""The windower in memory (mwcore.testing.Harness): a bucket's count comes out once the
+watermark passes the bucket's end, in event-time order, and never twice."""
+
+from __future__ import annotations
+
+from mwcore.testing import Harness
+from services.windower.computation import Windower
+
+
+def query(q: str, lang: str = "en") -> dict[str, object]:
+    return {"query": q, "lang": lang, "user": 7, "source_file": "f"}
+
+
+def test_counts_come_out_when_the_watermark_passes_the_bucket() -> None:
+    h = Harness(Windower)
+    for ts, q in [(1_100, "a"), (1_900, "a"), (2_050, "a"), (1_500, "b"), (3_999, "b")]:
+        h.send("queries", query(q), ts, key=q)
+    assert h.output("window_counts") == []
+    assert h.advance_watermark(2_000) == 2  # the 1-second buckets of a and b
+    assert sorted((v["query"], v["bucket_start"], v["count"]) for v in h.values("window_counts")) == [
+        ("a", 1_000, 2),
+        ("b", 1_000, 1),
+    ]
+    h.finish()
+    got = [(v["query"], v["bucket_start"], v["count"]) for v in h.values("window_counts")][2:]
+    assert got == [("a", 2_000, 1), ("b", 3_000, 1)]  # event-time order
+    assert h.keys() == [] and h.pending_timers() == 0  # state cleared with the last bucket
+    assert all(
+        p.timestamp == v["bucket_start"] + 999
+        for p, v in zip(h.output("window_counts"), h.values("window_counts"), strict=True)
+    )
