@@ -42,3 +42,31 @@ def namespace() -> str:
 @pytest.fixture
 def redis_client(stack: LocalStack) -> redis.Redis:
     return redis.Redis.from_url(stack.redis_url)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """A local[2] Spark session with the archive data source registered."""
+    import os
+    import sys
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from mwcore.spark import register
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("mwcore-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    try:
+        yield session
+    finally:
+        session.stop()

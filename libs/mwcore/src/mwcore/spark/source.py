@@ -1,0 +1,236 @@
+"""``spark.read.format("mw")``: archived streams as a DataFrame (PySpark 4 Python data
+source API; no JVM Kafka connector needed).
+
+    from mwcore.spark import register
+    register(spark)
+    df = (spark.read.format("mw")
+          .option("bootstrap", "localhost:9092")
+          .option("streams", "window_counts")            # one or more, comma-separated
+          .option("startingTimestamp", "1700000000000")  # optional, ms, inclusive
+          .option("endingTimestamp", "1700000600000")    # optional, ms, exclusive
+          .load())
+
+Columns: those of Spark's Kafka source (``key``, ``value``, ``topic``, ``partition``,
+``offset``, ``timestamp``, ``timestampType``, ``headers``), then ``stream``, ``id`` (the
+record id), ``decode_error`` (why a value could not be decoded, else null; nothing is
+dropped), then the fields of the decoded Avro value (a field whose name is taken by a
+column above is called ``value_<name>``).
+
+Options: ``bootstrap`` (default ``$MW_BOOTSTRAP``), ``namespace`` (``default``),
+``streams`` (or ``stream``), ``schemasDir`` (default ``$MW_SCHEMAS_DIR`` or the nearest
+``schemas/``), ``avroSchema`` (the reader schema; default: the writer schema of the
+first record), ``startingOffsets`` / ``endingOffsets`` (``earliest`` / ``latest`` or JSON
+``{"stream": {"0": 42}}``, as in Spark's Kafka source, end exclusive),
+``startingTimestamp`` / ``endingTimestamp``, ``maxRecordsPerPartition`` (split
+partitions larger than this; default 1,000,000), ``decode`` (``true``).
+
+The read stops at the end of the data as it was when the job was planned. One Spark
+partition per Kafka partition (more when split).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from mwcore.archive import Range, Slice, plan, read_slice
+from mwcore.errors import ConfigError
+from mwcore.record import ID_HEADER
+from mwcore.serde import _FP, HEADER_LEN, MAGIC, SchemaRegistry
+from mwcore.spark.types import struct_of, to_row
+
+KAFKA_COLUMNS = StructType(
+    [
+        StructField("key", BinaryType(), True),
+        StructField("value", BinaryType(), True),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("offset", LongType(), False),
+        StructField("timestamp", TimestampType(), True),
+        StructField("timestampType", IntegerType(), False),
+        StructField(
+            "headers",
+            ArrayType(
+                StructType(
+                    [StructField("key", StringType(), False), StructField("value", BinaryType(), True)]
+                )
+            ),
+            True,
+        ),
+        StructField("stream", StringType(), False),
+        StructField("id", BinaryType(), True),
+        StructField("decode_error", StringType(), True),
+    ]
+)
+
+
+def register(spark: SparkSession) -> None:
+    spark.dataSource.register(ArchiveDataSource)
+
+
+def _offsets(raw: str | None, default: str, streams: list[str], namespace: str) -> dict[str, dict[int, int]]:
+    """Spark's offset JSON (``{"stream": {"0": 42}}``, -2 earliest, -1 latest); stream
+    or topic names."""
+    if raw is None or raw.strip() in ("", default):
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise ConfigError(
+            f'offsets {raw!r}: expected {default!r} or JSON like {{"stream": {{"0": 42}}}}'
+        ) from None
+    out: dict[str, dict[int, int]] = {}
+    prefix = "" if namespace == "default" else f"{namespace}."
+    for name, parts in data.items():
+        stream = name[len(prefix) :] if prefix and name.startswith(prefix) else name
+        if stream not in streams:
+            raise ConfigError(f"offsets name {name!r}, which is not among the streams read ({streams})")
+        out[stream] = {int(p): int(o) for p, o in parts.items()}
+    return out
+
+
+def _schemas_dir(option: str | None) -> Path:
+    if option:
+        return Path(option)
+    if os.environ.get("MW_SCHEMAS_DIR"):
+        return Path(os.environ["MW_SCHEMAS_DIR"])
+    from mwcore.testing import find_schemas
+
+    return find_schemas()
+
+
+class ArchiveDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "mw"
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        opts = {k.lower(): v for k, v in options.items()}
+        self.bootstrap = opts.get("bootstrap") or os.environ.get("MW_BOOTSTRAP", "")
+        if not self.bootstrap:
+            raise ConfigError("option bootstrap (or MW_BOOTSTRAP) is required")
+        self.namespace = opts.get("namespace", "default")
+        raw = opts.get("streams") or opts.get("stream") or opts.get("subscribe") or ""
+        self.streams = [s.strip() for s in raw.split(",") if s.strip()]
+        if not self.streams:
+            raise ConfigError("option streams is required (one or more stream names, comma-separated)")
+        self.registry = SchemaRegistry.from_directory(_schemas_dir(opts.get("schemasdir")))
+        self.range = Range(
+            starting=_offsets(opts.get("startingoffsets"), "earliest", self.streams, self.namespace),
+            ending=_offsets(opts.get("endingoffsets"), "latest", self.streams, self.namespace),
+            from_ms=int(opts["startingtimestamp"]) if opts.get("startingtimestamp") else None,
+            to_ms=int(opts["endingtimestamp"]) if opts.get("endingtimestamp") else None,
+        )
+        self.split = int(opts.get("maxrecordsperpartition", 1_000_000))
+        self.decode = opts.get("decode", "true").lower() != "false"
+        self.slices = plan(self.bootstrap, self.streams, self.range, self.namespace, self.split)
+        self.avro_schema = opts.get("avroschema") or (self._first_writer() if self.decode else None)
+
+    def _first_writer(self) -> str | None:
+        """The writer schema of the first readable record of the read (None: no data)."""
+        for piece in self.slices:
+            for m in read_slice(self.bootstrap, piece):
+                data = m.value() or b""
+                if len(data) >= HEADER_LEN and data[:2] == MAGIC:
+                    (fp,) = _FP.unpack_from(data, 2)
+                    try:
+                        return self.registry.by_fingerprint(fp).name
+                    except Exception:
+                        continue
+            break
+        return None
+
+    def schema(self) -> StructType:
+        fields = list(KAFKA_COLUMNS.fields)
+        if self.avro_schema:
+            taken = {f.name for f in fields}
+            for f in struct_of(self.registry.latest(self.avro_schema).parsed).fields:
+                name = f"value_{f.name}" if f.name in taken else f.name
+                fields.append(StructField(name, f.dataType, True))
+        return StructType(fields)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return ArchiveReader(self, schema)
+
+
+class SlicePartition(InputPartition):
+    def __init__(self, piece: Slice) -> None:
+        super().__init__(piece)
+        self.piece = piece
+
+
+class ArchiveReader(DataSourceReader):
+    def __init__(self, source: ArchiveDataSource, schema: StructType) -> None:
+        self.bootstrap = source.bootstrap
+        self.slices = source.slices
+        self.range = source.range
+        self.registry = source.registry  # shipped to the executors with the reader
+        self.avro_schema = source.avro_schema
+        self.schema = schema
+
+    def partitions(self) -> list[InputPartition]:
+        return [SlicePartition(s) for s in self.slices] or [SlicePartition(Slice("", "", 0, 0, 0))]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        piece: Slice = partition.piece  # type: ignore[attr-defined]
+        reader = self.registry.latest(self.avro_schema) if self.avro_schema else None
+        decoded_type = struct_of(reader.parsed) if reader is not None else None
+        writers: dict[int, Any] = {}
+        keeps = self.range.keeps
+        for m in read_slice(self.bootstrap, piece):
+            ts_type, ts = m.timestamp()
+            if not keeps(ts):
+                continue
+            headers: list[Any] = list(m.headers() or [])
+            rid = next((v for k, v in headers if k == ID_HEADER), None)
+            data = m.value()
+            row: tuple[Any, ...] = (
+                m.key(),
+                data,
+                piece.topic,
+                piece.partition,
+                m.offset(),
+                datetime.fromtimestamp(ts / 1000, UTC),
+                ts_type - 1 if ts_type else -1,
+                [(k, v) for k, v in headers],
+                piece.stream,
+                rid,
+            )
+            if decoded_type is None or reader is None:
+                yield (*row, None)
+                continue
+            error, fields = None, None
+            try:
+                if data is None or len(data) < HEADER_LEN or data[:2] != MAGIC:
+                    raise ValueError("not Avro single-object encoded (bad marker)")
+                (fp,) = _FP.unpack_from(data, 2)
+                writer = writers.get(fp)
+                if writer is None:
+                    writer = writers[fp] = self.registry.by_fingerprint(fp).parsed
+                value = fastavro.schemaless_reader(
+                    io.BytesIO(data[HEADER_LEN:]), writer, None if writer is reader.parsed else reader.parsed
+                )
+                fields = to_row(value, decoded_type)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            yield (*row, error, *(fields or (None,) * len(decoded_type.fields)))
