@@ -52,6 +52,8 @@ def spark() -> Iterator[object]:
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # the executors import the computations (services.*) by name
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     from pyspark.sql import SparkSession
 
     from mwcore.spark import register

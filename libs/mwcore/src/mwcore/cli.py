@@ -181,6 +181,42 @@ def _new_service(args: argparse.Namespace) -> int:
     return 0
 
 
+def _batch(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from mwcore.serde import SchemaRegistry
+    from mwcore.spark.batch import decode_frame, run_pipeline
+    from mwcore.spark.session import local_session
+
+    bootstrap = _bootstrap(args)
+    schemas = args.schemas or os.environ.get("MW_SCHEMAS_DIR") or "schemas"
+    if not Path(schemas).is_dir():
+        raise ConfigError(f"no schemas directory {schemas!r}: pass --schemas DIR or set MW_SCHEMAS_DIR")
+    registry = SchemaRegistry.from_directory(schemas)
+    spark = local_session(args.master)
+    reader = (
+        spark.read.format("mw")
+        .option("bootstrap", bootstrap)
+        .option("namespace", args.namespace or os.environ.get("MW_NAMESPACE", "default"))
+        .option("schemasDir", schemas)
+        .option("streams", args.input)
+    )
+    if args.from_ms is not None:
+        reader = reader.option("startingTimestamp", str(args.from_ms))
+    if args.to_ms is not None:
+        reader = reader.option("endingTimestamp", str(args.to_ms))
+    outputs = run_pipeline(reader.load(), args.computations.split(","), registry)
+    summary = {}
+    for stream, (frame, schema) in outputs.items():
+        table = decode_frame(frame, stream, schema, registry)
+        table.write.mode("overwrite").parquet(str(Path(args.out) / stream))
+        summary[stream] = table.count()
+    spark.stop()
+    print(json.dumps({"out": args.out, "records": summary}))
+    return 0
+
+
 def _up(args: argparse.Namespace) -> int:
     from mwcore import up
 
@@ -223,6 +259,21 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--input-schema", help="its Avro schema (default: as the project's services declare it)")
     new.add_argument("--root", help="the project directory (default: the one above the current directory)")
     new.set_defaults(func=_new_service)
+    bt = sub.add_parser("batch", help="run computations over archived streams in Spark; write Parquet")
+    bt.add_argument("--input", default="queries", help="archived stream(s) to read, comma-separated")
+    bt.add_argument(
+        "--computations",
+        default="services.windower.computation:Windower,services.dip_detector.computation:DipDetector",
+        help="module:Class, comma-separated, run in order (each reads what the earlier produced)",
+    )
+    bt.add_argument("--out", required=True, help="directory: one Parquet dataset per output stream")
+    bt.add_argument("--from-ms", type=int, default=None, help="records at or after this event time")
+    bt.add_argument("--to-ms", type=int, default=None, help="records before this event time")
+    bt.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
+    bt.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
+    bt.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
+    bt.add_argument("--master", default="local[2]", help="Spark master")
+    bt.set_defaults(func=_batch)
     stack = sub.add_parser("stack", help="start a local broker and Redis and print their addresses")
     stack.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
     stack.set_defaults(func=_stack)

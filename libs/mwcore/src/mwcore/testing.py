@@ -92,21 +92,31 @@ class Harness:
     # -- input ---------------------------------------------------------------------------
 
     def send(
-        self, stream: str, value: Any, timestamp: int, key: str | None = None, record_id: bytes | None = None
+        self,
+        stream: str,
+        value: Any,
+        timestamp: int,
+        key: str | None = None,
+        record_id: bytes | None = None,
+        *,
+        decoded: bool = False,
     ) -> None:
         """Process one record of input ``stream`` (keyed by the input's key extractor,
-        else by ``key``). Event-time timers fire only on ``advance_watermark``."""
+        else by ``key``). Event-time timers fire only on ``advance_watermark``. The value
+        goes through an Avro round trip unless ``decoded`` says it came from Avro."""
         try:
             inp, serde = self._inputs[stream]
         except KeyError:
             raise KeyError(f"{stream!r} is not an input of {self.comp.name}") from None
-        decoded = serde.decode(serde.encode(value))  # what a worker would hand over
+        if not decoded:
+            value = serde.decode(serde.encode(value))  # what a worker would hand over
+        decoded_value = value
         if inp.key is not None:
-            key = inp.key(decoded)
+            key = inp.key(decoded_value)
         if key is None:
             raise ValueError(f"a record of {stream!r} needs a key (its input has no key extractor)")
         rid = record_id or ids.random_id()
-        record = Record(key, decoded, timestamp, rid, stream, 0, next(self._offsets))
+        record = Record(key, decoded_value, timestamp, rid, stream, 0, next(self._offsets))
         self.ctx.begin(key, rid, timestamp)
         try:
             self.comp.process_record(self.ctx, record)

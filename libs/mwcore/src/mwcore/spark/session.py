@@ -1,0 +1,31 @@
+"""A Spark session for the ``mw`` commands, with the archive source registered."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+
+def local_session(master: str = "local[2]", project: Path | None = None) -> SparkSession:
+    """Executors run this interpreter and import the project's computations by name."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    root = str((project or Path.cwd()).resolve())
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("mw")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    from mwcore.spark import register
+
+    register(spark)
+    return spark
