@@ -1,6 +1,7 @@
 # One image for every Zeitgeist service; docker-compose.yml picks the command
-# (`python -m services.<name>`). Build: docker build -t mwcore/zeitgeist .
-FROM python:3.11-slim
+# (`python -m services.<name>`). Build: docker build --target service -t mwcore/zeitgeist .
+# The `batch` target adds Java and PySpark for the model job (services.model_trainer).
+FROM python:3.11-slim AS service
 
 ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -25,3 +26,13 @@ EXPOSE 9108
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
     CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9108/healthz', timeout=3)"
 CMD ["python", "-m", "services.windower"]
+
+FROM service AS batch
+USER root
+RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/* \
+    && pip install "/app/libs/mwcore[spark]"
+USER mw
+ENV PYSPARK_PYTHON=python
+HEALTHCHECK NONE
+CMD ["python", "-m", "services.model_trainer"]

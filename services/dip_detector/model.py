@@ -61,6 +61,17 @@ def poisson_sf(k: int, lam: float) -> float:
         log_term += math.log(lam / i)
 
 
+def interpolate(profile: list[float], period_ms: int, bucket: int) -> float:
+    """The profile's expected count for the one-second bucket starting at ``bucket``:
+    slot values stand for their slots' middles, linearly interpolated in between
+    (cyclically: the period's end meets its start)."""
+    slots = len(profile)
+    middle = (bucket % period_ms + 500) * slots / period_ms - 0.5
+    lo = math.floor(middle)
+    frac = middle - lo
+    return (1 - frac) * profile[lo % slots] + frac * profile[(lo + 1) % slots]
+
+
 @dataclass
 class QueryModel:
     lang: str = ""
@@ -90,8 +101,7 @@ class QueryModel:
 
     def expected(self, bucket: int) -> float:
         if self.profile and self.period_ms > 0:
-            slot = (bucket % self.period_ms) * len(self.profile) // self.period_ms
-            return self.profile[slot]
+            return interpolate(self.profile, self.period_ms, bucket)
         return self.rate
 
     @property

@@ -37,20 +37,22 @@ def generate(
     realtime: bool = True,
     stop: threading.Event | None = None,
     speed: float = 1.0,
+    first: int = 0,
 ) -> int:
-    """Write ``seconds`` files, one as each second passes (``speed`` seconds of event
-    time per wall second), or as fast as possible (``realtime=False``); returns how
-    many records were written."""
+    """Write the files of seconds ``first`` to ``seconds - 1``, one as each second
+    passes (``speed`` seconds of event time per wall second), or as fast as possible
+    (``realtime=False``); returns how many records were written. (``first`` continues
+    an earlier call's scenario.)"""
     wall_start = time.time()
     traffic = Traffic(scenario, start_ms)
     write_scenario(directory, traffic, seconds)
     written = 0
-    for s in range(seconds):
+    for s in range(first, seconds):
         if stop is not None and stop.is_set():
             break
         if realtime:
             # real time follows the clock; a faster run, its own start
-            due = (start_ms + (s + 1) * 1000) / 1000 if speed == 1.0 else wall_start + (s + 1) / speed
+            due = (start_ms + (s + 1) * 1000) / 1000 if speed == 1.0 else wall_start + (s - first + 1) / speed
             delay = due - time.time()
             if delay > 0:
                 if stop is not None:

@@ -57,6 +57,7 @@ class Scenario:
     zipf: float = 1.1
     day_s: int = 600  # a compressed day: the rhythm's period
     rhythm: float = 0.4  # the rhythm's amplitude, 0..1
+    sharpness: float = 0.0  # 0: a sine; larger: steeper rises and falls (tanh-shaped)
     jitter_ms: int = 1000  # a record is at most this much older than its file's second
     warmup_s: int = 30  # no anomalies before this
     events: tuple[Event, ...] | None = None  # None: a default script (see ``default_events``)
@@ -92,7 +93,10 @@ class Traffic:
 
     def multiplier(self, second: int) -> float:
         sc = self.scenario
-        return 1.0 + sc.rhythm * math.sin(2 * math.pi * second / sc.day_s)
+        wave = math.sin(2 * math.pi * second / sc.day_s)
+        if sc.sharpness > 0:  # a day and a night with quick mornings and evenings
+            wave = math.tanh(sc.sharpness * wave) / math.tanh(sc.sharpness)
+        return 1.0 + sc.rhythm * wave
 
     def expected(self, info: QueryInfo, second: int) -> float:
         """Expected count of ``info`` in ``second`` without scripted events."""
@@ -161,13 +165,13 @@ def default_events(traffic: Traffic) -> tuple[Event, ...]:
     while t < 3600:
         kind = i % 3
         if kind == 0:
-            q = traffic.infos[10 + (i * 7) % 30]
+            q = traffic.infos[(10 + (i * 7) % 30) % len(traffic.infos)]
             events.append(Event("SPIKE", t, 8, 8.0, query=q.query))
         elif kind == 1:
             lang = LANGUAGES[1 + (i // 3) % (len(LANGUAGES) - 1)]
             events.append(Event("DIP", t, 10, 0.0, lang=lang))
         else:
-            q = traffic.infos[40 + (i * 11) % 60]
+            q = traffic.infos[(40 + (i * 11) % 60) % len(traffic.infos)]
             events.append(Event("SPIKE", t, 6, 10.0, query=q.query))
         t += 40
         i += 1

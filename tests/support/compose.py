@@ -23,12 +23,14 @@ from compose_spec import PyCompose
 from mwcore.errors import ConfigError
 from mwcore.settings import AuthoritySettings, WorkerSettings
 from services.injector.settings import InjectorSettings
+from services.model_trainer.settings import TrainerSettings
 
 IMAGE_ROOT = "/app"  # where the Dockerfile puts the repository
 DATA_ROOT = "/data"  # the volume of query logs
 SETTINGS: dict[str, type[Any]] = {
     "services.watermark_authority": AuthoritySettings,
     "services.injector run": InjectorSettings,
+    "services.model_trainer": TrainerSettings,
 }
 COMPUTATION = re.compile(r"""["']((?:services|mwcore)(?:\.\w+)+:\w+)["']""")
 

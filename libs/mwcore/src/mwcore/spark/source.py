@@ -1,5 +1,6 @@
 """``spark.read.format("mw")``: archived streams as a DataFrame (PySpark 4 Python data
-source API; no JVM Kafka connector needed).
+source API; no JVM Kafka connector needed). ``df.write.format("mw")`` appends a
+DataFrame to a stream (see ``sink``).
 
     from mwcore.spark import register
     register(spark)
@@ -40,7 +41,7 @@ from typing import Any
 
 import fastavro
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -135,6 +136,15 @@ class ArchiveDataSource(DataSource):
         if not self.streams:
             raise ConfigError("option streams is required (one or more stream names, comma-separated)")
         self.registry = SchemaRegistry.from_directory(_schemas_dir(opts.get("schemasdir")))
+        self.opts = opts
+        self._planned = False
+
+    def _plan(self) -> None:
+        """Plan a read (only reads need it: a write does not look at what is there)."""
+        if self._planned:
+            return
+        self._planned = True
+        opts = self.opts
         self.range = Range(
             starting=_offsets(opts.get("startingoffsets"), "earliest", self.streams, self.namespace),
             ending=_offsets(opts.get("endingoffsets"), "latest", self.streams, self.namespace),
@@ -161,6 +171,7 @@ class ArchiveDataSource(DataSource):
         return None
 
     def schema(self) -> StructType:
+        self._plan()
         fields = list(KAFKA_COLUMNS.fields)
         if self.avro_schema:
             taken = {f.name for f in fields}
@@ -170,7 +181,17 @@ class ArchiveDataSource(DataSource):
         return StructType(fields)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        self._plan()
         return ArchiveReader(self, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from mwcore.spark.sink import StreamWriter
+
+        if overwrite:
+            raise ConfigError("a stream is append-only: write with mode('append')")
+        if len(self.streams) != 1:
+            raise ConfigError(f"write to one stream (option stream), not {self.streams}")
+        return StreamWriter(self.bootstrap, self.namespace, self.streams[0], self.registry, self.opts, schema)
 
 
 class SlicePartition(InputPartition):

@@ -1,0 +1,62 @@
+"""``python -m services.model_trainer``: train the dip detector's time-of-day models
+from the archived ``window_counts`` (Spark) and publish them to ``model_updates``.
+Prints a JSON summary as its last line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from mwcore.errors import ConfigError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m services.model_trainer", description=__doc__)
+    p.add_argument("--from", dest="start_ms", type=int, help="train on buckets from this time (ms)")
+    p.add_argument("--to", dest="end_ms", type=int, help="... up to this time (ms, exclusive)")
+    p.add_argument("--period-ms", type=int, help="the rhythm's period (default MW_MODEL_PERIOD_MS, a day)")
+    p.add_argument("--slots", type=int, help="slots per period (default MW_MODEL_SLOTS, 1440)")
+    p.add_argument("--namespace", help="default MW_NAMESPACE")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    overrides = {
+        k: v
+        for k, v in (
+            ("model_period_ms", args.period_ms),
+            ("model_slots", args.slots),
+            ("namespace", args.namespace),
+        )
+        if v is not None
+    }
+    from services.model_trainer.settings import TrainerSettings
+
+    try:
+        s = TrainerSettings.load(**overrides)
+    except ConfigError as exc:
+        print(f"model_trainer: {exc}", file=sys.stderr)
+        return 2
+    from pyspark.sql import SparkSession
+
+    from mwcore.spark.session import local_session
+    from services.model_trainer.job import publish, read_counts, train
+
+    ours = SparkSession.getActiveSession() is None  # a caller's session is left running
+    spark = local_session(s.spark_master, Path.cwd())
+    try:
+        counts = read_counts(spark, s.bootstrap, s.namespace, s.schemas_dir, args.end_ms)
+        trained = train(counts, s.model_period_ms, s.model_slots, args.start_ms, args.end_ms)
+        summary = publish(trained, s.bootstrap, s.namespace, s.schemas_dir)
+    finally:
+        if ours:
+            spark.stop()
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

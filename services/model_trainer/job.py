@@ -1,0 +1,170 @@
+"""The Zeitgeist model job (Spark): archived ``window_counts`` in, one time-of-day
+profile per query out, published to ``model_updates`` for the dip detector.
+
+    spark = local_session()
+    models = train(read_counts(spark, bootstrap, namespace), period_ms=86_400_000, slots=1440)
+    publish(models, bootstrap, namespace)
+
+A model's record id is a hash of what it was trained from (query, period, slots and
+the training range) and its version is the end of that range: running the job again
+over the same archive publishes nothing (ids already in ``model_updates`` are left
+out, and a detector drops any repeat as a duplicate), and a job over more weeks
+publishes a newer version that replaces the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from mwcore.ids import ID_BYTES
+from mwcore.transport import partition_counts, topic_name
+from services.model_trainer.profile import BUCKET_MS, fit_profile
+
+MODEL_SCHEMA = "zeitgeist.ModelUpdate"
+MODELS_STREAM = "model_updates"
+COUNTS_STREAM = "window_counts"
+
+
+@dataclass(frozen=True)
+class Trained:
+    models: DataFrame  # query, period_ms, profile, trained_until, version, key, timestamp, id
+    start_ms: int
+    end_ms: int
+
+
+def read_counts(
+    spark: SparkSession,
+    bootstrap: str,
+    namespace: str,
+    schemas_dir: Path | None = None,
+    until_ms: int | None = None,
+) -> DataFrame:
+    """Archived window counts (query, lang, bucket_start, count), every bucket that
+    ends by ``until_ms`` (default: all)."""
+    reader = (
+        spark.read.format("mw")
+        .option("bootstrap", bootstrap)
+        .option("namespace", namespace)
+        .option("streams", COUNTS_STREAM)
+        .option("avroSchema", "zeitgeist.WindowCount")
+    )
+    if schemas_dir is not None:
+        reader = reader.option("schemasDir", str(schemas_dir))
+    df = reader.load().where(F.col("decode_error").isNull())
+    if until_ms is not None:
+        df = df.where(F.col("bucket_start") + BUCKET_MS <= until_ms)
+    return df.select("query", "lang", "bucket_start", "count")
+
+
+def model_id(query: str, period_ms: int, slots: int, start_ms: int, end_ms: int) -> bytes:
+    payload = f"{query}\x00{period_ms}\x00{slots}\x00{start_ms}\x00{end_ms}".encode()
+    return hashlib.blake2b(payload, digest_size=ID_BYTES, person=b"mw-model").digest()
+
+
+def train(
+    counts: DataFrame,
+    period_ms: int,
+    slots: int,
+    start_ms: int | None = None,
+    end_ms: int | None = None,
+) -> Trained:
+    """One profile per query over buckets in ``[start_ms, end_ms)`` (default: from the
+    first bucket archived to the end of the last: every bucket in between is final, so
+    a query missing from one counts 0 there)."""
+    import pandas as pd
+
+    fit_profile([], 0, 0, period_ms, slots)  # a bad period / slot count fails here, on the driver
+    if start_ms is None or end_ms is None:
+        first, last = counts.agg(F.min("bucket_start"), F.max("bucket_start")).collect()[0]
+        if first is None:
+            raise ValueError("no window counts to train from")
+        start_ms = int(first) if start_ms is None else start_ms
+        end_ms = int(last) + BUCKET_MS if end_ms is None else end_ms
+    start, end = start_ms, end_ms
+    counts = counts.where((F.col("bucket_start") >= start) & (F.col("bucket_start") < end))
+
+    def fit(pdf: pd.DataFrame) -> pd.DataFrame:
+        query = str(pdf["query"].iloc[0])
+        pairs = zip(pdf["bucket_start"].tolist(), pdf["count"].tolist(), strict=True)
+        profile = fit_profile(pairs, start, end, period_ms, slots)
+        return pd.DataFrame(
+            {
+                "query": [query],
+                "profile": [profile],
+                "id": [model_id(query, period_ms, slots, start, end)],
+            }
+        )
+
+    fitted = counts.groupBy("query").applyInPandas(fit, "query string, profile array<double>, id binary")
+    models = fitted.select(
+        "query",
+        F.lit(period_ms).cast("long").alias("period_ms"),
+        "profile",
+        F.lit(end).cast("long").alias("trained_until"),
+        F.lit(end).cast("long").alias("version"),
+        F.col("query").alias("key"),
+        F.lit(end).cast("long").alias("timestamp"),
+        "id",
+    )
+    return Trained(models, start, end)
+
+
+def published_ids(spark: SparkSession, bootstrap: str, namespace: str) -> DataFrame | None:
+    """Ids already in ``model_updates`` (None: the stream does not exist yet)."""
+    topic = topic_name(namespace, MODELS_STREAM)
+    if not partition_counts(bootstrap, [topic]).get(topic):
+        return None
+    return (
+        spark.read.format("mw")
+        .option("bootstrap", bootstrap)
+        .option("namespace", namespace)
+        .option("streams", MODELS_STREAM)
+        .option("decode", "false")
+        .load()
+        .select("id")
+    )
+
+
+def publish(
+    trained: Trained, bootstrap: str, namespace: str, schemas_dir: Path | None = None
+) -> dict[str, Any]:
+    """Append the models not published yet to ``model_updates``; how many of each."""
+    spark = trained.models.sparkSession
+    models = trained.models.cache()
+    done = published_ids(spark, bootstrap, namespace)
+    fresh = models if done is None else models.join(done, "id", "left_anti")
+    fresh = fresh.cache()
+    n_fresh, n_all = fresh.count(), models.count()
+    writer = (
+        fresh.write.format("mw")
+        .mode("append")
+        .option("bootstrap", bootstrap)
+        .option("namespace", namespace)
+        .option("stream", MODELS_STREAM)
+        .option("avroSchema", MODEL_SCHEMA)
+        .option("partitions", str(_partitions(bootstrap, namespace)))
+    )
+    if schemas_dir is not None:
+        writer = writer.option("schemasDir", str(schemas_dir))
+    if n_fresh:
+        writer.save()
+    return {
+        "queries": n_all,
+        "published": n_fresh,
+        "already_published": n_all - n_fresh,
+        "trained_from": trained.start_ms,
+        "trained_until": trained.end_ms,
+    }
+
+
+def _partitions(bootstrap: str, namespace: str) -> int:
+    """``model_updates`` is co-partitioned with ``window_counts`` (the detector reads both
+    by query)."""
+    topic = topic_name(namespace, COUNTS_STREAM)
+    return partition_counts(bootstrap, [topic]).get(topic) or 4
