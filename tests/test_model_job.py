@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
 from mwcore.spark.batch import decoded as batch_decoded
 from mwcore.spark.batch import run_computation
-from mwcore.transport import consumer_config, end_offsets, topic_name
+from mwcore.transport import end_offsets, topic_name
 from services.injector.generator import generate
 from services.injector.scenario import Scenario, Traffic
 from services.injector.truth import score
@@ -34,6 +33,7 @@ from services.model_trainer.__main__ import main as trainer_main
 from services.model_trainer.job import publish, read_counts, train
 from tests.conftest import ROOT
 from tests.support.procs import wait_until
+from tests.support.topics import consumed
 from tests.test_watermarks import Published
 from tests.test_zeitgeist import decoded, services
 
@@ -44,18 +44,6 @@ START_MS = 1_700_000_040_000  # a day's start (a multiple of the period)
 TRAIN_END = START_MS + TRAIN_DAYS * DAY_S * 1000
 EVAL_END = TRAIN_END + DAY_S * 1000
 SCENARIO = Scenario(seed=7, queries=60, rate=600, day_s=DAY_S, rhythm=0.8, sharpness=6)
-
-
-def model_updates_consumed(bootstrap: str, namespace: str) -> bool:
-    """The dip detector's committed positions have reached the end of model_updates."""
-    topic = topic_name(namespace, "model_updates")
-    ends = end_offsets(bootstrap, {topic: 4})
-    c = Consumer(consumer_config(bootstrap, topic_name(namespace, "mw.dip_detector")))
-    try:
-        got = c.committed([TopicPartition(topic, p) for p in range(4)], timeout=10)
-    finally:
-        c.close()
-    return all(tp.offset >= ends[(topic, tp.partition)] for tp in got)
 
 
 def test_the_trained_model_improves_precision_on_a_daily_rhythm(
@@ -100,7 +88,12 @@ def test_the_trained_model_improves_precision_on_a_daily_rhythm(
         topic = topic_name(namespace, "model_updates")
         assert sum(end_offsets(stack.bootstrap, {topic: 4}).values()) == SCENARIO.queries
 
-        wait_until(lambda: model_updates_consumed(stack.bootstrap, namespace), 60, 0.5, "the models")
+        wait_until(
+            lambda: consumed(stack.bootstrap, namespace, "dip_detector", "model_updates"),
+            60,
+            0.5,
+            "the models",
+        )
         generate(
             logs_dir, SCENARIO, START_MS, TRAIN_DAYS * DAY_S + DAY_S + 2, speed=20.0, first=TRAIN_DAYS * DAY_S
         )

@@ -63,3 +63,19 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list[Msg]:
     finally:
         c.close()
     return out
+
+
+def consumed(bootstrap: str, namespace: str, computation: str, stream: str) -> bool:
+    """A computation's committed positions (mirrored to its group) have reached the end
+    of one of its input streams."""
+    from mwcore.transport import end_offsets, topic_name
+
+    topic = topic_name(namespace, stream)
+    n = partition_counts(bootstrap, [topic])[topic]
+    ends = end_offsets(bootstrap, {topic: n})
+    c = Consumer(consumer_config(bootstrap, topic_name(namespace, f"mw.{computation}")))
+    try:
+        got = c.committed([TopicPartition(topic, p) for p in range(n)], timeout=10)
+    finally:
+        c.close()
+    return all(tp.offset >= ends[(topic, tp.partition)] for tp in got)

@@ -217,6 +217,49 @@ def _batch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    import redis
+
+    from mwcore.progress import Bar
+    from mwcore.replay import Progress, Replay, parse_time
+    from mwcore.serde import SchemaRegistry
+    from mwcore.up import running
+
+    bootstrap = _bootstrap(args)
+    redis_url = args.redis_url or os.environ.get("MW_REDIS_URL") or running().get("redis_url")
+    if not redis_url:
+        raise ConfigError(
+            "no Redis: pass --redis-url redis://host:port/0, set MW_REDIS_URL, or start `mw up`"
+        )
+    schemas = args.schemas or os.environ.get("MW_SCHEMAS_DIR") or running().get("schemas_dir") or "schemas"
+    if not Path(schemas).is_dir():
+        raise ConfigError(f"no schemas directory {schemas!r}: pass --schemas DIR or set MW_SCHEMAS_DIR")
+    source = args.source_namespace or os.environ.get("MW_NAMESPACE", "default")
+    replay = Replay(
+        bootstrap=bootstrap,
+        client=redis.Redis.from_url(str(redis_url)),
+        registry=SchemaRegistry.from_directory(schemas),
+        stream=args.stream,
+        namespace=args.namespace,
+        source_namespace=source,
+        from_ms=parse_time(args.from_time) if args.from_time else None,
+        to_ms=parse_time(args.to_time) if args.to_time else None,
+    )
+    bar = None if args.quiet else Bar(f"replay {args.stream} -> {args.namespace}")
+    total = replay.scan()
+
+    def show(p: Progress) -> None:
+        if bar is not None:
+            bar.update(p.sent, p.total, p.elapsed_s, p.watermark, final=p.sent >= total)
+
+    summary = replay.run(show)
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
 def _up(args: argparse.Namespace) -> int:
     from mwcore import up
 
@@ -274,6 +317,19 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
     bt.add_argument("--master", default="local[2]", help="Spark master")
     bt.set_defaults(func=_batch)
+    rp = sub.add_parser(
+        "replay", help="re-inject archived records of a stream into another namespace (backfill)"
+    )
+    rp.add_argument("--stream", required=True, help="the stream to replay, e.g. queries")
+    rp.add_argument("--from", dest="from_time", help="event time to start at: ms since the epoch or ISO 8601")
+    rp.add_argument("--to", dest="to_time", help="event time to stop before (exclusive); the final watermark")
+    rp.add_argument("--namespace", required=True, help="where to replay to (topics, groups, Redis keys)")
+    rp.add_argument("--source-namespace", help="where the archive is (default: $MW_NAMESPACE or 'default')")
+    rp.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
+    rp.add_argument("--redis-url", help="Redis (default: $MW_REDIS_URL or a running `mw up`)")
+    rp.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
+    rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.set_defaults(func=_replay)
     stack = sub.add_parser("stack", help="start a local broker and Redis and print their addresses")
     stack.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
     stack.set_defaults(func=_stack)

@@ -49,7 +49,7 @@ class Injector:
         client: redis.Redis,
         registry: SchemaRegistry,
         name: str,
-        outputs: Mapping[str, str],  # stream -> Avro schema
+        outputs: Mapping[str, str | None],  # stream -> Avro schema (None: sent encoded)
         namespace: str = "default",
         index: int = 0,
         processes: int = 1,
@@ -69,7 +69,7 @@ class Injector:
         self._client = client
         self._store = RedisCheckpointStore(client)
         self._sink = RedisReportSink(client, namespace)
-        self._serdes = {s: AvroSerde(registry, schema) for s, schema in outputs.items()}
+        self._serdes = {s: AvroSerde(registry, schema) for s, schema in outputs.items() if schema}
         self._topics = {s: topic_name(namespace, s) for s in outputs}
         self.dead_letter_topic = topic_name(namespace, dead_letter_stream(name))
         self._partitions = partitions
@@ -114,13 +114,27 @@ class Injector:
 
     def send(self, stream: str, key: str, value: Any, timestamp: int, record_id: bytes | None = None) -> bool:
         """Send one record; True if it went out late (behind the reported watermark)."""
+        data = self._serdes[stream].encode(value)
+        return self.send_encoded(stream, key.encode(), data, timestamp, record_id)
+
+    def send_encoded(
+        self,
+        stream: str,
+        key: bytes | None,
+        data: bytes,
+        timestamp: int,
+        record_id: bytes | None = None,
+        late_ms: int | None = None,
+    ) -> bool:
+        """Send an already encoded record; ``late_ms`` sends it late whatever the
+        watermark (a replay keeps what was late in the original late)."""
         rid = record_id or ids.random_id()
         topic = self._topics[stream]
-        data = self._serdes[stream].encode(value)
         headers: list[tuple[str, str | bytes | None]] = [(ID_HEADER, rid)]
-        late = timestamp < self.reported
+        late = timestamp < self.reported or late_ms is not None
         if late:
-            headers.append((LATE_HEADER, str(self.reported - timestamp).encode()))
+            behind = late_ms if late_ms is not None else self.reported - timestamp
+            headers.append((LATE_HEADER, str(behind).encode()))
             self.late += 1
             callback: Any = self._on_late_delivery
         else:
@@ -130,7 +144,7 @@ class Injector:
         while True:
             try:
                 self._producer.produce(
-                    topic, data, key.encode(), timestamp=timestamp, headers=headers, on_delivery=callback
+                    topic, data, key, timestamp=timestamp, headers=headers, on_delivery=callback
                 )
                 break
             except BufferError:
