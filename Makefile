@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test test-fast lint format up bench clean
+.PHONY: bootstrap test test-fast lint format up bench bench-archive clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -31,6 +31,10 @@ up: bootstrap
 
 bench: bootstrap
 	$(BIN)/python bench/throughput.py
+
+## make bench-archive: Spark's archive read vs a plain consumer; batch vs streaming windower
+bench-archive: bootstrap
+	$(BIN)/python bench/archive.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

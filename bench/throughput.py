@@ -61,8 +61,10 @@ def load(stack: LocalStack, registry: SchemaRegistry, topic: str, n: int) -> dic
     return writer.end_offsets
 
 
-def raw_consume(stack: LocalStack, registry: SchemaRegistry, topic: str, n: int) -> float:
-    serde = AvroSerde(registry, "mw.bench.Event")
+def raw_consume(
+    stack: LocalStack, registry: SchemaRegistry, topic: str, n: int, schema: str = "mw.bench.Event"
+) -> float:
+    serde = AvroSerde(registry, schema)
     c = Consumer(consumer_config(stack.bootstrap, f"raw-{os.getpid()}", **{"enable.partition.eof": True}))
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     count, eof, start = 0, set(), None

@@ -2,25 +2,26 @@
 the streaming services produced from the same input.
 
 The services run as separate processes on a scenario written 10x faster than real
-time; then Spark reads the archived `queries` (format "mw") and runs the windower's
-and the dip detector's classes, unchanged, over it (keys grouped, records in
-timestamp order, timers in timestamp order, the watermark at infinity at the end).
+time; then `mw batch` has Spark read the archived `queries` (format "mw") and run the
+windower's and the dip detector's classes, unchanged, over it (keys grouped, records
+in timestamp order, timers in timestamp order, the watermark at the end of the data
+at the end), writing each output stream as Parquet.
 Up to the horizon the streaming run has closed, the window counts and the anomalies
 are the same.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mwcore.cli import main
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
-from mwcore.spark.batch import decoded as batch_decoded
-from mwcore.spark.batch import run_computation
 from services.injector.generator import generate
 from services.injector.scenario import Scenario
 from tests.conftest import ROOT
@@ -55,30 +56,28 @@ def stream_run(stack: LocalStack, namespace: str, tmp_path: Path) -> int:
 
 
 def test_batch_windower_and_detector_equal_the_streaming_services(
-    spark: Any, stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+    spark: Any,
+    stack: LocalStack,
+    registry: SchemaRegistry,
+    namespace: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     horizon = stream_run(stack, namespace, tmp_path)
-    promise = horizon + 1000
-    archive = (
-        spark.read.format("mw")
-        .option("bootstrap", stack.bootstrap)
-        .option("namespace", namespace)
-        .option("schemasDir", str(ROOT / "schemas"))
-        .option("streams", "queries")
-        .load()
-    )
-    end = promise + 1000  # the last file's end: the injector's final promise is below it
-    counts = run_computation(archive, "services.windower.computation:Windower", registry, end).cache()
-    anomalies = run_computation(counts, "services.dip_detector.computation:DipDetector", registry, end)
-
-    def window(c: dict[str, Any]) -> tuple[str, int, int]:
-        return (c["query"], c["bucket_start"], c["count"])
-
+    out = tmp_path / "batch"
+    # `mw batch`: the archived queries through the windower's and the detector's
+    # classes in Spark, one Parquet dataset per output stream.
+    argv = ["--out", str(out), "--bootstrap", stack.bootstrap, "--namespace", namespace]
+    assert main(["batch", *argv, "--schemas", str(ROOT / "schemas")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     batch_counts = [
-        window(c) for c in batch_decoded(counts, "window_counts", "zeitgeist.WindowCount", registry)
+        (r["query"], r["bucket_start"], r["count"])
+        for r in spark.read.parquet(str(out / "window_counts")).collect()
     ]
+    assert summary["records"]["window_counts"] == len(batch_counts)
     stream_counts = [
-        window(c) for c in decoded(stack, registry, namespace, "window_counts", "zeitgeist.WindowCount")
+        (c["query"], c["bucket_start"], c["count"])
+        for c in decoded(stack, registry, namespace, "window_counts", "zeitgeist.WindowCount")
     ]
     assert len(set(batch_counts)) == len(batch_counts)  # no window twice
     want = Counter(c for c in stream_counts if c[1] <= horizon)
@@ -92,8 +91,8 @@ def test_batch_windower_and_detector_equal_the_streaming_services(
         if a["detected_bucket"] <= horizon
     }
     batched = {
-        tuple(a[k] for k in key)
-        for a in batch_decoded(anomalies, "anomalies", "zeitgeist.Anomaly", registry)
-        if a["detected_bucket"] <= horizon
+        tuple(r[k] for k in key)
+        for r in spark.read.parquet(str(out / "anomalies")).collect()
+        if r["detected_bucket"] <= horizon
     }
     assert streamed and batched == streamed

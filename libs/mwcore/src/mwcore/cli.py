@@ -194,6 +194,9 @@ def _batch(args: argparse.Namespace) -> int:
     if not Path(schemas).is_dir():
         raise ConfigError(f"no schemas directory {schemas!r}: pass --schemas DIR or set MW_SCHEMAS_DIR")
     registry = SchemaRegistry.from_directory(schemas)
+    from pyspark.sql import SparkSession
+
+    ours = SparkSession.getActiveSession() is None  # a caller's session is left running
     spark = local_session(args.master)
     reader = (
         spark.read.format("mw")
@@ -212,7 +215,8 @@ def _batch(args: argparse.Namespace) -> int:
         table = decode_frame(frame, stream, schema, registry)
         table.write.mode("overwrite").parquet(str(Path(args.out) / stream))
         summary[stream] = table.count()
-    spark.stop()
+    if ours:
+        spark.stop()
     print(json.dumps({"out": args.out, "records": summary}))
     return 0
 
