@@ -35,7 +35,6 @@ import io
 import json
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +56,9 @@ from mwcore.archive import Range, Slice, plan, read_slice
 from mwcore.errors import ConfigError
 from mwcore.record import ID_HEADER
 from mwcore.serde import _FP, HEADER_LEN, MAGIC, SchemaRegistry
-from mwcore.spark.types import struct_of, to_row
+from mwcore.spark.types import struct_of
+
+BATCH_ROWS = 8192  # rows per Arrow batch handed to Spark
 
 KAFKA_COLUMNS = StructType(
     [
@@ -212,46 +213,71 @@ class ArchiveReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         return [SlicePartition(s) for s in self.slices] or [SlicePartition(Slice("", "", 0, 0, 0))]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """Arrow record batches of ``BATCH_ROWS`` rows (column by column: far cheaper than
+        handing Spark a tuple per row)."""
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
         piece: Slice = partition.piece  # type: ignore[attr-defined]
+        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
         reader = self.registry.latest(self.avro_schema) if self.avro_schema else None
-        decoded_type = struct_of(reader.parsed) if reader is not None else None
+        decoded = [f["name"] for f in reader.parsed["fields"]] if reader is not None else []
         writers: dict[int, Any] = {}
         keeps = self.range.keeps
+        cols: list[list[Any]] = [[] for _ in arrow_schema.names]
+        (c_key, c_value, c_topic, c_part, c_off, c_ts, c_tstype, c_headers, c_stream, c_id, c_error) = cols[
+            :11
+        ]
+        c_fields = cols[11:]
+        nulls = (None,) * len(decoded)
         for m in read_slice(self.bootstrap, piece):
             ts_type, ts = m.timestamp()
             if not keeps(ts):
                 continue
             headers: list[Any] = list(m.headers() or [])
-            rid = next((v for k, v in headers if k == ID_HEADER), None)
             data = m.value()
-            row: tuple[Any, ...] = (
-                m.key(),
-                data,
-                piece.topic,
-                piece.partition,
-                m.offset(),
-                datetime.fromtimestamp(ts / 1000, UTC),
-                ts_type - 1 if ts_type else -1,
-                [(k, v) for k, v in headers],
-                piece.stream,
-                rid,
-            )
-            if decoded_type is None or reader is None:
-                yield (*row, None)
-                continue
-            error, fields = None, None
-            try:
-                if data is None or len(data) < HEADER_LEN or data[:2] != MAGIC:
-                    raise ValueError("not Avro single-object encoded (bad marker)")
-                (fp,) = _FP.unpack_from(data, 2)
-                writer = writers.get(fp)
-                if writer is None:
-                    writer = writers[fp] = self.registry.by_fingerprint(fp).parsed
-                value = fastavro.schemaless_reader(
-                    io.BytesIO(data[HEADER_LEN:]), writer, None if writer is reader.parsed else reader.parsed
+            c_key.append(m.key())
+            c_value.append(data)
+            c_topic.append(piece.topic)
+            c_part.append(piece.partition)
+            c_off.append(m.offset())
+            c_ts.append(ts * 1000)
+            c_tstype.append(ts_type - 1 if ts_type else -1)
+            c_headers.append([{"key": k, "value": v} for k, v in headers])
+            c_stream.append(piece.stream)
+            c_id.append(next((v for k, v in headers if k == ID_HEADER), None))
+            if reader is None:
+                c_error.append(None)
+            else:
+                error, values = None, nulls
+                try:
+                    if data is None or len(data) < HEADER_LEN or data[:2] != MAGIC:
+                        raise ValueError("not Avro single-object encoded (bad marker)")
+                    (fp,) = _FP.unpack_from(data, 2)
+                    writer = writers.get(fp)
+                    if writer is None:
+                        writer = writers[fp] = self.registry.by_fingerprint(fp).parsed
+                    value: Any = fastavro.schemaless_reader(
+                        io.BytesIO(data[HEADER_LEN:]),
+                        writer,
+                        None if writer is reader.parsed else reader.parsed,
+                    )
+                    values = tuple(value.get(name) for name in decoded)
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                c_error.append(error)
+                for col, v in zip(c_fields, values, strict=True):
+                    col.append(v)
+            if len(c_off) >= BATCH_ROWS:
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(c, type=f.type) for c, f in zip(cols, arrow_schema, strict=True)],
+                    schema=arrow_schema,
                 )
-                fields = to_row(value, decoded_type)
-            except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"
-            yield (*row, error, *(fields or (None,) * len(decoded_type.fields)))
+                for c in cols:
+                    c.clear()
+        if c_off:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(c, type=f.type) for c, f in zip(cols, arrow_schema, strict=True)],
+                schema=arrow_schema,
+            )
