@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
@@ -96,6 +97,9 @@ def test_a_replay_into_a_namespace_backfills_beside_the_live_pipeline(
         wait_until(lambda: pub.output("dip_detector") >= promise, 240, 0.5, "the live pipeline to finish")
         wait_until(lambda: pub_b.output("dip_detector") >= TO_MS - 1, 120, 0.5, "the backfill to finish")
         assert pub_b.output("replay-queries") == TO_MS
+        # its promise stops at the range's end, whatever comes after it in the archive
+        promised = redis.Redis.from_url(stack.redis_url).get(f"mw:injp:{backfill}:replay-queries:0")
+        assert promised is not None and int(promised) == TO_MS
         first_counts = decoded(stack, registry, backfill, "window_counts", "zeitgeist.WindowCount")
         _, again = replay()  # run twice (as after a crash): the copy drops every record as seen
         assert again["records"] == summary["records"]

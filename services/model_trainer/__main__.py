@@ -14,7 +14,12 @@ from mwcore.errors import ConfigError
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m services.model_trainer", description=__doc__)
-    p.add_argument("--from", dest="start_ms", type=int, help="train on buckets from this time (ms)")
+    p.add_argument(
+        "--from",
+        dest="start_ms",
+        type=int,
+        help="train on buckets from this time (ms; default: whole periods)",
+    )
     p.add_argument("--to", dest="end_ms", type=int, help="... up to this time (ms, exclusive)")
     p.add_argument("--period-ms", type=int, help="the rhythm's period (default MW_MODEL_PERIOD_MS, a day)")
     p.add_argument("--slots", type=int, help="slots per period (default MW_MODEL_SLOTS, 1440)")
@@ -49,7 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_session(s.spark_master, Path.cwd())
     try:
         counts = read_counts(spark, s.bootstrap, s.namespace, s.schemas_dir, args.end_ms)
-        trained = train(counts, s.model_period_ms, s.model_slots, args.start_ms, args.end_ms)
+        try:
+            trained = train(counts, s.model_period_ms, s.model_slots, args.start_ms, args.end_ms)
+        except ValueError as exc:
+            print(f"model_trainer: {exc}", file=sys.stderr)
+            return 2
         summary = publish(trained, s.bootstrap, s.namespace, s.schemas_dir)
     finally:
         if ours:

@@ -46,7 +46,8 @@ def read_counts(
     until_ms: int | None = None,
 ) -> DataFrame:
     """Archived window counts (query, lang, bucket_start, count), every bucket that
-    ends by ``until_ms`` (default: all)."""
+    ends by ``until_ms`` (default: all); each record once (a batch the windower re-sent
+    after a crash is in the archive twice, with the same ids)."""
     reader = (
         spark.read.format("mw")
         .option("bootstrap", bootstrap)
@@ -59,7 +60,7 @@ def read_counts(
     df = reader.load().where(F.col("decode_error").isNull())
     if until_ms is not None:
         df = df.where(F.col("bucket_start") + BUCKET_MS <= until_ms)
-    return df.select("query", "lang", "bucket_start", "count")
+    return df.dropDuplicates(["id"]).select("query", "lang", "bucket_start", "count")
 
 
 def model_id(query: str, period_ms: int, slots: int, start_ms: int, end_ms: int) -> bytes:
@@ -74,9 +75,12 @@ def train(
     start_ms: int | None = None,
     end_ms: int | None = None,
 ) -> Trained:
-    """One profile per query over buckets in ``[start_ms, end_ms)`` (default: from the
-    first bucket archived to the end of the last: every bucket in between is final, so
-    a query missing from one counts 0 there)."""
+    """One profile per query over buckets in ``[start_ms, end_ms)`` (a query missing
+    from a bucket counts 0 there). By default the range is every whole period the
+    archive holds: from the first period boundary after its first bucket to the last
+    boundary before the end of its last, so that runs on the same day train on the
+    same range (and publish nothing new), and the last buckets, whose counts may still
+    be on their way, are left for the next day's run."""
     import pandas as pd
 
     fit_profile([], 0, 0, period_ms, slots)  # a bad period / slot count fails here, on the driver
@@ -84,8 +88,15 @@ def train(
         first, last = counts.agg(F.min("bucket_start"), F.max("bucket_start")).collect()[0]
         if first is None:
             raise ValueError("no window counts to train from")
-        start_ms = int(first) if start_ms is None else start_ms
-        end_ms = int(last) + BUCKET_MS if end_ms is None else end_ms
+        if start_ms is None:
+            start_ms = -(-int(first) // period_ms) * period_ms
+        if end_ms is None:
+            end_ms = (int(last) + BUCKET_MS) // period_ms * period_ms
+        if end_ms <= start_ms:
+            raise ValueError(
+                f"the archive holds no whole period of {period_ms} ms between {first} and "
+                f"{int(last) + BUCKET_MS}: pass the range to train on (--from / --to)"
+            )
     start, end = start_ms, end_ms
     counts = counts.where((F.col("bucket_start") >= start) & (F.col("bucket_start") < end))
 

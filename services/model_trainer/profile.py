@@ -42,9 +42,11 @@ def fit_profile(
             series[i] += count
     buckets = first + np.arange(n, dtype=np.int64) * BUCKET_MS
     slot = (buckets % period_ms) * slots // period_ms
+    order = np.argsort(slot, kind="stable")  # the buckets grouped by slot: O(n log n)
+    bounds = np.searchsorted(slot[order], np.arange(slots + 1))
     profile = []
     for j in range(slots):
-        sample = series[slot == j]
+        sample = series[order[bounds[j] : bounds[j + 1]]]
         profile.append(robust_mean(sample) if sample.size else 0.0)
     return profile
 

@@ -29,3 +29,20 @@ def test_counts_come_out_when_the_watermark_passes_the_bucket() -> None:
         p.timestamp == v["bucket_start"] + 999
         for p, v in zip(h.output("window_counts"), h.values("window_counts"), strict=True)
     )
+
+
+def test_in_batch_a_record_archived_twice_is_counted_once() -> None:
+    from mwcore.batch import Encoded, KeyRunner
+    from mwcore.serde import AvroSerde
+
+    h = Harness(Windower)
+    serde = AvroSerde(h.registry, "zeitgeist.Query")
+    records = [
+        Encoded("queries", "a", ts, bytes([i]) * 16, serde.encode(query("a")))
+        for i, ts in enumerate((1_100, 1_200, 1_300))
+    ]
+    runner = KeyRunner(Windower, h.registry, end_ms=2_000)
+    twice = [*records, records[1]]  # a batch re-sent after a crash: the same id again
+    out = list(runner.run_key(twice))
+    assert [AvroSerde(h.registry, "zeitgeist.WindowCount").decode(e.value)["count"] for e in out] == [3]
+    assert runner.duplicates == 1

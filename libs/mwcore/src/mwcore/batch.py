@@ -7,7 +7,9 @@ context, codec and timer queue (``mwcore.testing.Harness``). Before each record 
 event-time timer of the key below the record's timestamp fires, as it would have
 under an exact watermark; after the last record the watermark goes to the end of
 time. Record ids are those of the archive, so productions carry the very ids the
-streaming pipeline gives them. Wall-time timers do not fire: a replay of the past has
+streaming pipeline gives them, and a record archived twice (a batch re-sent after a
+crash) is processed once, as the streaming runtime's dedup does (a record's copies
+share its key, so the check is per key). Wall-time timers do not fire: a replay of the past has
 no wall clock. This module needs no Spark; ``mwcore.spark.batch`` distributes keys over
 a Spark cluster with it.
 """
@@ -48,12 +50,19 @@ class KeyRunner:
         self._serdes = {s: serde for s, (_, serde) in self.h._inputs.items()}
         self._encoders = {s: serde.encode for s, serde in self.h._outputs.items()}
         self.failures = 0
+        self.duplicates = 0
 
     def run_key(self, records: Iterable[Encoded]) -> Iterator[Encoded]:
         """The key's productions, in the order the computation made them."""
         h = self.h
         start = len(h._produced)
+        seen: set[tuple[str, bytes]] = set()
         for r in sorted(records, key=lambda r: (r.timestamp, r.stream, r.id)):
+            if r.id:
+                if (r.stream, r.id) in seen:  # archived twice (a re-sent batch): once, as in streaming
+                    self.duplicates += 1
+                    continue
+                seen.add((r.stream, r.id))
             h.advance_watermark(r.timestamp)  # timers strictly below the record fire first
             serde = self._serdes.get(r.stream)
             if serde is None:

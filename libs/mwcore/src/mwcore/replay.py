@@ -12,8 +12,10 @@ notes, per partition and block of offsets, the oldest timestamp in that block an
 later ones; while sending, the watermark is the least of these over the records not
 sent yet, so no replayed record is late (a record that was late in the original is
 sent late again, as the live pipeline saw it). At the end the watermark goes to
-``T2``. Run again (after a crash, say), the replay sends the same ids and the
-computations drop what they already have.
+``T2``. Run again (after a crash, say), the replay sends the same ids: what it had
+sent and promised is sent late this time, and the copy's computations drop what they
+have already seen (a repeat shows at most in their late streams); what it had not
+sent yet goes out as the first time.
 """
 
 from __future__ import annotations
@@ -126,7 +128,13 @@ def _consume_slices(
                             on_end(piece)
                     continue
                 last = time.monotonic()
-                if piece is None or off >= piece.end:
+                if piece is None:
+                    continue
+                if off >= piece.end:  # the slice's last offsets are gone (compaction): it is through
+                    del todo[k]
+                    c.pause([TopicPartition(k[0], k[1])])
+                    if on_end is not None:
+                        on_end(piece)
                     continue
                 on_message(piece, m)
                 if off + 1 >= piece.end:
@@ -219,6 +227,9 @@ class Replay:
         sent = late = 0
         keeps = self.range.keeps
         next_tick = 0.0
+        # The final promise: the end of the range (records past it are not replayed, so
+        # the partitions' tails must not carry the watermark beyond it).
+        end = self.range.to_ms if self.range.to_ms is not None else (self.max_ts or 0) + 1
 
         def send(piece: Slice, m: object) -> None:
             nonlocal sent, late
@@ -228,7 +239,7 @@ class Replay:
             if keeps(ts):
                 headers = list(m.headers() or [])  # type: ignore[attr-defined]
                 rid = next((v for k, v in headers if k == ID_HEADER and v), None)
-                if rid is None:
+                if rid is None or len(rid) != ids.ID_BYTES:  # as the runtime names such a record
                     rid = ids.from_position(piece.topic, piece.partition, offset)
                 late_ms = _late_ms(headers)
                 late += late_ms is not None
@@ -246,13 +257,12 @@ class Replay:
             now = time.monotonic()
             if now >= next_tick:
                 next_tick = now + 0.1
-                inj.advance(self.watermark())
+                inj.advance(min(self.watermark(), end))
                 if on_progress is not None:
                     on_progress(Progress(sent, self.total, inj.reported, now - start))
 
         pieces = [p.piece for p in self._parts.values()]
         _consume_slices(self.bootstrap, pieces, send, finished)
-        end = self.range.to_ms if self.range.to_ms is not None else (self.max_ts or 0) + 1
         inj.advance(end)
         inj.close()  # flushes, then reports the final watermark
         elapsed = time.monotonic() - start

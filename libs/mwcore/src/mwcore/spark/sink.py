@@ -10,8 +10,9 @@ runtime reads exactly once.
 Each row becomes one record: its value the row's columns named as the Avro schema's
 fields, its key the ``keyColumn`` (default ``key``), its timestamp the
 ``timestampColumn`` (default ``timestamp``: ms or a Spark timestamp), its record id
-the ``idColumn`` (default ``id``; where missing or null, an id derived from the
-stream, key, timestamp and encoded value, so the same row always has the same id).
+the ``idColumn`` (default ``id``: 16 bytes as they are, any other value hashed to 16
+bytes; where missing or null, an id derived from the stream, key, timestamp and
+encoded value, so the same row always has the same id).
 A task Spark retries sends its rows again with the same ids, and every consumer
 drops the repeats: the write is exactly-once for the computations that read the
 stream. The topic is created when missing, with ``partitions`` (default 4)
@@ -51,6 +52,25 @@ def _millis(ts: Any) -> int:
     if isinstance(ts, datetime):
         return int(ts.timestamp() * 1000)
     return int(ts)
+
+
+def _key_bytes(key: Any) -> bytes | None:
+    if key is None:
+        return None
+    if isinstance(key, bytes | bytearray):
+        return bytes(key)
+    return str(key).encode()
+
+
+def _record_id(value: Any) -> bytes | None:
+    """An id column's value as a record id: 16 bytes as they are; anything else
+    (text, a number, other lengths) hashed to 16 bytes, so equal values keep equal ids."""
+    if value is None:
+        return None
+    raw = bytes(value) if isinstance(value, bytes | bytearray) else repr(value).encode()
+    if len(raw) == ID_BYTES and isinstance(value, bytes | bytearray):
+        return raw
+    return hashlib.blake2b(raw, digest_size=ID_BYTES, person=b"mw-id-col").digest()
 
 
 class StreamWriter(DataSourceWriter):
@@ -106,10 +126,11 @@ class StreamWriter(DataSourceWriter):
         for row in iterator:
             data = row.asDict(recursive=True)
             value = serde.encode({f: data[f] for f in self.fields})
-            key = str(data[self.key_col]).encode()
+            key = _key_bytes(data[self.key_col])
             ts = _millis(data[self.ts_col])
-            rid = data.get(self.id_col) if self.has_id else None
-            rid = bytes(rid) if rid is not None else content_id(self.stream, key, ts, value)
+            rid = _record_id(data.get(self.id_col) if self.has_id else None)
+            if rid is None:
+                rid = content_id(self.stream, key or b"", ts, value)
             while True:
                 try:
                     producer.produce(

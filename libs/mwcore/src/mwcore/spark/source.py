@@ -12,10 +12,11 @@ DataFrame to a stream (see ``sink``).
           .load())
 
 Columns: those of Spark's Kafka source (``key``, ``value``, ``topic``, ``partition``,
-``offset``, ``timestamp``, ``timestampType``, ``headers``), then ``stream``, ``id`` (the
-record id), ``decode_error`` (why a value could not be decoded, else null; nothing is
-dropped), then the fields of the decoded Avro value (a field whose name is taken by a
-column above is called ``value_<name>``).
+``offset``, ``timestamp``, ``timestampType``, ``headers``), then ``stream``, ``id``
+(the record id; for a record written without one, the id the runtime gives it),
+``decode_error`` (why a value could not be decoded, else null; nothing is dropped),
+then the fields of the decoded Avro value (a field whose name is taken by a column
+above is called ``value_<name>``).
 
 Options: ``bootstrap`` (default ``$MW_BOOTSTRAP``), ``namespace`` (``default``),
 ``streams`` (or ``stream``), ``schemasDir`` (default ``$MW_SCHEMAS_DIR`` or the nearest
@@ -54,6 +55,7 @@ from pyspark.sql.types import (
 
 from mwcore.archive import Range, Slice, plan, read_slice
 from mwcore.errors import ConfigError
+from mwcore.ids import ID_BYTES, from_position
 from mwcore.record import ID_HEADER
 from mwcore.serde import _FP, HEADER_LEN, MAGIC, SchemaRegistry
 from mwcore.spark.types import struct_of
@@ -246,7 +248,10 @@ class ArchiveReader(DataSourceReader):
             c_tstype.append(ts_type - 1 if ts_type else -1)
             c_headers.append([{"key": k, "value": v} for k, v in headers])
             c_stream.append(piece.stream)
-            c_id.append(next((v for k, v in headers if k == ID_HEADER), None))
+            rid = next((v for k, v in headers if k == ID_HEADER), None)
+            if not isinstance(rid, bytes) or len(rid) != ID_BYTES:  # as the runtime names it
+                rid = from_position(piece.topic, piece.partition, m.offset() or 0)
+            c_id.append(rid)
             if reader is None:
                 c_error.append(None)
             else:
