@@ -30,9 +30,11 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
+from pyspark.sql import SparkSession
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*, services.*
 
@@ -40,6 +42,7 @@ from bench.throughput import PARTITIONS, positions, raw_consume, worker_env
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
 from mwcore.source import SourceWriter
+from mwcore.spark.source import read_archive
 from mwcore.transport import end_offsets, ensure_topics, topic_name
 from mwcore.watermark import MIN_WATERMARK
 from services.injector.scenario import Scenario, Traffic
@@ -69,45 +72,34 @@ def load(stack: LocalStack, registry: SchemaRegistry, topic: str, n: int) -> tup
     return writer.end_offsets, len(windows), (latest // 1000 + 1) * 1000  # every bucket closed
 
 
-def spark_read(spark: object, stack: LocalStack, namespace: str, decode: bool) -> tuple[float, int]:
-    from pyspark.sql import functions as F
-
-    df = (
-        spark.read.format("mw")  # type: ignore[attr-defined]
-        .option("bootstrap", stack.bootstrap)
-        .option("namespace", namespace)
-        .option("schemasDir", str(ROOT / "schemas"))
-        .option("streams", "queries")
-        .option("decode", str(decode).lower())
-        .load()
-    )
-    column = "user" if decode else "offset"
-    best, rows = float("inf"), 0
+def _best_of_two(job: Callable[[], int]) -> tuple[float, int]:
+    """Seconds of the faster of two runs of ``job`` (the first starts Spark's Python
+    workers), and what it returned."""
+    best, result = float("inf"), 0
     for _ in range(2):
         t = time.perf_counter()
-        rows, _total = df.agg(F.count("*"), F.sum(column)).collect()[0]
+        result = job()
         best = min(best, time.perf_counter() - t)
-    return best, int(rows)
+    return best, result
 
 
-def batch_windower(spark: object, stack: LocalStack, namespace: str, end_ms: int) -> tuple[float, int]:
+def spark_read(spark: SparkSession, stack: LocalStack, namespace: str, decode: bool) -> tuple[float, int]:
+    from pyspark.sql import functions as F
+
+    df = read_archive(
+        spark, stack.bootstrap, "queries", namespace, ROOT / "schemas", decode=str(decode).lower()
+    )
+    column = "user" if decode else "offset"
+    return _best_of_two(lambda: int(df.agg(F.count("*"), F.sum(column)).collect()[0][0]))
+
+
+def batch_windower(spark: SparkSession, stack: LocalStack, namespace: str, end_ms: int) -> tuple[float, int]:
     from mwcore.spark.batch import run_computation
 
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
-    df = (
-        spark.read.format("mw")  # type: ignore[attr-defined]
-        .option("bootstrap", stack.bootstrap)
-        .option("namespace", namespace)
-        .option("schemasDir", str(ROOT / "schemas"))
-        .option("streams", "queries")
-        .load()
-    )
-    best, windows = float("inf"), 0
-    for _ in range(2):
-        t = time.perf_counter()
-        windows = run_computation(df, "services.windower.computation:Windower", registry, end_ms).count()
-        best = min(best, time.perf_counter() - t)
-    return best, windows
+    df = read_archive(spark, stack.bootstrap, "queries", namespace, ROOT / "schemas")
+    windower = "services.windower.computation:Windower"
+    return _best_of_two(lambda: run_computation(df, windower, registry, end_ms).count())
 
 
 def streaming_windower(

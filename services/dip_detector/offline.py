@@ -12,14 +12,10 @@ from services.dip_detector.model import QueryModel
 
 
 def detect(
-    counts: Mapping[tuple[str, int], int],
-    langs: Mapping[str, str],
-    horizon: int,
-    profiles: Mapping[str, tuple[list[float], int, int]] | None = None,
+    counts: Mapping[tuple[str, int], int], langs: Mapping[str, str], horizon: int
 ) -> list[dict[str, Any]]:
     """Anomalies over ``counts`` ((query, bucket start) -> count), every bucket up to
-    ``horizon`` (a bucket start) evaluated; ``profiles``: query -> (profile, period
-    ms, version) published before the first count, as the batch model job does."""
+    ``horizon`` (a bucket start) evaluated."""
     by_query: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for (query, bucket), n in counts.items():
         if n and bucket <= horizon:
@@ -27,8 +23,6 @@ def detect(
     out: list[dict[str, Any]] = []
     for query, buckets in sorted(by_query.items()):
         model = QueryModel(lang=langs.get(query, ""))
-        if profiles and query in profiles:
-            model.update_profile(*profiles[query])
         found: list[dict[str, Any]] = []
         for bucket, n in sorted(buckets):
             found += model.on_count(bucket, n)

@@ -45,14 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"model_trainer: {exc}", file=sys.stderr)
         return 2
-    from pyspark.sql import SparkSession
-
-    from mwcore.spark.session import local_session
+    from mwcore.spark.session import spark_session
     from services.model_trainer.job import publish, read_counts, train
 
-    ours = SparkSession.getActiveSession() is None  # a caller's session is left running
-    spark = local_session(s.spark_master, Path.cwd())
-    try:
+    with spark_session(s.spark_master, Path.cwd()) as spark:
         counts = read_counts(spark, s.bootstrap, s.namespace, s.schemas_dir, args.end_ms)
         try:
             trained = train(counts, s.model_period_ms, s.model_slots, args.start_ms, args.end_ms)
@@ -60,9 +56,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"model_trainer: {exc}", file=sys.stderr)
             return 2
         summary = publish(trained, s.bootstrap, s.namespace, s.schemas_dir)
-    finally:
-        if ours:
-            spark.stop()
     print(json.dumps(summary), flush=True)
     return 0
 

@@ -23,12 +23,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mwcore.ids import ID_BYTES
+from mwcore.spark.source import read_archive
 from mwcore.transport import partition_counts, topic_name
 from services.model_trainer.profile import BUCKET_MS, fit_profile
 
 MODEL_SCHEMA = "zeitgeist.ModelUpdate"
 MODELS_STREAM = "model_updates"
 COUNTS_STREAM = "window_counts"
+COUNTS_SCHEMA = "zeitgeist.WindowCount"
 
 
 @dataclass(frozen=True)
@@ -48,16 +50,8 @@ def read_counts(
     """Archived window counts (query, lang, bucket_start, count), every bucket that
     ends by ``until_ms`` (default: all); each record once (a batch the windower re-sent
     after a crash is in the archive twice, with the same ids)."""
-    reader = (
-        spark.read.format("mw")
-        .option("bootstrap", bootstrap)
-        .option("namespace", namespace)
-        .option("streams", COUNTS_STREAM)
-        .option("avroSchema", "zeitgeist.WindowCount")
-    )
-    if schemas_dir is not None:
-        reader = reader.option("schemasDir", str(schemas_dir))
-    df = reader.load().where(F.col("decode_error").isNull())
+    df = read_archive(spark, bootstrap, COUNTS_STREAM, namespace, schemas_dir, avroSchema=COUNTS_SCHEMA)
+    df = df.where(F.col("decode_error").isNull())
     if until_ms is not None:
         df = df.where(F.col("bucket_start") + BUCKET_MS <= until_ms)
     return df.dropDuplicates(["id"]).select("query", "lang", "bucket_start", "count")
@@ -131,15 +125,7 @@ def published_ids(spark: SparkSession, bootstrap: str, namespace: str) -> DataFr
     topic = topic_name(namespace, MODELS_STREAM)
     if not partition_counts(bootstrap, [topic]).get(topic):
         return None
-    return (
-        spark.read.format("mw")
-        .option("bootstrap", bootstrap)
-        .option("namespace", namespace)
-        .option("streams", MODELS_STREAM)
-        .option("decode", "false")
-        .load()
-        .select("id")
-    )
+    return read_archive(spark, bootstrap, MODELS_STREAM, namespace, decode="false").select("id")
 
 
 def publish(

@@ -104,6 +104,18 @@ def _bootstrap(args: argparse.Namespace) -> str:
     return str(bootstrap)
 
 
+def _schemas_dir(args: argparse.Namespace) -> str:
+    """--schemas, else $MW_SCHEMAS_DIR, else a running `mw up`'s, else ./schemas."""
+    from pathlib import Path
+
+    from mwcore.up import running
+
+    schemas = args.schemas or os.environ.get("MW_SCHEMAS_DIR") or running().get("schemas_dir") or "schemas"
+    if not Path(schemas).is_dir():
+        raise ConfigError(f"no schemas directory {schemas!r}: pass --schemas DIR or set MW_SCHEMAS_DIR")
+    return str(schemas)
+
+
 def _watermarks(args: argparse.Namespace) -> int:
     from mwcore.watermarks import view
 
@@ -112,16 +124,12 @@ def _watermarks(args: argparse.Namespace) -> int:
 
 
 def _tail(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from mwcore.serde import SchemaRegistry
     from mwcore.tail import tail
-    from mwcore.up import running
 
     bootstrap = _bootstrap(args)
-    schemas = args.schemas or os.environ.get("MW_SCHEMAS_DIR") or running().get("schemas_dir") or "schemas"
-    if not Path(schemas).is_dir():
-        raise ConfigError(f"no schemas directory {schemas!r}: pass --schemas DIR or set MW_SCHEMAS_DIR")
+    schemas = _schemas_dir(args)
     tail(
         bootstrap,
         args.stream,
@@ -187,43 +195,32 @@ def _batch(args: argparse.Namespace) -> int:
 
     from mwcore.serde import SchemaRegistry
     from mwcore.spark.batch import decode_frame, run_pipeline
-    from mwcore.spark.session import local_session
+    from mwcore.spark.session import spark_session
+    from mwcore.spark.source import read_archive
 
     bootstrap = _bootstrap(args)
-    schemas = args.schemas or os.environ.get("MW_SCHEMAS_DIR") or "schemas"
-    if not Path(schemas).is_dir():
-        raise ConfigError(f"no schemas directory {schemas!r}: pass --schemas DIR or set MW_SCHEMAS_DIR")
+    schemas = _schemas_dir(args)
     registry = SchemaRegistry.from_directory(schemas)
-    from pyspark.sql import SparkSession
-
-    ours = SparkSession.getActiveSession() is None  # a caller's session is left running
-    spark = local_session(args.master)
-    reader = (
-        spark.read.format("mw")
-        .option("bootstrap", bootstrap)
-        .option("namespace", args.namespace or os.environ.get("MW_NAMESPACE", "default"))
-        .option("schemasDir", schemas)
-        .option("streams", args.input)
-    )
+    options = {}
     if args.from_ms is not None:
-        reader = reader.option("startingTimestamp", str(args.from_ms))
+        options["startingTimestamp"] = str(args.from_ms)
     if args.to_ms is not None:
-        reader = reader.option("endingTimestamp", str(args.to_ms))
-    outputs = run_pipeline(reader.load(), args.computations.split(","), registry)
-    summary = {}
-    for stream, (frame, schema) in outputs.items():
-        table = decode_frame(frame, stream, schema, registry)
-        table.write.mode("overwrite").parquet(str(Path(args.out) / stream))
-        summary[stream] = table.count()
-    if ours:
-        spark.stop()
+        options["endingTimestamp"] = str(args.to_ms)
+    namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
+    with spark_session(args.master) as spark:
+        archive = read_archive(spark, bootstrap, args.input, namespace, schemas, **options)
+        outputs = run_pipeline(archive, args.computations.split(","), registry)
+        summary = {}
+        for stream, (frame, schema) in outputs.items():
+            table = decode_frame(frame, stream, schema, registry)
+            table.write.mode("overwrite").parquet(str(Path(args.out) / stream))
+            summary[stream] = table.count()
     print(json.dumps({"out": args.out, "records": summary}))
     return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
     import json
-    from pathlib import Path
 
     import redis
 
@@ -238,9 +235,7 @@ def _replay(args: argparse.Namespace) -> int:
         raise ConfigError(
             "no Redis: pass --redis-url redis://host:port/0, set MW_REDIS_URL, or start `mw up`"
         )
-    schemas = args.schemas or os.environ.get("MW_SCHEMAS_DIR") or running().get("schemas_dir") or "schemas"
-    if not Path(schemas).is_dir():
-        raise ConfigError(f"no schemas directory {schemas!r}: pass --schemas DIR or set MW_SCHEMAS_DIR")
+    schemas = _schemas_dir(args)
     source = args.source_namespace or os.environ.get("MW_NAMESPACE", "default")
     replay = Replay(
         bootstrap=bootstrap,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -29,3 +31,16 @@ def local_session(master: str = "local[2]", project: Path | None = None) -> Spar
 
     register(spark)
     return spark
+
+
+@contextmanager
+def spark_session(master: str = "local[2]", project: Path | None = None) -> Iterator[SparkSession]:
+    """A session for one command: the caller's active session if there is one (left
+    running), else a new local one, stopped at the end."""
+    ours = SparkSession.getActiveSession() is None
+    spark = local_session(master, project)
+    try:
+        yield spark
+    finally:
+        if ours:
+            spark.stop()

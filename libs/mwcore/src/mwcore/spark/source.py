@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
 from pyspark.sql.types import (
     ArrayType,
@@ -89,6 +89,29 @@ KAFKA_COLUMNS = StructType(
 
 def register(spark: SparkSession) -> None:
     spark.dataSource.register(ArchiveDataSource)
+
+
+def read_archive(
+    spark: SparkSession,
+    bootstrap: str,
+    streams: str,
+    namespace: str = "default",
+    schemas_dir: Path | str | None = None,
+    **options: str,
+) -> DataFrame:
+    """``spark.read.format("mw")`` with the usual options set (``options``: any other
+    option of the source, e.g. ``startingTimestamp="..."``, ``decode="false"``)."""
+    reader = (
+        spark.read.format("mw")
+        .option("bootstrap", bootstrap)
+        .option("namespace", namespace)
+        .option("streams", streams)
+    )
+    if schemas_dir is not None:
+        reader = reader.option("schemasDir", str(schemas_dir))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
 
 
 def _offsets(raw: str | None, default: str, streams: list[str], namespace: str) -> dict[str, dict[int, int]]:
