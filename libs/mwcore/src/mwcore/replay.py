@@ -250,16 +250,16 @@ class Replay:
 
         def finished(piece: Slice) -> None:
             self._parts[(piece.topic, piece.partition)].done = True
-            tick()
+            tick(now=True)  # a partition through may move the watermark a long way
 
-        def tick() -> None:
+        def tick(now: bool = False) -> None:
             nonlocal next_tick
-            now = time.monotonic()
-            if now >= next_tick:
-                next_tick = now + 0.1
+            t = time.monotonic()
+            if now or t >= next_tick:
+                next_tick = t + 0.1
                 inj.advance(min(self.watermark(), end))
                 if on_progress is not None:
-                    on_progress(Progress(sent, self.total, inj.reported, now - start))
+                    on_progress(Progress(sent, self.total, inj.reported, t - start))
 
         pieces = [p.piece for p in self._parts.values()]
         _consume_slices(self.bootstrap, pieces, send, finished)
