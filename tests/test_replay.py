@@ -34,7 +34,7 @@ from services.injector.scenario import Scenario, Traffic
 from services.injector.truth import recount
 from tests.conftest import ROOT
 from tests.support.procs import wait_until
-from tests.support.topics import consumed
+from tests.support.topics import consumed, read_topic
 from tests.test_watermarks import Published
 from tests.test_zeitgeist import decoded, services
 
@@ -132,6 +132,10 @@ def test_a_replay_into_a_namespace_backfills_beside_the_live_pipeline(
     # The namespace: the live windows of the range, and what the range alone gives.
     in_range = Counter({k: n for k, n in want.items() if FROM_MS <= k[1] < TO_MS})
     assert summary["records"] == sum(in_range.values()) and summary["late"] == 0
+    # the replay keeps every record's id (what makes a re-run a duplicate, not new data)
+    live_ids = {m.id for m in read_topic(stack.bootstrap, live_queries) if FROM_MS <= m.timestamp < TO_MS}
+    copy_msgs = read_topic(stack.bootstrap, topic_name(backfill, "queries"))
+    assert {m.id for m in copy_msgs} == live_ids and len(copy_msgs) == 2 * len(live_ids)  # two runs
     copy_counts = decoded(stack, registry, backfill, "window_counts", "zeitgeist.WindowCount")
     assert copy_counts == first_counts
     got_b = Counter({(c["query"], c["bucket_start"]): c["count"] for c in copy_counts})
