@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test test-fast lint format up bench bench-archive clean
+.PHONY: bootstrap test test-fast lint format up bench bench-archive bench-replay clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -35,6 +35,10 @@ bench: bootstrap
 ## make bench-archive: Spark's archive read vs a plain consumer; batch vs streaming windower
 bench-archive: bootstrap
 	$(BIN)/python bench/archive.py
+
+## make bench-replay: `mw replay` over a loaded archive (progress lines, JSON summary last)
+bench-replay: bootstrap
+	$(BIN)/python bench/replay.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

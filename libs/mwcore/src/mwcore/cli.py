@@ -248,13 +248,17 @@ def _replay(args: argparse.Namespace) -> int:
         to_ms=parse_time(args.to_time) if args.to_time else None,
     )
     bar = None if args.quiet else Bar(f"replay {args.stream} -> {args.namespace}")
-    total = replay.scan()
+    last: list[Progress] = []
 
     def show(p: Progress) -> None:
+        last[:] = [p]
         if bar is not None:
-            bar.update(p.sent, p.total, p.elapsed_s, p.watermark, final=p.sent >= total)
+            bar.update(p.sent, p.total, p.elapsed_s, p.watermark)
 
     summary = replay.run(show)
+    if bar is not None and last:  # the run's last report: everything sent, the final watermark
+        p = last[0]
+        bar.update(p.sent, p.total, p.elapsed_s, p.watermark, final=True)
     print(json.dumps(summary), flush=True)
     return 0
 

@@ -40,11 +40,13 @@ class Bar:
         self.tty = self.out.isatty()
         self.every_s = every_s
         self._last = 0.0
+        self._finished = False  # the final line is drawn once
 
     def update(self, done: int, total: int, elapsed_s: float, watermark: int, final: bool = False) -> None:
         now = time.monotonic()
-        if not final and not self.tty and now - self._last < self.every_s:
+        if self._finished or (not final and not self.tty and now - self._last < self.every_s):
             return
+        self._finished = final
         self._last = now
         line = render(self.label, done, total, elapsed_s, watermark)
         if self.tty:
