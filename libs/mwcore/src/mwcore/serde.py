@@ -21,6 +21,7 @@ from typing import Any
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
+from mwcore.avrogen import Codec, compile_codec
 from mwcore.errors import ConfigError, SerializationError, UnknownSchemaError
 
 MAGIC = b"\xc3\x01"
@@ -49,6 +50,7 @@ class SchemaRegistry:
     _latest: dict[str, SchemaVersion] = field(default_factory=dict)
     _by_fp: dict[int, SchemaVersion] = field(default_factory=dict)
     _named: dict[str, Any] = field(default_factory=dict)
+    _codecs: dict[int, Codec | None] = field(default_factory=dict)
 
     @classmethod
     def from_directory(cls, root: str | Path) -> SchemaRegistry:
@@ -95,22 +97,37 @@ class SchemaRegistry:
     def names(self) -> list[str]:
         return sorted(self._latest)
 
+    def codec(self, sv: SchemaVersion) -> Codec | None:
+        """The generated codec of a schema version (None: fastavro handles it)."""
+        if sv.fingerprint not in self._codecs:
+            self._codecs[sv.fingerprint] = compile_codec(sv.parsed, MAGIC + _FP.pack(sv.fingerprint))
+        return self._codecs[sv.fingerprint]
+
 
 class AvroSerde:
     """Encodes with one writer schema, decodes any known writer into one reader schema."""
 
-    __slots__ = ("_header", "_registry", "_schema")
+    __slots__ = ("_decode_body", "_encode", "_fingerprint", "_header", "_registry", "_schema")
 
-    def __init__(self, registry: SchemaRegistry, name: str) -> None:
+    def __init__(self, registry: SchemaRegistry, name: str, *, generated: bool = True) -> None:
         self._registry = registry
         self._schema = registry.latest(name)
+        self._fingerprint = self._schema.fingerprint
         self._header = MAGIC + _FP.pack(self._schema.fingerprint)
+        codec = registry.codec(self._schema) if generated else None
+        self._encode = codec.encode if codec is not None else None
+        self._decode_body = codec.decode if codec is not None else None
 
     @property
     def schema(self) -> SchemaVersion:
         return self._schema
 
     def encode(self, datum: Any) -> bytes:
+        if self._encode is not None:
+            try:
+                return self._encode(datum)
+            except Exception as exc:
+                raise SerializationError(f"cannot encode as {self._schema.name}: {exc!r}") from exc
         buf = io.BytesIO()
         buf.write(self._header)
         try:
@@ -123,6 +140,11 @@ class AvroSerde:
         if len(data) < HEADER_LEN or data[:2] != MAGIC:
             raise SerializationError("not Avro single-object encoded (bad marker)")
         (fp,) = _FP.unpack_from(data, 2)
+        if fp == self._fingerprint and self._decode_body is not None:
+            try:
+                return self._decode_body(data, HEADER_LEN)
+            except Exception as exc:
+                raise SerializationError(f"cannot decode as {self._schema.name}: {exc!r}") from exc
         body = io.BytesIO(data[HEADER_LEN:])
         reader = self._schema
         try:

@@ -1,0 +1,407 @@
+"""Avro encoders and decoders generated per schema: plain Python, no per-call set-up.
+
+``fastavro.schemaless_reader``/``schemaless_writer`` walk the schema on every call and
+need a file object around the bytes; for the small records of a stream that costs
+more than the encoding itself. ``compile_codec`` turns one parsed schema into a
+straight-line ``encode(datum) -> bytes`` and ``decode(data, offset) -> datum``, made
+once per schema. The output is byte for byte what fastavro writes, and the values
+read are what fastavro reads (``tests/test_avrogen.py`` checks both on every schema of
+the repository and on generated ones).
+
+Covered: every primitive, records, enums, fixed, arrays, maps, named references and
+unions of ``null`` with one other type. A schema with anything else (a logical type,
+which fastavro turns into ``datetime`` or ``Decimal``; a wider union; a recursive
+type) gets ``None``, and the serde keeps using fastavro for it.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Encode = Callable[[Any], bytes]
+Decode = Callable[[bytes, int], Any]
+
+_PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class Unsupported(Exception):
+    """The schema uses something the generator does not cover."""
+
+
+class Truncated(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Codec:
+    encode: Encode  # the Avro body of a datum
+    decode: Decode  # the datum whose body starts at ``offset`` of ``data``
+    source: str  # the generated module (for debugging)
+
+
+# -- run-time helpers the generated code calls ------------------------------------------
+
+
+def _varint_tail(b: bytes, p: int, first: int) -> tuple[int, int]:
+    """The rest of a varint whose first byte (``first``, >= 0x80) was at ``p - 1``."""
+    result = first & 0x7F
+    shift = 7
+    while True:
+        c = b[p]
+        p += 1
+        result |= (c & 0x7F) << shift
+        if c < 0x80:
+            return result, p
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _write_long(out: bytearray, v: int) -> None:
+    if not LONG_MIN <= v <= LONG_MAX:
+        raise ValueError(f"{v} does not fit an Avro long")
+    z = (v << 1) ^ (v >> 63)
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+
+
+def _write_int(out: bytearray, v: int) -> None:
+    if not INT_MIN <= v <= INT_MAX:
+        raise ValueError(f"{v} does not fit an Avro int")
+    _write_long(out, v)
+
+
+def _write_bytes(out: bytearray, v: bytes) -> None:
+    if not isinstance(v, (bytes, bytearray)):
+        raise TypeError(f"expected bytes, got {type(v).__name__}")
+    _write_long(out, len(v))
+    out += v
+
+
+def _write_boolean(out: bytearray, v: bool) -> None:
+    out.append(1 if v else 0)
+
+
+_HELPERS: dict[str, Any] = {
+    "_varint_tail": _varint_tail,
+    "_write_long": _write_long,
+    "_write_int": _write_int,
+    "_write_bytes": _write_bytes,
+    "_write_boolean": _write_boolean,
+    "_pack_f": struct.Struct("<f").pack,
+    "_pack_d": struct.Struct("<d").pack,
+    "_unpack_f": struct.Struct("<f").unpack_from,
+    "_unpack_d": struct.Struct("<d").unpack_from,
+    "Truncated": Truncated,
+}
+
+
+# -- the generator ------------------------------------------------------------------------
+
+
+class _Gen:
+    def __init__(self, named: dict[str, Any]) -> None:
+        self.named = named  # full name -> definition, as fastavro parsed them
+        self.consts: dict[str, Any] = {}
+        self.n = 0
+        self.expanding: set[str] = set()
+
+    def var(self, stem: str) -> str:
+        self.n += 1
+        return f"{stem}{self.n}"
+
+    def const(self, value: Any) -> str:
+        name = self.var("_c")
+        self.consts[name] = value
+        return name
+
+    def resolve(self, schema: Any) -> Any:
+        if isinstance(schema, str) and schema not in _PRIMITIVES:
+            if schema in self.expanding:
+                raise Unsupported(f"recursive type {schema}")
+            try:
+                return self.named[schema]
+            except KeyError:
+                raise Unsupported(f"unknown named type {schema}") from None
+        if isinstance(schema, dict):
+            if "logicalType" in schema:
+                raise Unsupported(f"logical type {schema['logicalType']}")
+            if schema.get("type") in _PRIMITIVES:
+                return schema["type"]
+        return schema
+
+    def named_scope(self, schema: Any) -> str | None:
+        if isinstance(schema, dict) and schema.get("type") in ("record", "enum", "fixed"):
+            name = str(schema["name"])
+            self.named.setdefault(name, schema)
+            return name
+        return None
+
+    # -- reading: statements that set ``target`` from ``b`` at ``p`` ----------------------
+
+    def read_varint(self, target: str, ind: str) -> list[str]:
+        c = self.var("c")
+        return [
+            f"{ind}{c} = b[p]",
+            f"{ind}p += 1",
+            f"{ind}if {c} < 128:",
+            f"{ind}    {target} = ({c} >> 1) ^ -({c} & 1)",
+            f"{ind}else:",
+            f"{ind}    {c}, p = _varint_tail(b, p, {c})",
+            f"{ind}    {target} = ({c} >> 1) ^ -({c} & 1)",
+        ]
+
+    def read_sized(self, target: str, ind: str, convert: str) -> list[str]:
+        n = self.var("n")
+        lines = self.read_varint(n, ind)
+        lines += [
+            f"{ind}if {n} < 0:",
+            f"{ind}    raise ValueError('negative length')",
+            f"{ind}{target} = b[p:p + {n}]{convert}",
+            f"{ind}p += {n}",
+            f"{ind}if p > len(b):",
+            f"{ind}    raise Truncated('data ends early')",
+        ]
+        return lines
+
+    def read(self, schema: Any, target: str, ind: str) -> list[str]:
+        schema = self.resolve(schema)
+        if isinstance(schema, list):
+            return self.read_union(schema, target, ind)
+        if isinstance(schema, str):
+            if schema == "null":
+                return [f"{ind}{target} = None"]
+            if schema == "boolean":
+                return [f"{ind}{target} = b[p] == 1", f"{ind}p += 1"]
+            if schema in ("int", "long"):
+                return self.read_varint(target, ind)
+            if schema == "float":
+                return [f"{ind}{target} = _unpack_f(b, p)[0]", f"{ind}p += 4"]
+            if schema == "double":
+                return [f"{ind}{target} = _unpack_d(b, p)[0]", f"{ind}p += 8"]
+            if schema == "bytes":
+                return self.read_sized(target, ind, "")
+            if schema == "string":
+                return self.read_sized(target, ind, ".decode()")
+        kind = schema.get("type")
+        name = self.named_scope(schema)
+        if name is not None:
+            self.expanding.add(name)
+        try:
+            if kind == "record":
+                return self.read_record(schema, target, ind)
+            if kind == "enum":
+                idx = self.var("i")
+                symbols = self.const(tuple(schema["symbols"]))
+                return [
+                    *self.read_varint(idx, ind),
+                    f"{ind}if {idx} < 0:",
+                    f"{ind}    raise ValueError('negative enum index')",
+                    f"{ind}{target} = {symbols}[{idx}]",
+                ]
+            if kind == "fixed":
+                size = int(schema["size"])
+                return [
+                    f"{ind}{target} = b[p:p + {size}]",
+                    f"{ind}p += {size}",
+                    f"{ind}if p > len(b):",
+                    f"{ind}    raise Truncated('data ends early')",
+                ]
+            if kind in ("array", "map"):
+                return self.read_blocks(schema, target, ind)
+        finally:
+            if name is not None:
+                self.expanding.discard(name)
+        raise Unsupported(f"type {schema!r}")
+
+    def read_record(self, schema: dict[str, Any], target: str, ind: str) -> list[str]:
+        lines: list[str] = []
+        items = []
+        for fld in schema["fields"]:
+            v = self.var("v")
+            lines += self.read(fld["type"], v, ind)
+            items.append(f"{fld['name']!r}: {v}")
+        lines.append(f"{ind}{target} = {{{', '.join(items)}}}")
+        return lines
+
+    def read_blocks(self, schema: dict[str, Any], target: str, ind: str) -> list[str]:
+        is_map = schema["type"] == "map"
+        n, k, item, skip = self.var("n"), self.var("k"), self.var("x"), self.var("s")
+        lines = [f"{ind}{target} = {{}}" if is_map else f"{ind}{target} = []", f"{ind}while True:"]
+        inner = ind + "    "
+        lines += self.read_varint(n, inner)
+        lines += [
+            f"{inner}if {n} == 0:",
+            f"{inner}    break",
+            f"{inner}if {n} < 0:",
+            f"{inner}    {n} = -{n}",
+        ]
+        lines += self.read_varint(skip, inner + "    ")
+        lines.append(f"{inner}for _ in range({n}):")
+        body = inner + "    "
+        if is_map:
+            lines += self.read("string", k, body)
+            lines += self.read(schema["values"], item, body)
+            lines.append(f"{body}{target}[{k}] = {item}")
+        else:
+            lines += self.read(schema["items"], item, body)
+            lines.append(f"{body}{target}.append({item})")
+        return lines
+
+    def union_branches(self, schema: list[Any]) -> tuple[int, Any]:
+        """(index of null, the other branch) of a ``[null, X]`` union."""
+        resolved = [self.resolve(s) for s in schema]
+        nulls = [i for i, s in enumerate(resolved) if s == "null"]
+        if len(schema) != 2 or len(nulls) != 1:
+            raise Unsupported("union other than null and one type")
+        null_at = nulls[0]
+        return null_at, schema[1 - null_at]
+
+    def read_union(self, schema: list[Any], target: str, ind: str) -> list[str]:
+        null_at, other = self.union_branches(schema)
+        idx = self.var("u")
+        lines = self.read_varint(idx, ind)
+        lines += [
+            f"{ind}if {idx} == {null_at}:",
+            f"{ind}    {target} = None",
+            f"{ind}elif {idx} == {1 - null_at}:",
+        ]
+        lines += self.read(other, target, ind + "    ")
+        lines += [f"{ind}else:", f"{ind}    raise ValueError('union index out of range')"]
+        return lines
+
+    # -- writing: statements that append ``value`` to ``out`` -----------------------------
+
+    def write(self, schema: Any, value: str, ind: str) -> list[str]:
+        schema = self.resolve(schema)
+        if isinstance(schema, list):
+            null_at, other = self.union_branches(schema)
+            lines = [f"{ind}if {value} is None:", f"{ind}    out.append({2 * null_at})", f"{ind}else:"]
+            lines.append(f"{ind}    out.append({2 * (1 - null_at)})")
+            return lines + self.write(other, value, ind + "    ")
+        if isinstance(schema, str):
+            if schema == "null":
+                return [f"{ind}if {value} is not None:", f"{ind}    raise TypeError('expected None')"]
+            if schema == "boolean":
+                return [f"{ind}_write_boolean(out, {value})"]
+            if schema == "int":
+                return [f"{ind}_write_int(out, {value})"]
+            if schema == "long":  # small values inline (zigzag fits one byte)
+                return [
+                    f"{ind}if -64 <= {value} < 64:",
+                    f"{ind}    out.append(({value} << 1) ^ ({value} >> 63))",
+                    f"{ind}else:",
+                    f"{ind}    _write_long(out, {value})",
+                ]
+            if schema == "float":
+                return [f"{ind}out += _pack_f({value})"]
+            if schema == "double":
+                return [f"{ind}out += _pack_d({value})"]
+            if schema == "bytes":
+                return [f"{ind}_write_bytes(out, {value})"]
+            if schema == "string":  # short strings' lengths inline
+                raw = self.var("w")
+                return [
+                    f"{ind}{raw} = {value}.encode()",
+                    f"{ind}if len({raw}) < 64:",
+                    f"{ind}    out.append(len({raw}) << 1)",
+                    f"{ind}else:",
+                    f"{ind}    _write_long(out, len({raw}))",
+                    f"{ind}out += {raw}",
+                ]
+        kind = schema.get("type")
+        name = self.named_scope(schema)
+        if name is not None:
+            self.expanding.add(name)
+        try:
+            if kind == "record":
+                return self.write_record(schema, value, ind)
+            if kind == "enum":
+                index = self.const({s: i for i, s in enumerate(schema["symbols"])})
+                return [f"{ind}_write_long(out, {index}[{value}])"]
+            if kind == "fixed":
+                size = int(schema["size"])
+                return [
+                    f"{ind}if len({value}) != {size}:",
+                    f"{ind}    raise ValueError('fixed of size {size} expected')",
+                    f"{ind}out += {value}",
+                ]
+            if kind in ("array", "map"):
+                return self.write_blocks(schema, value, ind)
+        finally:
+            if name is not None:
+                self.expanding.discard(name)
+        raise Unsupported(f"type {schema!r}")
+
+    def write_record(self, schema: dict[str, Any], value: str, ind: str) -> list[str]:
+        lines: list[str] = []
+        for fld in schema["fields"]:
+            v = self.var("v")
+            name = fld["name"]
+            if "default" in fld:
+                lines.append(f"{ind}{v} = {value}.get({name!r}, {self.const(fld['default'])})")
+            elif self.is_nullable(fld["type"]):
+                lines.append(f"{ind}{v} = {value}.get({name!r})")
+            else:
+                lines.append(f"{ind}{v} = {value}[{name!r}]")
+            lines += self.write(fld["type"], v, ind)
+        return lines
+
+    def is_nullable(self, schema: Any) -> bool:
+        return isinstance(schema, list) and any(self.resolve(s) == "null" for s in schema)
+
+    def write_blocks(self, schema: dict[str, Any], value: str, ind: str) -> list[str]:
+        item, k = self.var("x"), self.var("k")
+        lines = [f"{ind}if {value}:", f"{ind}    _write_long(out, len({value}))"]
+        if schema["type"] == "map":
+            lines.append(f"{ind}    for {k}, {item} in {value}.items():")
+            lines += self.write("string", k, ind + "        ")
+            lines += self.write(schema["values"], item, ind + "        ")
+        else:
+            lines.append(f"{ind}    for {item} in {value}:")
+            lines += self.write(schema["items"], item, ind + "        ")
+        lines.append(f"{ind}out.append(0)")
+        return lines
+
+
+def _named_types(schema: Any, found: dict[str, Any]) -> dict[str, Any]:
+    """Named definitions reachable from ``schema`` (fastavro keeps them beside it)."""
+    if isinstance(schema, dict):
+        for name, definition in schema.get("__named_schemas", {}).items():
+            found.setdefault(name, definition)
+    return found
+
+
+def compile_codec(schema: Any, prefix: bytes = b"") -> Codec | None:
+    """Encoder and decoder for a fastavro-parsed schema, or None if not covered. The
+    encoder's output starts with ``prefix`` (the single-object header)."""
+    gen = _Gen(_named_types(schema, {}))
+    try:
+        write = gen.write(schema, "d", "    ")
+        read = gen.read(schema, "r", "    ")
+    except (Unsupported, KeyError, TypeError, ValueError):
+        return None
+    source = "\n".join(
+        [
+            "def encode(d):",
+            "    out = bytearray(_prefix)",
+            *write,
+            "    return bytes(out)",
+            "",
+            "def decode(b, p):",
+            *read,
+            "    return r",
+            "",
+        ]
+    )
+    namespace: dict[str, Any] = {**_HELPERS, **gen.consts, "_prefix": prefix}
+    name = schema.get("name", "") if isinstance(schema, dict) else str(schema)
+    exec(compile(source, f"<avro codec {name}>", "exec"), namespace)
+    return Codec(namespace["encode"], namespace["decode"], source)
