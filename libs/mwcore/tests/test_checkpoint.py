@@ -10,3 +10,18 @@ def test_production_framing_round_trips() -> None:
         Production(b"j" * 16, "t", None, b"", -1),
     ]:
         assert decode_production(p.id, encode_production(p)) == p
+
+
+def test_batch_framing_round_trips_and_matches_the_per_production_framing() -> None:
+    from mwcore.checkpoint import _LEN, decode_batch, encode_batch
+
+    batch = [
+        Production(b"a" * 16, "out.counts", b"k1", b"v1", 5),
+        Production(b"b" * 16, "out.counts", b"", b"", 0),  # the inline path
+        Production(b"c" * 16, "dlq", b"k", b"raw", 7, (("mw-error", b"boom"),)),  # the generic path
+        Production(b"d" * 16, "out.other", None, b"x" * 300, 2**40),
+    ]
+    blob = encode_batch(batch)
+    assert decode_batch(blob) == batch
+    generic = b"".join(_LEN.pack(len(body)) + p.id + body for p in batch for body in [encode_production(p)])
+    assert blob == generic

@@ -121,12 +121,37 @@ def decode_production(pid: bytes, data: bytes) -> Production:
     return Production(pid, topic, key, data[pos:], ts, tuple(headers))
 
 
+_TOPIC_PREFIX: dict[str, bytes] = {}
+
+
+def _topic_prefix(topic: str) -> bytes:
+    prefix = _TOPIC_PREFIX.get(topic)
+    if prefix is None:
+        raw = topic.encode()
+        prefix = _TOPIC_PREFIX[topic] = _H.pack(len(raw)) + raw
+    return prefix
+
+
+_KEYED = struct.Struct(">i")
+_TS_NO_HEADERS = struct.Struct(">qH")
+
+
 def encode_batch(productions: list[Production]) -> bytes:
-    """All productions of one pending batch, in one blob (the hash field's value)."""
-    parts = []
+    """All productions of one pending batch, in one blob (the hash field's value).
+    Each is ``encode_production``'s framing; the common case (a key, no headers) is
+    framed inline."""
+    parts: list[bytes] = []
+    append = parts.append
     for p in productions:
-        body = encode_production(p)
-        parts += [_LEN.pack(len(body)), p.id, body]
+        key = p.key
+        if key is None or p.headers:
+            body = encode_production(p)
+            parts += (_LEN.pack(len(body)), p.id, body)
+            continue
+        prefix = _topic_prefix(p.topic)
+        value = p.value
+        append(_LEN.pack(len(prefix) + 4 + len(key) + 10 + len(value)))
+        parts += (p.id, prefix, _KEYED.pack(len(key)), key, _TS_NO_HEADERS.pack(p.timestamp, 0), value)
     return b"".join(parts)
 
 

@@ -16,6 +16,7 @@ from mwcore import ids
 from mwcore.record import Production, TimeDomain
 
 _UNSET: Any = object()
+_tuple_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 # Kafka's default message.max.bytes is about 1 MB; leave room for key and headers.
 MAX_VALUE_BYTES = 900_000
 
@@ -156,4 +157,7 @@ class Context:
             eff.late_productions += 1
         out_key = self.key if key is None else key
         pid = ids.derive(self._cause, len(eff.productions))
-        eff.productions.append(Production(pid, topic, out_key.encode(), encoded, int(timestamp)))
+        production: Production = _tuple_new(
+            Production, (pid, topic, out_key.encode(), encoded, int(timestamp), ())
+        )
+        eff.productions.append(production)

@@ -36,6 +36,7 @@ from mwcore.watermark import MIN_WATERMARK
 from mwcore.watermarks.reports import Report, Segment, encode_segments
 
 _ABSENT: Any = object()
+_tuple_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 DLQ_INDEX = 0xFFFF_FFFF  # production index of a record's dead letter
 BLOOM_MIN_CAPACITY = 200_000
 LATE_INDEX = 0xFFFF_FFFE  # production index of a late record's copy on the late topic
@@ -203,80 +204,128 @@ class Interval:
     # -- records -----------------------------------------------------------------------
 
     def process(self, messages: Sequence[Message]) -> None:
-        """Deduplicate, decode and run user code on messages of this interval, in order."""
+        """Deduplicate, decode and run user code on messages of this interval, in order.
+
+        The per-record path of the whole runtime: each message's fields are read once,
+        and nothing is allocated per record beyond the record itself and its effects."""
         if not messages:
             return
         self._touch()
         deps = self.deps
         counters = deps.counters
-        incoming: list[Incoming] = []
-        last_offset: dict[tuple[str, int], int] = {}
-        from_position = ids.from_position
-        for m in messages:
-            topic = m.topic() or ""
-            partition = m.partition() or 0
-            offset = m.offset() or 0
-            rid = None
-            late: bytes | None = None
+        # 1. Record ids (and the injector's late mark) from the headers.
+        rids: list[bytes] = []
+        lates: dict[int, bytes] = {}
+        id_bytes = ids.ID_BYTES
+        for i, m in enumerate(messages):
+            rid: Any = None
             for name, hval in m.headers() or ():  # type: ignore[str-unpack]
                 if name == ID_HEADER:
                     rid = hval
                 elif name == LATE_HEADER:
-                    late = hval if isinstance(hval, bytes) else b""
-            if not isinstance(rid, bytes) or len(rid) != ids.ID_BYTES:
-                rid = from_position(topic, partition, offset)
-            incoming.append(
-                Incoming(topic, partition, offset, m.key(), m.value() or b"", m.timestamp()[1], rid, late)
-            )
-            last_offset[(topic, partition)] = offset
-        rids = [i.id for i in incoming]
-        dup = self._duplicates(rids) if deps.exactly_once else [False] * len(rids)
-        positions = self.batch.positions
-        for (topic, partition), offset in last_offset.items():
-            positions[position_field(topic, partition)] = offset + 1
-        self.positions.update(positions)
-
-        fresh: list[Incoming] = []
+                    lates[i] = hval if isinstance(hval, bytes) else b""
+            if rid.__class__ is not bytes or len(rid) != id_bytes:
+                rid = ids.from_position(m.topic() or "", m.partition() or 0, m.offset() or 0)
+            rids.append(rid)
+        self._advance_positions(messages)
+        # 2. Drop duplicates; route late records; collect the keys to load.
+        dup = self._duplicates(rids) if deps.exactly_once else None
         batch_seen = self.batch_seen
-        for inc, is_dup in zip(incoming, dup, strict=True):
-            if is_dup:
+        todo: list[tuple[Message, bytes, str | None]] = []
+        keys: set[str] = set()
+        for i, m in enumerate(messages):
+            rid = rids[i]
+            if dup is not None and dup[i]:
                 counters.duplicates += 1
                 continue
-            batch_seen.add(inc.id)
-            if inc.late is not None:
-                self._late(inc)
+            batch_seen.add(rid)
+            if i in lates:
+                self._late(self._incoming(m, rid, lates[i]))
                 continue
-            fresh.append(inc)
-
-        records: list[Record] = []
-        for inc in fresh:
-            record = self._decode(inc)
-            if record is not None:
-                records.append(record)
-        self._preload({r.key for r in records})
-
-        fault_at = len(records) // 2 if deps.faults.enabled else -1
+            raw_key = m.key()
+            try:
+                key = None if raw_key is None else raw_key.decode()
+            except UnicodeDecodeError:
+                key = None
+            if key is not None:
+                keys.add(key)
+            todo.append((m, rid, key))
+        self._preload(keys)
+        # 3. Decode and run user code, record by record.
+        fault_at = len(todo) // 2 if deps.faults.enabled else -1
         comp = self.comp
         ctx = self.ctx
-        for i, record in enumerate(records):
-            if i == fault_at:
+        inputs = deps.inputs
+        seen = self.batch.seen
+        new_record = _tuple_new
+        apply = self._apply
+        last_topic: str | None = None
+        binding: InputBinding | None = None
+        processed = 0
+        timestamps = self.batch_timestamps if deps.record_latency else None
+        for n, (m, rid, key) in enumerate(todo):
+            if n == fault_at:
                 deps.faults.point("mid_batch", lambda: {"interval": str(self.id)})
-            ctx.begin(record.key, record.id, record.timestamp)
+            topic = m.topic()
+            if topic is not last_topic:
+                last_topic, binding = topic, inputs[topic or ""]
+            assert binding is not None
+            ts = m.timestamp()[1]
+            try:
+                if key is None:
+                    raise SerializationError("record has no key (or a key that is not UTF-8)")
+                value = binding.serde.decode(m.value() or b"")
+            except SerializationError as exc:
+                self._dead_letter_message(self._incoming(m, rid, None), exc)
+                continue
+            record: Record = new_record(
+                Record, (key, value, ts, rid, binding.stream, m.partition() or 0, m.offset() or 0)
+            )
+            processed += 1
+            if timestamps is not None:
+                timestamps.append(ts)
+            ctx.begin(key, rid, ts)
             try:
                 comp.process_record(ctx, record)
             except Exception as exc:  # user code failed: dead-letter the record, go on
-                self._restore(record.key)
+                self._restore(key)
                 self._dead_letter_record(record, exc)
                 continue
-            if not self._apply(record.key, ctx.effects()):
-                self._restore(record.key)
+            if not apply(key, ctx.effects()):
+                self._restore(key)
                 self._dead_letter_record(record, self._failed_state)
                 continue
-            self.batch.seen[record.id] = record.timestamp
-        counters.records += len(records)
+            seen[rid] = ts
+        counters.records += processed
         self.batch_records += len(messages)
-        if deps.record_latency:
-            self.batch_timestamps.extend(r.timestamp for r in records)
+
+    def _advance_positions(self, messages: Sequence[Message]) -> None:
+        """The batch's input positions: one past each input topic's last message (the
+        messages are of one partition index, in offset order per topic)."""
+        positions = self.batch.positions
+        wanted = len(self.deps.inputs)
+        done: set[str] = set()
+        for m in reversed(messages):
+            topic = m.topic() or ""
+            if topic not in done:
+                done.add(topic)
+                positions[position_field(topic, m.partition() or 0)] = (m.offset() or 0) + 1
+                if len(done) == wanted:
+                    break
+        self.positions.update(positions)
+
+    @staticmethod
+    def _incoming(m: Message, rid: bytes, late: bytes | None) -> Incoming:
+        return Incoming(
+            m.topic() or "",
+            m.partition() or 0,
+            m.offset() or 0,
+            m.key(),
+            m.value() or b"",
+            m.timestamp()[1],
+            rid,
+            late,
+        )
 
     def _duplicates(self, rids: list[bytes]) -> list[bool]:
         maybe = self.bloom.contains_many(rids)
@@ -296,18 +345,6 @@ class Interval:
             for i, hit in zip(check, confirmed, strict=True):
                 result[i] = hit
         return result
-
-    def _decode(self, inc: Incoming) -> Record | None:
-        binding = self.deps.inputs[inc.topic]
-        try:
-            if inc.key is None:
-                raise SerializationError("record has no key")
-            key = inc.key.decode()
-            value = binding.serde.decode(inc.value)
-        except (SerializationError, UnicodeDecodeError) as exc:
-            self._dead_letter_message(inc, exc)
-            return None
-        return Record(key, value, inc.timestamp, inc.id, binding.stream, inc.partition, inc.offset)
 
     def _late(self, inc: Incoming) -> None:
         """A record an injector let through behind its watermark: route or drop it, once."""

@@ -21,10 +21,11 @@ def pack_command(args: Sequence[Arg]) -> bytes:
     out = [b"*%d\r\n" % len(args)]
     append = out.append
     for a in args:
-        if isinstance(a, str):
-            a = a.encode()
-        elif isinstance(a, int):
-            a = b"%d" % a
+        if a.__class__ is not bytes:
+            if isinstance(a, str):
+                a = a.encode()
+            elif isinstance(a, int):
+                a = b"%d" % a
         append(b"$%d\r\n%b\r\n" % (len(a), a))
     return b"".join(out)
 
