@@ -104,9 +104,20 @@ def positions(r: redis.Redis, namespace: str, topic: str, computation: str = "ke
     ]
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system, all threads) a process has used so far (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_worker(
     stack: LocalStack, namespace: str, topic: str, ends: dict[int, int], cls: str = "KeyedCount"
 ) -> dict[str, float]:
+    """Throughput of one worker process, and the CPU it used per record over the same
+    window (less noisy than the rate: the broker and Redis share the two cores)."""
     r = redis.Redis.from_url(stack.redis_url)
     computation = "keyed_count" if cls == "KeyedCount" else "keyed_count_every"
     proc = subprocess.Popen(
@@ -116,19 +127,25 @@ def run_worker(
     )
     try:
         start = None
+        cpu_start = None
         total = sum(ends.values())
         while True:
             pos = positions(r, namespace, topic, computation)
             done = sum(pos)
             if start is None and done > 0:
-                start, start_done = time.perf_counter(), done
+                start, start_done, cpu_start = time.perf_counter(), done, cpu_seconds(proc.pid)
             if all(pos[p] >= ends.get(p, 0) for p in range(PARTITIONS)):
                 break
             if proc.poll() is not None:
                 raise RuntimeError(f"worker exited with {proc.returncode}")
             time.sleep(0.02)
         elapsed = time.perf_counter() - start  # type: ignore[operator]
-        return {"records_per_s": (total - start_done) / elapsed, "seconds": elapsed}
+        cpu_end = cpu_seconds(proc.pid)
+        records = total - start_done
+        out = {"records_per_s": records / elapsed, "seconds": elapsed}
+        if cpu_start is not None and cpu_end is not None:
+            out["cpu_us_per_record"] = 1e6 * (cpu_end - cpu_start) / records
+        return out
     finally:
         proc.terminate()
         proc.wait(60)
@@ -213,7 +230,8 @@ def main() -> None:
         print(f"(a) raw consume + Avro decode: {raw:,.0f} records/s", flush=True)
         worker = run_worker(stack, namespace, topic, ends)
         print(
-            f"(b) keyed count, exactly-once, strong productions: {worker['records_per_s']:,.0f} records/s",
+            f"(b) keyed count, exactly-once, strong productions: {worker['records_per_s']:,.0f} records/s"
+            f" ({worker.get('cpu_us_per_record', 0):.1f} us of worker CPU per record)",
             flush=True,
         )
         every = run_worker(stack, namespace, topic, ends, "KeyedCountEvery")
@@ -233,6 +251,7 @@ def main() -> None:
         "records_per_s": round(worker["records_per_s"]),
         "raw_consume_records_per_s": round(raw),
         "ratio": round(worker["records_per_s"] / raw, 3),
+        "worker_cpu_us_per_record": round(worker.get("cpu_us_per_record", 0), 1),
         "emit_per_second_records_per_s": round(every["records_per_s"]),
         **latency,
     }

@@ -153,6 +153,10 @@ class _Gen:
             f"{ind}p += 1",
             f"{ind}if {c} < 128:",
             f"{ind}    {target} = ({c} >> 1) ^ -({c} & 1)",
+            f"{ind}elif b[p] < 128:",  # two bytes (up to 8191)
+            f"{ind}    {c} = ({c} & 0x7F) | (b[p] << 7)",
+            f"{ind}    p += 1",
+            f"{ind}    {target} = ({c} >> 1) ^ -({c} & 1)",
             f"{ind}else:",
             f"{ind}    {c}, p = _varint_tail(b, p, {c})",
             f"{ind}    {target} = ({c} >> 1) ^ -({c} & 1)",

@@ -24,7 +24,7 @@ from mwcore.bloom import BloomFilter
 from mwcore.checkpoint import Checkpoint, Snapshot, position_field
 from mwcore.codecs import StateCodec
 from mwcore.computation import Computation
-from mwcore.context import Context, Effects
+from mwcore.context import _UNSET, Context, Effects
 from mwcore.errors import SerializationError
 from mwcore.faults import NO_FAULTS, Faults
 from mwcore.outbox import Outbox
@@ -35,7 +35,7 @@ from mwcore.timers import TimerEntry, TimerQueue, encode_entry, field_of
 from mwcore.watermark import MIN_WATERMARK
 from mwcore.watermarks.reports import Report, Segment, encode_segments
 
-_ABSENT: Any = object()
+_ABSENT: Any = object()  # not in the cache
 _tuple_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 DLQ_INDEX = 0xFFFF_FFFF  # production index of a record's dead letter
 BLOOM_MIN_CAPACITY = 200_000
@@ -123,6 +123,8 @@ class Interval:
         self.seen_gc_done = MIN_WATERMARK
         self.unpositioned: set[str] = set()  # "latest" starts the consumer has yet to resolve
         self.ctx = Context(deps.encoders, self._state_for, deps.clock)
+        self._weak = self.comp.options.productions == "weak"
+        self._encode_state = deps.codec.encode
         self._reset_batch()
 
     # -- batch bookkeeping -------------------------------------------------------------
@@ -420,10 +422,10 @@ class Interval:
         call that stored it (which then becomes a dead letter) rather than the commit.
         Returns False (and applies nothing) if the state cannot be encoded.
         """
-        if eff.state_changed:
-            value = eff.state
+        value = eff.state
+        if value is not _UNSET:
             try:
-                encoded = None if value is None else self.deps.codec.encode(value)
+                encoded = None if value is None else self._encode_state(value)
             except Exception as exc:
                 codec = type(self.deps.codec).__name__
                 self._failed_state = SerializationError(
@@ -442,10 +444,10 @@ class Interval:
                 self.timers.set(entry)
                 self.batch.timers[fld] = encode_entry(entry)
         if eff.productions:
-            if self.comp.options.productions == "weak":
+            if self._weak:
                 self.weak_buffer.extend(eff.productions)
             else:
-                self.batch.productions.extend(eff.productions)
+                self.batch.productions += eff.productions
         if eff.late_productions:
             self.deps.counters.late_productions += eff.late_productions
         return True

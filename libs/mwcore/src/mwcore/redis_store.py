@@ -12,7 +12,7 @@ import redis
 from mwcore import scripts
 from mwcore.checkpoint import Checkpoint, Snapshot, decode_batch, encode_batch
 from mwcore.errors import CheckpointError, FencedError
-from mwcore.resp import FastScript
+from mwcore.resp import Arg, FastScript, PackedArgs
 from mwcore.store import IntervalId
 from mwcore.timers import decode_entry
 from mwcore.watermarks.reports import STREAM_MAXLEN, decode_segments, report_stream
@@ -167,9 +167,9 @@ class RedisCheckpointStore:
                 delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")
 
-    def _commit_args(self, token: str, cp: Checkpoint) -> list[bytes | str | int]:
+    def _commit_args(self, token: str, cp: Checkpoint) -> list[Arg]:
         commit_id = cp.commit_id or os.urandom(16)
-        args: list[bytes | str | int] = [token, "1" if self._fencing else "0", commit_id]
+        args: list[Arg] = [token, "1" if self._fencing else "0", commit_id]
         _sets_and_deletes(args, cp.state)
         _sets_and_deletes(args, cp.timers)
         args.append(len(cp.pending))
@@ -178,8 +178,8 @@ class RedisCheckpointStore:
         args.append(len(cp.acked))
         args += cp.acked
         args.append(len(cp.seen))
-        for rid, ts in cp.seen.items():
-            args += (ts, rid)
+        if cp.seen:
+            args.append(_packed_seen(cp.seen))
         args.append(len(cp.positions))
         for pos_field, off in cp.positions.items():
             args += (pos_field, off)
@@ -201,7 +201,17 @@ class RedisCheckpointStore:
         return out
 
 
-def _sets_and_deletes(args: list[bytes | str | int], writes: dict[bytes, bytes | None]) -> None:
+def _packed_seen(seen: dict[bytes, int]) -> PackedArgs:
+    """The seen section's (timestamp, id) pairs, already in RESP (one format per pair)."""
+    fmt = b"$%d\r\n%b\r\n$%d\r\n%b\r\n"
+    parts = []
+    for rid, ts in seen.items():
+        t = b"%d" % ts
+        parts.append(fmt % (len(t), t, len(rid), rid))
+    return PackedArgs(b"".join(parts), 2 * len(seen))
+
+
+def _sets_and_deletes(args: list[Arg], writes: dict[bytes, bytes | None]) -> None:
     """Append a "set" section (count, then field/value pairs) and a "delete" section."""
     deletes = [f for f, v in writes.items() if v is None]
     args.append(len(writes) - len(deletes))

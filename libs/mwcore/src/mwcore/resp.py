@@ -9,24 +9,38 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 from redis.exceptions import NoScriptError
 
-Arg = bytes | str | int
+
+class PackedArgs(NamedTuple):
+    """Several arguments already in RESP (a section packed in one go by its maker)."""
+
+    data: bytes
+    n_args: int
+
+
+Arg = bytes | str | int | PackedArgs
 
 
 def pack_command(args: Sequence[Arg]) -> bytes:
-    out = [b"*%d\r\n" % len(args)]
+    count = len(args)
+    out = [b""]
     append = out.append
     for a in args:
         if a.__class__ is not bytes:
+            if isinstance(a, PackedArgs):
+                append(a.data)
+                count += a.n_args - 1
+                continue
             if isinstance(a, str):
                 a = a.encode()
             elif isinstance(a, int):
                 a = b"%d" % a
         append(b"$%d\r\n%b\r\n" % (len(a), a))
+    out[0] = b"*%d\r\n" % count
     return b"".join(out)
 
 
