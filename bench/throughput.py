@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 
 import redis
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mwcore import ids
 from mwcore.localstack import LocalStack
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.source import SourceWriter
-from mwcore.transport import consumer_config, ensure_topics, topic_name
+from mwcore.transport import consumer_config, ensure_topics, producer_config, topic_name
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 4
@@ -81,6 +81,47 @@ def raw_consume(
     elapsed = time.perf_counter() - (start or time.perf_counter())
     c.close()
     assert count == n, f"raw consumer read {count} of {n}"
+    return count / elapsed
+
+
+def library_floor(stack: LocalStack, registry: SchemaRegistry, topic: str, n: int) -> float:
+    """What any exactly-once keyed count in CPython on these libraries pays per record,
+    with no runtime at all: consume, read the id header, key and timestamp, decode,
+    encode the output, derive its id, produce it with a delivery callback, serve the
+    callbacks. No state, no dedup, no checkpoint. The worker cannot beat this."""
+    decode = AvroSerde(registry, "mw.bench.Event").decode
+    encode = AvroSerde(registry, "mw.bench.Count").encode
+    out_topic = f"{topic}.floor"
+    ensure_topics(stack.bootstrap, {out_topic: PARTITIONS})
+    producer = Producer(producer_config(stack.bootstrap))
+    c = Consumer(consumer_config(stack.bootstrap, f"floor-{os.getpid()}", **{"enable.partition.eof": True}))
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    acked = [0]
+
+    def delivered(err: object, msg: object) -> None:
+        acked[0] += 1
+
+    count, eof, start = 0, set(), None
+    derive, produce = ids.derive, producer.produce
+    while len(eof) < PARTITIONS:
+        for m in c.consume(5000, 1.0):
+            if m.error() is not None:
+                eof.add(m.partition())
+                continue
+            if start is None:
+                start = time.perf_counter()
+            rid = next(v for k, v in m.headers() or () if k == "mw-id")
+            key, ts = m.key(), m.timestamp()[1]
+            count += 1
+            decode(m.value() or b"")
+            value = encode({"count": count})
+            pid = derive(rid, 0)  # type: ignore[arg-type]
+            produce(out_topic, value, key, timestamp=ts, headers=[("mw-id", pid)], on_delivery=delivered)
+        producer.poll(0)
+    producer.flush(60)
+    elapsed = time.perf_counter() - (start or time.perf_counter())
+    c.close()
+    assert count == n and acked[0] == n, f"floor loop read {count}, acked {acked[0]} of {n}"
     return count / elapsed
 
 
@@ -207,8 +248,6 @@ def steady_latency(stack: LocalStack, registry: SchemaRegistry, rate: int, secon
 
 
 def _producer_conf(bootstrap: str) -> dict[str, object]:
-    from mwcore.transport import producer_config
-
     return producer_config(bootstrap)
 
 
@@ -228,6 +267,10 @@ def main() -> None:
         print(f"loaded {args.records} records in {time.perf_counter() - t:.1f}s", flush=True)
         raw = raw_consume(stack, registry, topic, args.records)
         print(f"(a) raw consume + Avro decode: {raw:,.0f} records/s", flush=True)
+        floor = library_floor(stack, registry, topic, args.records)
+        print(
+            f"(a') library floor (consume, decode, encode, produce, acks): {floor:,.0f} records/s", flush=True
+        )
         worker = run_worker(stack, namespace, topic, ends)
         print(
             f"(b) keyed count, exactly-once, strong productions: {worker['records_per_s']:,.0f} records/s"
@@ -251,6 +294,7 @@ def main() -> None:
         "records_per_s": round(worker["records_per_s"]),
         "raw_consume_records_per_s": round(raw),
         "ratio": round(worker["records_per_s"] / raw, 3),
+        "library_floor_records_per_s": round(floor),
         "worker_cpu_us_per_record": round(worker.get("cpu_us_per_record", 0), 1),
         "emit_per_second_records_per_s": round(every["records_per_s"]),
         **latency,

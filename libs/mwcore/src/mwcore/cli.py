@@ -39,7 +39,7 @@ def _serve_metrics(settings: MetricsSettings) -> ProcessMetrics | None:
 def _run(args: argparse.Namespace) -> int:
     from mwcore import logs
     from mwcore.app import build_workers, load_computation
-    from mwcore.runner import Runner
+    from mwcore.runner import Runner, tune_gc
     from mwcore.settings import WorkerSettings
 
     settings = WorkerSettings.load()
@@ -59,6 +59,7 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    tune_gc(settings.gc_threshold)
     runner.run()
     return 0
 

@@ -54,6 +54,9 @@ class WorkerSettings(MetricsSettings):
     fault_log: str = ""
     unsafe_disable_fencing: bool = False
     unsafe_disable_dedup: bool = False
+    # young-generation threshold of Python's cycle collector in a worker process (0:
+    # Python's default, 700); see runner.tune_gc
+    gc_threshold: int = Field(default=50_000, ge=0)
 
     @field_validator("bootstrap")
     @classmethod
