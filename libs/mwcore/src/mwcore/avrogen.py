@@ -298,9 +298,14 @@ class _Gen:
             if schema == "int":
                 return [f"{ind}_write_int(out, {value})"]
             if schema == "long":  # small values inline (zigzag fits one byte)
+                z = self.var("z")
                 return [
                     f"{ind}if -64 <= {value} < 64:",
                     f"{ind}    out.append(({value} << 1) ^ ({value} >> 63))",
+                    f"{ind}elif -8192 <= {value} < 8192:",
+                    f"{ind}    {z} = ({value} << 1) ^ ({value} >> 63)",
+                    f"{ind}    out.append(({z} & 0x7F) | 0x80)",
+                    f"{ind}    out.append({z} >> 7)",
                     f"{ind}else:",
                     f"{ind}    _write_long(out, {value})",
                 ]

@@ -12,9 +12,14 @@ import os
 ID_BYTES = 16
 
 
+_INDEX = [i.to_bytes(4, "big") for i in range(256)]
+_blake2b = hashlib.blake2b
+
+
 def derive(cause: bytes, index: int) -> bytes:
     """Id of the ``index``-th effect caused by ``cause`` (a record id or a timer firing id)."""
-    return hashlib.blake2b(cause + index.to_bytes(4, "big"), digest_size=ID_BYTES).digest()
+    suffix = _INDEX[index] if 0 <= index < 256 else index.to_bytes(4, "big")
+    return _blake2b(cause + suffix, digest_size=ID_BYTES).digest()
 
 
 def timer_firing_id(set_id: bytes, tag: str, timestamp: int) -> bytes:
