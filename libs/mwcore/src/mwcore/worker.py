@@ -474,15 +474,13 @@ class Worker:
     def _send(self, interval: Interval) -> None:
         interval.flush_weak()
         produce = self.producer.produce
-        sender = self.cfg.worker_id.encode()
+        sent_by = ("mw-sender", self.cfg.worker_id.encode())
         for batch in interval.outbox.take_to_send():
             self.counters.productions += len(batch.productions)
             for p in batch.productions:
-                headers: list[tuple[str, str | bytes | None]] = [
-                    (ID_HEADER, p.id),
-                    ("mw-sender", sender),
-                    *p.headers,
-                ]
+                headers: list[tuple[str, str | bytes | None]] = [(ID_HEADER, p.id), sent_by]
+                if p.headers:
+                    headers += p.headers
                 while True:
                     try:
                         produce(
