@@ -5,9 +5,13 @@ Run: ``make bench`` (or ``.venv/bin/python bench/throughput.py [--records N]``).
 1. Starts a local stack and loads N Avro records (10,000 keys, Zipf-skewed) into
    ``events`` (4 partitions).
 2. (a) Ceiling: a plain confluent-kafka consumer reads and Avro-decodes them all.
+   (a') Library floor: the same consumer doing only what any exactly-once keyed count
+   must do per record through these libraries (id header, decode, encode, derive the
+   production id, produce with a delivery callback): no state, dedup or checkpoint.
 3. (b) One worker process of ``KeyedCount`` (exactly-once, strong productions; state,
    dedup, checkpoint, productions all on) processes them all; timed from its first
-   commit to the checkpoint holding the end offsets of every partition. (b') The same
+   commit to the checkpoint holding the end offsets of every partition, with the
+   worker's CPU time per record over the same window. (b') The same
    with ``KeyedCountEvery``, which emits each key's count once a second instead of
    once per record.
 4. Latency: a fresh namespace fed at a steady 10,000 records/s; the worker records,
