@@ -436,16 +436,6 @@ class Worker:
             except FencedError as exc:
                 if self.intervals.get(interval.id.index) is interval:
                     self._fenced(interval, exc)
-                else:  # already dropped (lost or revoked meanwhile): nothing to undo
-                    self.counters.fenced += 1
-                    log.warning(
-                        "fenced",
-                        interval=str(interval.id),
-                        token=interval.token,
-                        reason=exc.reason,
-                        worker=self.cfg.worker_id,
-                        owned=False,
-                    )
                 continue
             if self.intervals.get(interval.id.index) is interval:  # else lost meanwhile
                 self._committed(f, commits)
