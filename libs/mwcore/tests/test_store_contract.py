@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -115,57 +114,3 @@ def test_grants_are_written_to_the_report_stream_in_order(redis_server: RedisSer
         {"k": "grant", "i": 0, "t": first},
         {"k": "grant", "i": 0, "t": second},
     ]
-
-
-def test_commits_sent_ahead_are_answered_in_order(store: CheckpointStore) -> None:
-    other = IntervalId("contract", "comp", 1)
-    token, other_token = store.grant(IV, "a"), store.grant(other, "a")
-    first = store.commit_later(IV, token, Checkpoint(positions={"in:0": 1}, commit_id=b"1" * 16))
-    fenced = store.commit_later(other, "stale", Checkpoint(positions={"in:1": 1}, commit_id=b"2" * 16))
-    second = store.commit_later(IV, token, Checkpoint(positions={"in:0": 2}, commit_id=b"3" * 16))
-    # A plain commit made meanwhile comes after them (the connection answers in order).
-    assert store.commit(other, other_token, Checkpoint(positions={"in:1": 5}, commit_id=b"4" * 16)) == 1
-    assert first() == 1
-    with pytest.raises(FencedError):
-        fenced()
-    assert second() == 2
-    assert store.recover(IV, token).positions == {"in:0": 2}
-    assert store.recover(other, other_token).positions == {"in:1": 5}
-
-
-def test_commits_owed_on_a_dropped_connection_are_applied_once(
-    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    client = redis.Redis(port=redis_server.port)
-    client.flushall()
-    store = RedisCheckpointStore(client)
-    intervals = [IntervalId("contract", "comp", i) for i in range(4)]
-    tokens = {iv: store.grant(iv, "a") for iv in intervals}
-
-    def commit_later(iv: IntervalId, n: int) -> Callable[[], int]:
-        cp = Checkpoint(positions={"in:0": n}, commit_id=bytes([iv.index, n]) * 8)
-        return store.commit_later(iv, tokens[iv], cp)
-
-    assert [commit_later(iv, 1)() for iv in intervals] == [1, 1, 1, 1]
-    resent: list[int] = []
-    resend = store._resend_outstanding
-    monkeypatch.setattr(store, "_resend_outstanding", lambda: (resent.append(1), resend())[1])
-    # Redis holds the next commits unanswered (it may or may not apply them), then drops
-    # the connection they were sent on: each is sent again, and applied once.
-    admin = redis.Redis(port=redis_server.port)
-    admin.client_pause(1500, all=True)
-    waits = [commit_later(iv, 2) for iv in intervals]
-    time.sleep(0.1)
-    assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
-    admin.client_unpause()
-    assert [w() for w in waits] == [2, 2, 2, 2]
-    assert resent == [1]
-    for iv in intervals:
-        assert store.recover(iv, tokens[iv]).positions == {"in:0": 2}
-
-
-def test_a_second_commit_of_an_interval_waits_for_the_first(store: CheckpointStore) -> None:
-    token = store.grant(IV, "a")
-    first = store.commit_later(IV, token, Checkpoint(positions={"in:0": 1}, commit_id=b"1" * 16))
-    second = store.commit_later(IV, token, Checkpoint(positions={"in:0": 2}, commit_id=b"2" * 16))
-    assert (first(), second()) == (1, 2)

@@ -122,9 +122,6 @@ class Interval:
         self.watermark = MIN_WATERMARK  # the input watermark timers last fired on
         self.seen_gc_done = MIN_WATERMARK
         self.unpositioned: set[str] = set()  # "latest" starts the consumer has yet to resolve
-        # A checkpoint sent to the store and not yet confirmed (``sent``/``committed``):
-        # the next batch is built meanwhile, so dedup and state restores look into it.
-        self.inflight: Checkpoint | None = None
         self.ctx = Context(deps.encoders, self._state_for, deps.clock)
         self._weak = self.comp.options.productions == "weak"
         self._encode_state = deps.codec.encode
@@ -154,7 +151,7 @@ class Interval:
 
     def idle(self) -> bool:
         """No batch open: the soft state is exactly the last committed checkpoint."""
-        return self.inflight is None and self.batch_started is None and self.batch.is_empty()
+        return self.batch_started is None and self.batch.is_empty()
 
     def oldest_work(self, handing_over: bool = False) -> int:
         """Oldest timestamp this interval may still produce at or hold back: pending
@@ -338,9 +335,8 @@ class Interval:
         result = [False] * len(rids)
         check: list[int] = []
         seen_here: set[bytes] = set()
-        inflight = self.inflight.seen if self.inflight is not None else {}
         for i, (rid, m) in enumerate(zip(rids, maybe, strict=True)):
-            if rid in in_batch or rid in seen_here or rid in inflight:
+            if rid in in_batch or rid in seen_here:
                 result[i] = True
             elif m:
                 check.append(i)
@@ -460,8 +456,6 @@ class Interval:
         """Undo what a failed call did to the cached state object (it may have mutated it
         in place): back to the batch's last good bytes, or to the store's."""
         raw = self.batch.state.get(key.encode(), _ABSENT)
-        if raw is _ABSENT and self.inflight is not None:  # not confirmed, so not readable yet
-            raw = self.inflight.state.get(key.encode(), _ABSENT)
         if raw is _ABSENT:
             self.cache.pop(key, None)  # reloaded from the store when next needed
         else:
@@ -536,9 +530,7 @@ class Interval:
     # -- commit --------------------------------------------------------------------------
 
     def prepare(self) -> Checkpoint:
-        """The checkpoint of the current batch. Call once per batch, with no checkpoint
-        in flight (the outbox's bookkeeping follows one checkpoint at a time)."""
-        assert self.inflight is None, "prepare() with a checkpoint in flight"
+        """The checkpoint of the current batch. Call once per batch."""
         cp = self.batch
         if cp.productions:
             cp.pending[self._new_batch_key()] = cp.productions
@@ -562,12 +554,6 @@ class Interval:
             cp.seen_gc_below = floor
         return cp
 
-    def sent(self, cp: Checkpoint) -> None:
-        """The checkpoint of the batch is on its way to the store: open the next batch.
-        Until ``committed``, its seen ids and state are consulted beside the store's."""
-        self.inflight = cp
-        self._reset_batch()
-
     def committed(self, cp: Checkpoint, commits: int) -> None:
         """The checkpoint is durable: its productions may now be sent."""
         self.commits = commits
@@ -582,10 +568,7 @@ class Interval:
             for batch_key, productions in cp.pending.items():
                 if productions is cp.productions:
                     outbox.committed(batch_key, productions)
-        if self.inflight is cp:
-            self.inflight = None  # its batch was closed when it was sent
-        else:
-            self._reset_batch()
+        self._reset_batch()
         self.bloom.add_many(list(cp.seen))
         if self.bloom.full:
             # Past its capacity the false-positive rate climbs (more Redis look-ups):
@@ -596,10 +579,8 @@ class Interval:
             self.bloom = BloomFilter(capacity=max(BLOOM_MIN_CAPACITY, 2 * len(seen)))
             self.bloom.add_many(seen)
         if len(self.cache) > self.deps.max_cache_keys:
-            dirty = self.batch.state  # changed by the open batch: the store has older bytes
             for key in list(self.cache)[: len(self.cache) - self.deps.max_cache_keys]:
-                if key.encode() not in dirty:
-                    del self.cache[key]
+                del self.cache[key]
 
     def flush_weak(self) -> None:
         """Hand the weak productions of the last calls to the outbox for sending."""

@@ -8,7 +8,7 @@ a real server.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mwcore.checkpoint import Checkpoint, Snapshot
@@ -69,18 +69,6 @@ class MemoryCheckpointStore:
 
     def seen_ids(self, interval: IntervalId) -> list[bytes]:
         return list(self._get(interval).seen)
-
-    def commit_later(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> Callable[[], int]:
-        try:
-            result = self.commit(interval, token, checkpoint)
-        except FencedError as exc:
-            error = exc
-
-            def fenced() -> int:
-                raise error
-
-            return fenced
-        return lambda: result
 
     def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
         iv = self._get(interval)

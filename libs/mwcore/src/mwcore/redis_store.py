@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 import redis
-from redis.exceptions import NoScriptError
 
 from mwcore import scripts
 from mwcore.checkpoint import Checkpoint, Snapshot, decode_batch, encode_batch
@@ -74,7 +71,6 @@ class RedisCheckpointStore:
         self._commit = FastScript(client, scripts.COMMIT)
         self._fenced_set = client.register_script(scripts.FENCED_SET)
         self._keys: dict[IntervalId, IntervalKeys] = {}
-        self._outstanding: deque[_Pending] = deque()  # sent by commit_later, in order
 
     @classmethod
     def from_url(cls, url: str, **kwargs: object) -> RedisCheckpointStore:
@@ -150,82 +146,18 @@ class RedisCheckpointStore:
         return [member for member, _ in self._r.zscan_iter(self.keys(interval).seen, count=10_000)]
 
     def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
-        self._settle_outstanding()  # the connection answers in order: theirs come first
         args = self._commit_args(token, checkpoint)
         keys = self.keys(interval).commit_keys()
-        return self._commit_now(interval, token, keys, args)
-
-    def commit_later(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> Callable[[], int]:
-        """Send the commit and return at once; calling the result waits for the reply and
-        returns (or raises) what ``commit`` would. Redis applies commits in the order
-        sent; the caller overlaps the round trip with its next batch.
-
-        At most one commit of an interval is left unanswered: one whose reply is lost
-        is sent again, and the store recognises a repeat only of an interval's last
-        applied commit (its commit id), so an earlier one is answered first."""
-        while any(o.interval == interval for o in self._outstanding):
-            self._read_one()
-        p = _Pending(interval, token, self.keys(interval).commit_keys(), self._commit_args(token, checkpoint))
-        try:
-            self._commit.send(p.keys, p.args)
-        except (redis.ConnectionError, redis.TimeoutError):
-            self._resend_outstanding()
-            self._settle_now(p)
-        else:
-            self._outstanding.append(p)
-        return functools.partial(self._wait, p)
-
-    def _wait(self, p: _Pending) -> int:
-        while not p.done:
-            self._read_one()
-        if p.error is not None:
-            raise p.error
-        return p.result
-
-    def _settle_outstanding(self) -> None:
-        while self._outstanding:
-            self._read_one()
-
-    def _read_one(self) -> None:
-        head = self._outstanding[0]
-        try:
-            reply = self._commit.receive()
-        except (NoScriptError, redis.ConnectionError, redis.TimeoutError):
-            # The reply is lost (or the script was flushed): every call still owed on
-            # the connection is committed again, in order. A commit that was applied
-            # is not applied twice (its commit id), and the token check still guards it.
-            self._commit.reset()
-            self._resend_outstanding()
-            return
-        except redis.ResponseError as exc:
-            self._outstanding.popleft()
-            head.error = _commit_error(head.interval, head.token, exc)
-            head.done = True
-            return
-        self._outstanding.popleft()
-        head.result = int(reply)
-        head.done = True
-
-    def _resend_outstanding(self) -> None:
-        owed = list(self._outstanding)
-        self._outstanding.clear()
-        for p in owed:
-            self._settle_now(p)
-
-    def _settle_now(self, p: _Pending) -> None:
-        try:
-            p.result = self._commit_now(p.interval, p.token, p.keys, p.args)
-        except (FencedError, CheckpointError) as exc:
-            p.error = exc
-        p.done = True
-
-    def _commit_now(self, interval: IntervalId, token: str, keys: list[str], args: list[Arg]) -> int:
         delay = 0.05
         for attempt in range(self._retries + 1):
             try:
                 return int(self._commit(keys, args))
             except redis.ResponseError as exc:
-                raise _commit_error(interval, token, exc) from exc
+                text = str(exc)
+                if text.startswith("FENCED"):
+                    reason = "restarted" if "restarted" in text else "token"
+                    raise FencedError(str(interval), token, reason) from exc
+                raise CheckpointError(f"{interval}: {text}") from exc
             except (redis.ConnectionError, redis.TimeoutError):
                 # Re-applying a checkpoint is idempotent (it only sets values), and the
                 # token check still guards it, so a retry after a lost reply is safe.
@@ -267,29 +199,6 @@ class RedisCheckpointStore:
             if name.startswith("c:"):
                 out[name[2:]] = int(v)
         return out
-
-
-class _Pending:
-    """A commit sent and not yet answered (or answered and not yet waited for)."""
-
-    __slots__ = ("args", "done", "error", "interval", "keys", "result", "token")
-
-    def __init__(self, interval: IntervalId, token: str, keys: list[str], args: list[Arg]) -> None:
-        self.interval = interval
-        self.token = token
-        self.keys = keys
-        self.args = args
-        self.done = False
-        self.result = 0
-        self.error: Exception | None = None
-
-
-def _commit_error(interval: IntervalId, token: str, exc: redis.ResponseError) -> Exception:
-    text = str(exc)
-    if text.startswith("FENCED"):
-        reason = "restarted" if "restarted" in text else "token"
-        return FencedError(str(interval), token, reason)
-    return CheckpointError(f"{interval}: {text}")
 
 
 def _packed_seen(seen: dict[bytes, int]) -> PackedArgs:

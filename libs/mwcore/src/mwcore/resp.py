@@ -59,35 +59,7 @@ class FastScript:
             self._conn = pool.connection_class(**pool.connection_kwargs)
         return self._conn
 
-    def send(self, keys: Sequence[Arg], args: Sequence[Arg]) -> None:
-        """Send a call without reading its reply (``receive`` reads replies in order).
-        On a connection error the connection is dropped, with every reply owed on it."""
-        packed = pack_command(["EVALSHA", self.sha, len(keys), *keys, *args])
-        conn = self._connection()
-        try:
-            conn.send_packed_command([packed], check_health=False)
-        except (redis.ConnectionError, redis.TimeoutError):
-            conn.disconnect()
-            raise
-
-    def receive(self) -> Any:
-        """The reply to the oldest call sent and not yet answered. Raises what the
-        script raised (``NoScriptError`` if Redis did not have it); drops the connection
-        on a connection error."""
-        conn = self._connection()
-        try:
-            return conn.read_response()
-        except (redis.ConnectionError, redis.TimeoutError):
-            conn.disconnect()
-            raise
-
-    def reset(self) -> None:
-        """Drop the connection (and every reply still owed on it)."""
-        if self._conn is not None:
-            self._conn.disconnect()
-
     def __call__(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
-        """Call and wait for the reply (nothing may be outstanding from ``send``)."""
         packed = pack_command(["EVALSHA", self.sha, len(keys), *keys, *args])
         conn = self._connection()
         try:

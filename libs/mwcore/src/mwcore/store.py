@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -56,9 +56,4 @@ class CheckpointStore(Protocol):
 
     def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
         """Apply the checkpoint atomically if ``token`` is current; return the commit count."""
-        ...
-
-    def commit_later(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> Callable[[], int]:
-        """``commit`` without waiting: the returned call gives (or raises) its result.
-        Commits are applied in the order made, ``commit``'s included."""
         ...

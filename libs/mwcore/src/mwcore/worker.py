@@ -36,7 +36,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from mwcore.checkpoint import Checkpoint, position_field
+from mwcore.checkpoint import position_field
 from mwcore.computation import Computation
 from mwcore.errors import FencedError
 from mwcore.faults import NO_FAULTS, Faults
@@ -59,18 +59,6 @@ from mwcore.watermarks.reports import NodeSpec
 from mwcore.watermarks.sink import NullReportSink, ReportSink
 
 log = structlog.get_logger("mwcore.worker")
-
-
-@dataclass
-class InFlight:
-    """A checkpoint sent to the store, its reply not yet read."""
-
-    interval: Interval
-    checkpoint: Checkpoint
-    wait: Callable[[], int]
-    began: float  # when it was sent
-    opened: float | None  # when its batch opened
-    timestamps: list[int]  # its records' timestamps (latency benchmark)
 
 
 @dataclass(frozen=True)
@@ -174,7 +162,6 @@ class Worker:
         self.consumer: Consumer | None = None
         self._last_mirror = 0.0
         self._refence: dict[int, float] = {}  # fenced interval -> when to try to take it back
-        self._inflight: list[InFlight] = []  # commits sent, replies not yet read (in order)
         self.input_watermark = MIN_WATERMARK  # as last read, for metrics
         # (batch seconds, commit seconds) of each commit, when metrics are on
         self.on_commit: Callable[[float, float], None] | None = None
@@ -302,8 +289,6 @@ class Worker:
         messages = self.consumer.consume(cfg.poll_records, self._poll_timeout())
         if messages:
             self._route(messages)
-        if self._inflight:  # sent last turn; Redis ran them while this turn read and processed
-            self._finish_inflight()
         self.producer.poll(0)
         for index, interval in list(self.intervals.items()):
             if interval.outbox.acked:  # acknowledged, their deletion not yet committed
@@ -316,13 +301,9 @@ class Worker:
             self._retake_fenced()
         now = time.monotonic()
         delay = cfg.max_batch_delay_ms / 1000
-        # A watermark report needs idle intervals (soft state = committed state): in a
-        # turn that reports, commit at once; in the others, overlap the commit's round
-        # trip with the next turn's reading and processing.
-        reporting = bool(self._report_wanted) or now >= self._next_report
         for interval in list(self.intervals.values()):
             if interval.due(now, cfg.max_batch_records, delay):
-                self._commit(interval, pipelined=not reporting)
+                self._commit(interval)
         self._report(now)
         if now - self._last_mirror >= cfg.mirror_offsets_s:
             self._last_mirror = now
@@ -368,8 +349,6 @@ class Worker:
         timeout bounds how long a record waits before its batch even starts: keep it
         at half the batch deadline, and shorter when an open batch is due sooner."""
         cap = self.cfg.max_batch_delay_ms / 2000
-        if self._inflight:  # their productions go out once the replies are read: soon
-            cap = min(cap, 0.001)
         started = [i.batch_started for i in self.intervals.values() if i.batch_started is not None]
         if not started:
             return cap
@@ -396,15 +375,7 @@ class Worker:
         for interval in list(self.intervals.values()):
             interval.fire_timers(wm, now, self.cfg.max_batch_records)
 
-    def _commit(self, interval: Interval, pipelined: bool = False) -> bool:
-        """Commit the interval's batch. ``pipelined``: send it and return; the reply is
-        read (and the productions sent) by ``_finish_inflight`` after the next batch
-        was read and processed, so the commit's round trip overlaps that work. Weak
-        productions are always committed at once (their bookkeeping is sent-first)."""
-        if interval.inflight is not None:
-            self._finish_inflight()
-            if self.intervals.get(interval.id.index) is not interval:
-                return False  # fenced meanwhile
+    def _commit(self, interval: Interval) -> bool:
         if interval.batch.productions:  # the zombie test pauses on a batch that has some
             self.faults.point("before_commit", lambda: self._describe(interval))
         cp = interval.prepare()
@@ -412,45 +383,22 @@ class Worker:
             interval._reset_batch()
             return True
         began = time.monotonic()
-        opened, timestamps = interval.batch_started, interval.batch_timestamps
-        if pipelined and not interval._weak:
-            wait = self.store.commit_later(interval.id, interval.token, cp)
-            self._inflight.append(InFlight(interval, cp, wait, began, opened, timestamps))
-            interval.sent(cp)
-            return True
         try:
             commits = self.store.commit(interval.id, interval.token, cp)
         except FencedError as exc:
             self._fenced(interval, exc)
             return False
-        self._committed(InFlight(interval, cp, lambda: commits, began, opened, timestamps), commits)
-        return True
-
-    def _finish_inflight(self) -> None:
-        """Read the replies of the commits sent, in order; send their productions."""
-        inflight, self._inflight = self._inflight, []
-        for f in inflight:
-            interval = f.interval
-            try:
-                commits = f.wait()
-            except FencedError as exc:
-                if self.intervals.get(interval.id.index) is interval:
-                    self._fenced(interval, exc)
-                continue
-            if self.intervals.get(interval.id.index) is interval:  # else lost meanwhile
-                self._committed(f, commits)
-
-    def _committed(self, f: InFlight, commits: int) -> None:
-        interval = f.interval
         self.counters.commits += 1
         if self.on_commit is not None:
             done = time.monotonic()
-            self.on_commit(done - (f.began if f.opened is None else f.opened), done - f.began)
+            opened = interval.batch_started
+            self.on_commit(done - (began if opened is None else opened), done - began)
         if self.latencies is not None:
-            self.latencies.add(self.clock.now_ms(), f.timestamps)
+            self.latencies.add(self.clock.now_ms(), interval.batch_timestamps)
         self.faults.point("after_commit", lambda: {"interval": str(interval.id)})
-        interval.committed(f.checkpoint, commits)
+        interval.committed(cp, commits)
         self._send(interval)
+        return True
 
     def _fenced(self, interval: Interval, exc: FencedError) -> None:
         """Drop the interval's soft state; stop reading it; try to take it back later.
@@ -550,8 +498,6 @@ class Worker:
         """Commit the intervals' batches, wait (once, for all) for Kafka's
         acknowledgements, then commit their deletion. Unacknowledged batches stay
         pending in the checkpoint and are re-sent by the next owner."""
-        self._finish_inflight()
-        intervals = [i for i in intervals if self.intervals.get(i.id.index) is i]
         for interval in intervals:
             self._commit(interval)
         self.producer.flush(flush_s)
@@ -584,7 +530,6 @@ class Worker:
         leave the group. The checkpoints in the store are what the next owner resumes."""
         self.intervals.clear()
         self._refence.clear()
-        self._inflight.clear()  # what was sent may or may not be applied: recovery tells
         if self.consumer is not None:
             try:
                 self.consumer.close()
