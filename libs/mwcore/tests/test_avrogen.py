@@ -184,3 +184,16 @@ def test_uncovered_schemas_fall_back_to_fastavro() -> None:
 
     at = datetime.datetime(2026, 1, 2, tzinfo=datetime.UTC)
     assert serde.decode(serde.encode({"at": at, "either": 5})) == {"at": at, "either": 5}
+
+
+def test_serdes_and_registries_pickle_without_their_generated_code() -> None:
+    """Spark ships them to executors; the codecs are rebuilt there."""
+    import pickle
+
+    registry = SchemaRegistry.from_directory(ROOT / "schemas")
+    serde = AvroSerde(registry, "mw.bench.Event")
+    datum = {"query": "q", "lang": "en", "latency_us": 5000}
+    copy = pickle.loads(pickle.dumps(serde))
+    assert copy.decode(serde.encode(datum)) == datum
+    assert pickle.loads(pickle.dumps(serde.encode))(datum) == serde.encode(datum)
+    assert pickle.loads(pickle.dumps(registry)).codec(registry.latest("mw.bench.Count")) is not None

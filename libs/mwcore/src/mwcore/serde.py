@@ -97,6 +97,14 @@ class SchemaRegistry:
     def names(self) -> list[str]:
         return sorted(self._latest)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Generated codecs are rebuilt where the registry lands (e.g. on Spark
+        # executors); they hold compiled code that does not pickle.
+        return {**self.__dict__, "_codecs": {}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     def codec(self, sv: SchemaVersion) -> Codec | None:
         """The generated codec of a schema version (None: fastavro handles it)."""
         if sv.fingerprint not in self._codecs:
@@ -107,16 +115,20 @@ class SchemaRegistry:
 class AvroSerde:
     """Encodes with one writer schema, decodes any known writer into one reader schema."""
 
-    __slots__ = ("_decode_body", "_encode", "_fingerprint", "_header", "_registry", "_schema")
+    __slots__ = ("_decode_body", "_encode", "_fingerprint", "_generated", "_header", "_registry", "_schema")
 
     def __init__(self, registry: SchemaRegistry, name: str, *, generated: bool = True) -> None:
         self._registry = registry
+        self._generated = generated
         self._schema = registry.latest(name)
         self._fingerprint = self._schema.fingerprint
         self._header = MAGIC + _FP.pack(self._schema.fingerprint)
         codec = registry.codec(self._schema) if generated else None
         self._encode = codec.encode if codec is not None else None
         self._decode_body = codec.decode if codec is not None else None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_serde, (self._registry, self._schema.name, self._generated))
 
     @property
     def schema(self) -> SchemaVersion:
@@ -156,6 +168,10 @@ class AvroSerde:
             raise
         except Exception as exc:
             raise SerializationError(f"cannot decode as {reader.name}: {exc}") from exc
+
+
+def _serde(registry: SchemaRegistry, name: str, generated: bool) -> AvroSerde:
+    return AvroSerde(registry, name, generated=generated)
 
 
 def decode_any(registry: SchemaRegistry, data: bytes) -> tuple[str, Any]:
