@@ -32,10 +32,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import redis
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from mwcore import ids
 from mwcore.localstack import LocalStack
@@ -65,25 +66,33 @@ def load(stack: LocalStack, registry: SchemaRegistry, topic: str, n: int) -> dic
     return writer.end_offsets
 
 
+def read_to_end(stack: LocalStack, topic: str, group: str) -> Iterator[Message]:
+    """Every message of ``topic`` from the start, then stop at each partition's end."""
+    c = Consumer(consumer_config(stack.bootstrap, group, **{"enable.partition.eof": True}))
+    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    eof: set[int] = set()
+    try:
+        while len(eof) < PARTITIONS:
+            for m in c.consume(5000, 1.0):
+                if m.error() is not None:
+                    eof.add(m.partition() or 0)
+                else:
+                    yield m
+    finally:
+        c.close()
+
+
 def raw_consume(
     stack: LocalStack, registry: SchemaRegistry, topic: str, n: int, schema: str = "mw.bench.Event"
 ) -> float:
-    serde = AvroSerde(registry, schema)
-    c = Consumer(consumer_config(stack.bootstrap, f"raw-{os.getpid()}", **{"enable.partition.eof": True}))
-    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    count, eof, start = 0, set(), None
-    decode = serde.decode
-    while len(eof) < PARTITIONS:
-        for m in c.consume(5000, 1.0):
-            if m.error() is not None:
-                eof.add(m.partition())
-                continue
-            if start is None:
-                start = time.perf_counter()
-            decode(m.value())
-            count += 1
+    decode = AvroSerde(registry, schema).decode
+    count, start = 0, None
+    for m in read_to_end(stack, topic, f"raw-{os.getpid()}"):
+        if start is None:
+            start = time.perf_counter()
+        decode(m.value() or b"")
+        count += 1
     elapsed = time.perf_counter() - (start or time.perf_counter())
-    c.close()
     assert count == n, f"raw consumer read {count} of {n}"
     return count / elapsed
 
@@ -98,33 +107,27 @@ def library_floor(stack: LocalStack, registry: SchemaRegistry, topic: str, n: in
     out_topic = f"{topic}.floor"
     ensure_topics(stack.bootstrap, {out_topic: PARTITIONS})
     producer = Producer(producer_config(stack.bootstrap))
-    c = Consumer(consumer_config(stack.bootstrap, f"floor-{os.getpid()}", **{"enable.partition.eof": True}))
-    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     acked = [0]
 
     def delivered(err: object, msg: object) -> None:
         acked[0] += 1
 
-    count, eof, start = 0, set(), None
+    count, start = 0, None
     derive, produce = ids.derive, producer.produce
-    while len(eof) < PARTITIONS:
-        for m in c.consume(5000, 1.0):
-            if m.error() is not None:
-                eof.add(m.partition())
-                continue
-            if start is None:
-                start = time.perf_counter()
-            rid = next(v for k, v in m.headers() or () if k == "mw-id")
-            key, ts = m.key(), m.timestamp()[1]
-            count += 1
-            decode(m.value() or b"")
-            value = encode({"count": count})
-            pid = derive(rid, 0)  # type: ignore[arg-type]
-            produce(out_topic, value, key, timestamp=ts, headers=[("mw-id", pid)], on_delivery=delivered)
-        producer.poll(0)
+    for m in read_to_end(stack, topic, f"floor-{os.getpid()}"):
+        if start is None:
+            start = time.perf_counter()
+        rid = next(v for k, v in m.headers() or () if k == "mw-id")
+        key, ts = m.key(), m.timestamp()[1]
+        count += 1
+        decode(m.value() or b"")
+        value = encode({"count": count})
+        pid = derive(rid, 0)  # type: ignore[arg-type]
+        produce(out_topic, value, key, timestamp=ts, headers=[("mw-id", pid)], on_delivery=delivered)
+        if count % 5000 == 0:
+            producer.poll(0)
     producer.flush(60)
     elapsed = time.perf_counter() - (start or time.perf_counter())
-    c.close()
     assert count == n and acked[0] == n, f"floor loop read {count}, acked {acked[0]} of {n}"
     return count / elapsed
 

@@ -16,8 +16,9 @@ type) gets ``None``, and the serde keeps using fastavro for it.
 
 from __future__ import annotations
 
+import contextlib
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,12 +138,19 @@ class _Gen:
                 return schema["type"]
         return schema
 
-    def named_scope(self, schema: Any) -> str | None:
-        if isinstance(schema, dict) and schema.get("type") in ("record", "enum", "fixed"):
-            name = str(schema["name"])
-            self.named.setdefault(name, schema)
-            return name
-        return None
+    @contextlib.contextmanager
+    def expanding_named(self, schema: dict[str, Any]) -> Iterator[None]:
+        """While a named type's code is generated, a reference to it is recursion."""
+        if schema.get("type") not in ("record", "enum", "fixed"):
+            yield
+            return
+        name = str(schema["name"])
+        self.named.setdefault(name, schema)
+        self.expanding.add(name)
+        try:
+            yield
+        finally:
+            self.expanding.discard(name)
 
     # -- reading: statements that set ``target`` from ``b`` at ``p`` ----------------------
 
@@ -195,10 +203,7 @@ class _Gen:
             if schema == "string":
                 return self.read_sized(target, ind, ".decode()")
         kind = schema.get("type")
-        name = self.named_scope(schema)
-        if name is not None:
-            self.expanding.add(name)
-        try:
+        with self.expanding_named(schema):
             if kind == "record":
                 return self.read_record(schema, target, ind)
             if kind == "enum":
@@ -220,9 +225,6 @@ class _Gen:
                 ]
             if kind in ("array", "map"):
                 return self.read_blocks(schema, target, ind)
-        finally:
-            if name is not None:
-                self.expanding.discard(name)
         raise Unsupported(f"type {schema!r}")
 
     def read_record(self, schema: dict[str, Any], target: str, ind: str) -> list[str]:
@@ -326,10 +328,7 @@ class _Gen:
                     f"{ind}out += {raw}",
                 ]
         kind = schema.get("type")
-        name = self.named_scope(schema)
-        if name is not None:
-            self.expanding.add(name)
-        try:
+        with self.expanding_named(schema):
             if kind == "record":
                 return self.write_record(schema, value, ind)
             if kind == "enum":
@@ -344,9 +343,6 @@ class _Gen:
                 ]
             if kind in ("array", "map"):
                 return self.write_blocks(schema, value, ind)
-        finally:
-            if name is not None:
-                self.expanding.discard(name)
         raise Unsupported(f"type {schema!r}")
 
     def write_record(self, schema: dict[str, Any], value: str, ind: str) -> list[str]:
