@@ -25,3 +25,7 @@ def test_batch_framing_round_trips_and_matches_the_per_production_framing() -> N
     assert decode_batch(blob) == batch
     generic = b"".join(_LEN.pack(len(body)) + p.id + body for p in batch for body in [encode_production(p)])
     assert blob == generic
+    # The stored framing itself, pinned (checkpoints written by older versions must still read).
+    framed = b"\x00\x0aout.counts" + b"\x00\x00\x00\x02k1" + (5).to_bytes(8, "big") + b"\x00\x00" + b"v1"
+    assert encode_production(batch[0]) == framed
+    assert blob.startswith(_LEN.pack(len(framed)) + b"a" * 16 + framed)

@@ -76,15 +76,23 @@ def position_field(topic: str, partition: int) -> str:
     return f"{topic}:{partition}"
 
 
+_TOPIC_PREFIX: dict[str, bytes] = {}  # topic -> its length-prefixed bytes (few topics)
+_TS_HEADERS = struct.Struct(">qH")
+
+
+def _topic_prefix(topic: str) -> bytes:
+    prefix = _TOPIC_PREFIX.get(topic)
+    if prefix is None:
+        raw = topic.encode()
+        prefix = _TOPIC_PREFIX[topic] = _H.pack(len(raw)) + raw
+    return prefix
+
+
 def encode_production(p: Production) -> bytes:
     """Binary framing of a pending production (the Redis hash value; the id is the field)."""
-    topic = p.topic.encode()
-    parts = [_H.pack(len(topic)), topic]
-    if p.key is None:
-        parts.append(_I.pack(-1))
-    else:
-        parts += [_I.pack(len(p.key)), p.key]
-    parts += [_Q.pack(p.timestamp), _H.pack(len(p.headers))]
+    key = p.key
+    parts = [_topic_prefix(p.topic), _I.pack(-1) if key is None else _I.pack(len(key)) + key]
+    parts.append(_TS_HEADERS.pack(p.timestamp, len(p.headers)))
     for name, value in p.headers:
         raw = name.encode()
         parts += [_H.pack(len(raw)), raw, _I.pack(len(value)), value]
@@ -121,37 +129,12 @@ def decode_production(pid: bytes, data: bytes) -> Production:
     return Production(pid, topic, key, data[pos:], ts, tuple(headers))
 
 
-_TOPIC_PREFIX: dict[str, bytes] = {}
-
-
-def _topic_prefix(topic: str) -> bytes:
-    prefix = _TOPIC_PREFIX.get(topic)
-    if prefix is None:
-        raw = topic.encode()
-        prefix = _TOPIC_PREFIX[topic] = _H.pack(len(raw)) + raw
-    return prefix
-
-
-_KEYED = struct.Struct(">i")
-_TS_NO_HEADERS = struct.Struct(">qH")
-
-
 def encode_batch(productions: list[Production]) -> bytes:
-    """All productions of one pending batch, in one blob (the hash field's value).
-    Each is ``encode_production``'s framing; the common case (a key, no headers) is
-    framed inline."""
+    """All productions of one pending batch, in one blob (the hash field's value)."""
     parts: list[bytes] = []
-    append = parts.append
     for p in productions:
-        key = p.key
-        if key is None or p.headers:
-            body = encode_production(p)
-            parts += (_LEN.pack(len(body)), p.id, body)
-            continue
-        prefix = _topic_prefix(p.topic)
-        value = p.value
-        append(_LEN.pack(len(prefix) + 4 + len(key) + 10 + len(value)))
-        parts += (p.id, prefix, _KEYED.pack(len(key)), key, _TS_NO_HEADERS.pack(p.timestamp, 0), value)
+        body = encode_production(p)
+        parts += (_LEN.pack(len(body)), p.id, body)
     return b"".join(parts)
 
 

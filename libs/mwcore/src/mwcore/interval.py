@@ -275,7 +275,7 @@ class Interval:
             ts = m.timestamp()[1]
             try:
                 if key is None:
-                    raise SerializationError("record has no key (or a key that is not UTF-8)")
+                    raise SerializationError("record has no key" if m.key() is None else "key is not UTF-8")
                 value = binding.serde.decode(m.value() or b"")
             except SerializationError as exc:
                 self._dead_letter_message(self._incoming(m, rid, None), exc)

@@ -102,9 +102,6 @@ class SchemaRegistry:
         # executors); they hold compiled code that does not pickle.
         return {**self.__dict__, "_codecs": {}}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
     def codec(self, sv: SchemaVersion) -> Codec | None:
         """The generated codec of a schema version (None: fastavro handles it)."""
         if sv.fingerprint not in self._codecs:
