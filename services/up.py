@@ -163,7 +163,7 @@ def run(duration: float | None, rate: int) -> dict[str, Any]:
                     procs[name] = subprocess.Popen(
                         [sys.executable, "-m", f"services.{name}"], env=own, stdout=log, stderr=log, cwd=ROOT
                     )
-            print(f"mw up: broker {stack.bootstrap}, redis {stack.redis_url}, logs in {workdir}", flush=True)
+            print(f"mw up: {stack.banner()}, logs in {workdir}", flush=True)
             print("mw up: metrics " + "  ".join(f"{n} {u}" for n, u in metrics.items()), flush=True)
             gen = threading.Thread(
                 target=generate,
@@ -208,6 +208,7 @@ def run(duration: float | None, rate: int) -> dict[str, Any]:
                 summary = {
                     "seconds": round(time.monotonic() - began, 1),
                     "services": list(procs),
+                    "broker": stack.describe(),
                     "records_injected": watcher.counts["queries"],
                     "windows_produced": watcher.counts["window_counts"],
                     "anomalies_reported": len(watcher.anomalies),

@@ -1,4 +1,4 @@
-"""Fixtures for system tests: one local stack (Tansu + redis-server) per session.
+"""Fixtures for system tests: one local stack (Apache Kafka + redis-server) per session.
 
 Each test works in its own namespace (topics, consumer groups and Redis keys), so
 tests share the stack without seeing each other.

@@ -50,6 +50,20 @@ def _broken(doc: dict[str, Any], change: Any) -> dict[str, Any]:
         (lambda s: s["windower"]["healthcheck"].update(test=["CMD", "true"]), "health check"),
         (lambda s: s["generator"].update(command=["python", "-m", "services.injector", "gen"]), "arguments"),
         (lambda s: s["injector"].update(volumes=["logs:/data"]), "volume 'logs' is not declared"),
+        (lambda s: s["windower"]["depends_on"].update(zookeeper={}), "depends on 'zookeeper'"),
+        (
+            lambda s: s["windower"].update(command=["python", "-m", "tests.support.stale_service"]),
+            "does not load",
+        ),
+        (lambda s: s["kafka"].update(image="apache/kafka:3.9.1"), "not the embedded broker's"),
+        (
+            lambda s: s["kafka"]["environment"].pop("KAFKA_AUTO_CREATE_TOPICS_ENABLE"),
+            "auto.create.topics.enable=false",
+        ),
+        (
+            lambda s: s["kafka"]["environment"].update(KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS="3000"),
+            "group.initial.rebalance.delay.ms=0",
+        ),
     ],
 )
 def test_each_check_catches_a_broken_file(
@@ -57,3 +71,21 @@ def test_each_check_catches_a_broken_file(
 ) -> None:
     found = problems(ROOT, _broken(doc, change), tmp_path)
     assert any(expected in p for p in found), found
+
+
+@pytest.mark.parametrize("line", ["COPY libs/mwcore", "COPY schemas", "COPY services", "PYTHONPATH=/app"])
+def test_the_dockerfile_check_catches_a_missing_line(doc: dict[str, Any], tmp_path: Path, line: str) -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert line in dockerfile
+    broken = "\n".join(x for x in dockerfile.splitlines() if line not in x)
+    assert problems(ROOT, doc, tmp_path, dockerfile=broken) == [f"Dockerfile: missing {line!r}"]
+
+
+def test_compose_runs_the_embedded_brokers_version_and_settings(doc: dict[str, Any]) -> None:
+    from mwcore.kafka_broker import GUARANTEE_SETTINGS, KAFKA_VERSION
+    from tests.support.compose import kafka_env_name
+
+    kafka = doc["services"]["kafka"]
+    assert kafka["image"] == f"apache/kafka:{KAFKA_VERSION}"
+    for setting, value in GUARANTEE_SETTINGS.items():
+        assert str(kafka["environment"][kafka_env_name(setting)]) == value, setting

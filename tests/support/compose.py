@@ -5,7 +5,9 @@ satisfy the Compose specification; every service built from this repository must
 ``python -m <module>`` of a module that exists here (and, for a worker, a computation
 class that loads); each such service's settings must load from the environment the
 file gives it; its health check must probe its metrics port; every service directory
-must have a compose service; and the Dockerfile must ship what the commands need.
+must have a compose service; the Dockerfile must ship what the commands need; and the
+``kafka`` service must run the embedded broker's Apache Kafka version with the broker
+settings the guarantees rest on (``mwcore.kafka_broker``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import yaml
 from compose_spec import PyCompose
 
 from mwcore.errors import ConfigError
+from mwcore.kafka_broker import GUARANTEE_SETTINGS, KAFKA_VERSION
 from mwcore.settings import AuthoritySettings, WorkerSettings
 from services.injector.settings import InjectorSettings
 from services.model_trainer.settings import TrainerSettings
@@ -110,9 +113,31 @@ def _check_command(root: Path, name: str, svc: dict[str, Any], data: Path) -> li
     return out
 
 
-def problems(root: Path, doc: dict[str, Any], data: Path) -> list[str]:
+def kafka_env_name(setting: str) -> str:
+    """The apache/kafka image's environment variable for a broker setting."""
+    return "KAFKA_" + setting.upper().replace(".", "_")
+
+
+def _check_kafka(services: dict[str, Any]) -> list[str]:
+    kafka = services.get("kafka")
+    if kafka is None:
+        return ["no kafka service"]
+    out = []
+    image = str(kafka.get("image", ""))
+    if image != f"apache/kafka:{KAFKA_VERSION}":
+        out.append(f"kafka: image {image!r} is not the embedded broker's apache/kafka:{KAFKA_VERSION}")
+    env = _environment(kafka)
+    for setting, value in GUARANTEE_SETTINGS.items():
+        name = kafka_env_name(setting)
+        if env.get(name) != value:
+            out.append(f"kafka: {name} is {env.get(name)!r}, the embedded broker runs {setting}={value}")
+    return out
+
+
+def problems(root: Path, doc: dict[str, Any], data: Path, dockerfile: str | None = None) -> list[str]:
     """What is wrong with ``doc`` (a loaded compose file of the repository at ``root``);
-    ``data`` stands in for the query-log volume."""
+    ``data`` stands in for the query-log volume; ``dockerfile`` for the Dockerfile's text
+    (default: the repository's)."""
     out = []
     try:
         PyCompose.from_json(json.dumps(doc))
@@ -138,7 +163,9 @@ def problems(root: Path, doc: dict[str, Any], data: Path) -> list[str]:
         module = f"services.{main.parent.name}"
         if module not in modules:
             out.append(f"{module} has no service in the compose file")
-    dockerfile = (root / "Dockerfile").read_text() if (root / "Dockerfile").exists() else ""
+    out += _check_kafka(services)
+    if dockerfile is None:
+        dockerfile = (root / "Dockerfile").read_text() if (root / "Dockerfile").exists() else ""
     for needed in ("COPY libs/mwcore", "COPY schemas", "COPY services", f"PYTHONPATH={IMAGE_ROOT}"):
         if needed not in dockerfile:
             out.append(f"Dockerfile: missing {needed!r}")

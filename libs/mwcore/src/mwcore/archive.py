@@ -6,12 +6,11 @@ the stop being the end of the data as it was when the read was planned (so a job
 reads a fixed snapshot while producers go on). Large partitions are split into
 slices of at most ``split`` offsets; each slice is read on its own (one Spark task).
 
-Time ranges (``from_ms`` <= timestamp < ``to_ms``) are exact on any broker: the start
-offset comes from the broker's time index where the broker has a trustworthy one
-(checked: the record just before it must be older than ``from_ms``; the development
-broker's index ignores the time and answers the first offset, which is safe but
-reads more), and every record read is filtered by its timestamp, since timestamps in
-a partition need not be in order.
+Time ranges (``from_ms`` <= timestamp < ``to_ms``) are exact: the start offset is the
+broker's answer to ``offsets_for_times`` (the first offset whose record is at or after
+``from_ms``; Kafka's time index keeps the largest timestamp so far, so no earlier
+record is at or after it even when timestamps are out of order), and every record
+read is filtered by its timestamp, since later records in a partition may be older.
 """
 
 from __future__ import annotations
@@ -63,34 +62,18 @@ def _consumer(bootstrap: str, **extra: object) -> Consumer:
     return Consumer(consumer_config(bootstrap, f"mw-archive-{time.monotonic_ns()}", None, **extra))
 
 
-def _timestamp_at(c: Consumer, topic: str, partition: int, offset: int, timeout: float = 10.0) -> int | None:
-    c.assign([TopicPartition(topic, partition, offset)])
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for m in c.consume(1, 0.5):
-            if m.error() is None:
-                return int(m.timestamp()[1])
-    return None
-
-
 def _start_for_time(bootstrap: str, topic: str, partition: int, from_ms: int, low: int, end: int) -> int:
     """The first offset that can hold a record at or after ``from_ms``."""
     c = _consumer(bootstrap)
     try:
         (tp,) = c.offsets_for_times([TopicPartition(topic, partition, from_ms)], timeout=10)
-        off = tp.offset
-        if tp.error is not None or (off < 0 and off != OFFSET_END):
-            return low
-        if off == OFFSET_END or off >= end:  # no record at or after from_ms (if the broker is right)
-            last = _timestamp_at(c, topic, partition, end - 1) if end > low else None
-            return end if last is not None and last < from_ms else low
-        if off > low:
-            before = _timestamp_at(c, topic, partition, off - 1)
-            if before is None or before >= from_ms:  # the broker's index is not to be trusted
-                return low
-        return max(off, low)
     finally:
         c.close()
+    if tp.error is not None:
+        raise RuntimeError(f"offsets_for_times on {topic}[{partition}]: {tp.error}")
+    if tp.offset == OFFSET_END or tp.offset >= end:  # no record at or after from_ms
+        return end
+    return max(tp.offset, low)
 
 
 def plan(
@@ -127,7 +110,8 @@ def plan(
 
 def read_slice(bootstrap: str, piece: Slice, timeout_s: float = 60.0) -> Iterator[Message]:
     """Every message of the slice, in offset order (offsets missing after compaction are
-    skipped); stops at the slice's end or the partition's end."""
+    skipped); stops at the slice's end or the partition's end (partition EOF: where
+    compaction removed the slice's last records, no offset reaches its end)."""
     if piece.size <= 0:
         return
     c = _consumer(bootstrap, **{"enable.partition.eof": True, "fetch.max.bytes": 52_428_800})

@@ -1,9 +1,11 @@
 """Kafka transport on confluent-kafka: client configs, topic names, topic creation.
 
-Configs are tuned for low latency and for the local broker's quirks: producers are
-idempotent and partition with murmur2 (what Java clients use, so keys land where
-Kafka Streams or Flink would put them); consumers use short session timeouts (the
-local broker makes a join wait about half of it) and large fetches.
+Configs are tuned for low latency: producers are idempotent with ``acks=all`` and
+partition with murmur2 (what Java clients use, so keys land where Kafka Streams or
+Flink would put them); consumers use the broker's shortest default session timeout
+(a dead worker's intervals move on in seconds) and large fetches. Topics are created
+explicitly (brokers should run with ``auto.create.topics.enable=false``: an
+auto-created topic gets the broker's partition count, not the computation's).
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ def ensure_topics(
         return
     admin = AdminClient({"bootstrap.servers": bootstrap})
     existing = admin.list_topics(timeout=timeout).topics
-    missing = [NewTopic(t, n, 1, config=dict(config or {})) for t, n in topics.items() if t not in existing]
+    # replication_factor -1: the broker's default.replication.factor (1 on a single node)
+    missing = [NewTopic(t, n, -1, config=dict(config or {})) for t, n in topics.items() if t not in existing]
     for t, n in topics.items():
         if t in existing and len(existing[t].partitions) != n:
             raise ConfigError(f"topic {t} has {len(existing[t].partitions)} partitions, expected {n}")
@@ -121,31 +124,15 @@ def partition_counts(bootstrap: str, topics: list[str], timeout: float = 30.0) -
 def end_offsets(
     bootstrap: str, topics: Mapping[str, int], timeout: float = 30.0
 ) -> dict[tuple[str, int], int]:
-    """The offset after the last record of every partition, read to the end with
-    partition EOF (ListOffsets for "latest" is wrong on the local broker)."""
-    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+    """The offset after the last record of every partition (ListOffsets "latest": the
+    high watermark, which with ``acks=all`` is every acknowledged record)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
-    parts = [(t, p) for t, n in topics.items() for p in range(n)]
+    parts = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
     if not parts:
         return {}
-    conf = consumer_config(
-        bootstrap, f"mw-ends-{time.monotonic_ns()}", None, **{"enable.partition.eof": True}
-    )
-    c = Consumer(conf)
-    c.assign([TopicPartition(t, p, OFFSET_END) for t, p in parts])
-    ends: dict[tuple[str, int], int] = {}
-    deadline = time.monotonic() + timeout
-    try:
-        while len(ends) < len(parts):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no end of partitions {sorted(set(parts) - set(ends))}")
-            for m in c.consume(10_000, 0.5):
-                err = m.error()
-                key = (m.topic() or "", m.partition() or 0)
-                if err is not None and err.code() == KafkaError._PARTITION_EOF:
-                    ends[key] = m.offset() or 0
-                elif err is None:
-                    ends.pop(key, None)
-    finally:
-        c.close()
-    return ends
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    futures = admin.list_offsets({tp: latest for tp in parts}, request_timeout=timeout)
+    return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}

@@ -27,7 +27,7 @@ import redis
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
 from mwcore.source import SourceWriter
-from mwcore.transport import ensure_topics, partition_counts
+from mwcore.transport import end_offsets, ensure_topics, partition_counts
 
 
 @dataclass(frozen=True)
@@ -66,32 +66,9 @@ def find_schemas_dir() -> Path:
 
 
 def _end_offsets(bootstrap: str, topic: str) -> int:
-    """Records in a topic: the sum of end offsets (read by consuming to EOF)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from mwcore.transport import consumer_config
-
+    """Records in a topic: the sum of its partitions' end offsets."""
     n = partition_counts(bootstrap, [topic]).get(topic, 0)
-    if not n:
-        return 0
-    conf = consumer_config(bootstrap, f"mw-up-{os.getpid()}")
-    conf["enable.partition.eof"] = True
-    c = Consumer(conf)
-    total = 0
-    try:
-        for p in range(n):
-            # The fetch response's high watermark is right even where ListOffsets is not.
-            c.assign([TopicPartition(topic, p, 0)])
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline:
-                msgs = c.consume(1, 0.5)
-                if msgs:
-                    _, high = c.get_watermark_offsets(TopicPartition(topic, p), cached=True)
-                    total += max(high, 0)
-                    break
-    finally:
-        c.close()
-    return total
+    return sum(end_offsets(bootstrap, {topic: n}).values()) if n else 0
 
 
 def run(duration: float | None, rate: int, spec: PipelineSpec = EXAMPLE) -> dict[str, object]:
@@ -130,7 +107,8 @@ def run(duration: float | None, rate: int, spec: PipelineSpec = EXAMPLE) -> dict
         status = Status()
         start = time.monotonic()
         last_view = 0.0
-        print(f"mw up: broker {stack.bootstrap}, redis {stack.redis_url}, logs in {workdir}", flush=True)
+        print(f"mw up: {stack.banner()}, logs in {workdir}", flush=True)
+        broker = stack.describe()
         try:
             while not stopping and (duration is None or time.monotonic() - start < duration):
                 target = int((time.monotonic() - start) * rate)
@@ -169,6 +147,7 @@ def run(duration: float | None, rate: int, spec: PipelineSpec = EXAMPLE) -> dict
         print(file=sys.stderr)
     return {
         "pipeline": [c.split(":")[1] for c in spec.computations],
+        "broker": broker,
         "seconds": round(time.monotonic() - start, 1),
         "records_injected": status.injected,
         "records_committed": status.committed,
