@@ -1,5 +1,5 @@
-# One image for every Zeitgeist service; docker-compose.yml picks the command
-# (`python -m services.<name>`). Build: docker build --target service -t mwcore/zeitgeist .
+# Two targets: `service`, the image of every streaming Zeitgeist service (docker-compose.yml picks the command
+# `python -m services.<name>`), and `batch` (below). Build: docker build --target service -t mwcore/zeitgeist .
 # The `batch` target adds Java and PySpark for the model job (services.model_trainer).
 FROM python:3.11-slim AS service
 

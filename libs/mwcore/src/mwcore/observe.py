@@ -45,7 +45,7 @@ WORKER_COUNTERS = (
     ("duplicates", "mw_duplicates_dropped_total", "Input records dropped as already processed"),
     ("dead_letters", "mw_dead_letters_total", "Records sent to the dead-letter stream"),
     ("late_records", "mw_late_records_total", "Input records behind the watermark when they arrived"),
-    ("late_productions", "mw_late_productions_total", "Productions stamped behind the output watermark"),
+    ("late_productions", "mw_late_productions_total", "Productions stamped earlier than their cause"),
 )
 
 

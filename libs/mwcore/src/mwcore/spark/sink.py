@@ -2,7 +2,7 @@
 runtime reads exactly once.
 
     (profiles.write.format("mw").mode("append")
-        .option("bootstrap", "localhost:9092")
+        .option("bootstrap", "localhost:29092")     # compose; `mw up` prints its own
         .option("stream", "model_updates")
         .option("avroSchema", "zeitgeist.ModelUpdate")
         .save())

@@ -5,7 +5,7 @@ DataFrame to a stream (see ``sink``).
     from mwcore.spark import register
     register(spark)
     df = (spark.read.format("mw")
-          .option("bootstrap", "localhost:9092")
+          .option("bootstrap", "localhost:29092")     # compose; `mw up` prints its own
           .option("streams", "window_counts")            # one or more, comma-separated
           .option("startingTimestamp", "1700000000000")  # optional, ms, inclusive
           .option("endingTimestamp", "1700000600000")    # optional, ms, exclusive
@@ -32,14 +32,12 @@ partition per Kafka partition (more when split).
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import fastavro
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, InputPartition
 from pyspark.sql.types import (
@@ -57,7 +55,7 @@ from mwcore.archive import Range, Slice, plan, read_slice
 from mwcore.errors import ConfigError
 from mwcore.ids import ID_BYTES, from_position
 from mwcore.record import ID_HEADER
-from mwcore.serde import _FP, HEADER_LEN, MAGIC, SchemaRegistry
+from mwcore.serde import _FP, HEADER_LEN, MAGIC, AvroSerde, SchemaRegistry
 from mwcore.spark.types import struct_of
 
 BATCH_ROWS = 8192  # rows per Arrow batch handed to Spark
@@ -246,9 +244,9 @@ class ArchiveReader(DataSourceReader):
 
         piece: Slice = partition.piece  # type: ignore[attr-defined]
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
-        reader = self.registry.latest(self.avro_schema) if self.avro_schema else None
-        decoded = [f["name"] for f in reader.parsed["fields"]] if reader is not None else []
-        writers: dict[int, Any] = {}
+        # the generated codec for the reader schema's own writer, fastavro resolution otherwise
+        serde = AvroSerde(self.registry, self.avro_schema) if self.avro_schema else None
+        decoded = [f["name"] for f in serde.schema.parsed["fields"]] if serde is not None else []
         keeps = self.range.keeps
         cols: list[list[Any]] = [[] for _ in arrow_schema.names]
         (c_key, c_value, c_topic, c_part, c_off, c_ts, c_tstype, c_headers, c_stream, c_id, c_error) = cols[
@@ -275,22 +273,14 @@ class ArchiveReader(DataSourceReader):
             if not isinstance(rid, bytes) or len(rid) != ID_BYTES:  # as the runtime names it
                 rid = from_position(piece.topic, piece.partition, m.offset() or 0)
             c_id.append(rid)
-            if reader is None:
+            if serde is None:
                 c_error.append(None)
             else:
                 error, values = None, nulls
                 try:
-                    if data is None or len(data) < HEADER_LEN or data[:2] != MAGIC:
-                        raise ValueError("not Avro single-object encoded (bad marker)")
-                    (fp,) = _FP.unpack_from(data, 2)
-                    writer = writers.get(fp)
-                    if writer is None:
-                        writer = writers[fp] = self.registry.by_fingerprint(fp).parsed
-                    value: Any = fastavro.schemaless_reader(
-                        io.BytesIO(data[HEADER_LEN:]),
-                        writer,
-                        None if writer is reader.parsed else reader.parsed,
-                    )
+                    if data is None:
+                        raise ValueError("no value")
+                    value: Any = serde.decode(data)
                     values = tuple(value.get(name) for name in decoded)
                 except Exception as exc:
                     error = f"{type(exc).__name__}: {exc}"
