@@ -2,14 +2,20 @@
 
 A worker stops itself (SIGSTOP) just before committing a batch; a successor takes
 its intervals; the zombie then runs again. None of its writes may be accepted, and
-none of the productions of its stale batch may reach Kafka from it.
+none of the productions of its stale batch may reach Kafka from it. Negative control:
+with fencing off (``MW_UNSAFE_DISABLE_FENCING``) the same check finds the zombie's
+commits accepted and its stale productions sent.
+
+Redis restarted under a running worker: the worker is fenced (every token carries
+Redis's run id), takes its intervals back at once, and the result stays exact.
+Negative control: with fenced intervals never taken back (``MW_UNSAFE_NO_RETAKE``)
+the same check finds the worker stuck and the records after the restart lost.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +28,7 @@ from mwcore.source import SourceWriter
 from mwcore.store import IntervalId
 from mwcore.transport import topic_name
 from tests.conftest import ROOT
-from tests.support.procs import wait_until
+from tests.support.procs import joined, wait_until
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, make_inputs, verify
 from tests.support.topics import read_topic
 
@@ -77,44 +83,101 @@ def _zombie_scenario(
     wait_until(successor_owns_all, 60, what="the successor to take every interval")
     before = {n: store.commits_by_token(intervals[n]).get(t, 0) for n, t in stale_tokens.items()}
 
+    zombie_id = f"a-{zombie.starts}".encode()
+
+    def stale_sent() -> int:
+        sums = read_topic(stack.bootstrap, topic_name(namespace, "sums"))
+        return sum(1 for m in sums if m.headers.get("mw-sender") == zombie_id and m.id.hex() in stale_ids)
+
+    def done_with_stale_state() -> bool:
+        """The zombie has learned it lost its old assignment (the group told it), and
+        its stale batch was refused (it says so) or sent."""
+        logs = zombie.logs()
+        if '"partitions_lost"' not in logs and '"revoked"' not in logs:
+            return False
+        return '"fenced"' in logs or stale_sent() >= len(stale_ids)
+
     zombie.resume()
-    with contextlib.suppress(TimeoutError):  # without fencing nothing refuses it: see counters
-        wait_until(lambda: '"fenced"' in zombie.logs(), 10, what="the zombie to be fenced")
-    time.sleep(1.0)  # let it act on whatever it believes (send, delete) before it could rejoin
+    with contextlib.suppress(TimeoutError):  # if not: the check says what happened
+        wait_until(done_with_stale_state, 60, 0.5, "the zombie to act on its stale state")
     logged_fenced = '"fenced"' in zombie.logs()
     zombie.kill()
     after = {n: store.commits_by_token(intervals[n]).get(t, 0) for n, t in stale_tokens.items()}
     accepted = sum(after[n] - before[n] for n in stale_tokens)
 
-    injector.join(60)
-    assert injector.error is None, injector.error
+    joined(injector, 60, "the injector")
     dep.wait_caught_up(writer.end_offsets, timeout=120)
     successor.terminate()
+    return ZombieOutcome(stale_tokens, accepted, stale_sent(), logged_fenced, verify(inputs, registry, dep))
 
-    sums = read_topic(stack.bootstrap, topic_name(namespace, "sums"))
-    zombie_id = f"a-{zombie.starts}".encode()
-    stale_sent = sum(1 for m in sums if m.headers.get("mw-sender") == zombie_id and m.id.hex() in stale_ids)
-    return ZombieOutcome(stale_tokens, accepted, stale_sent, logged_fenced, verify(inputs, registry, dep))
+
+def zombie_problems(out: ZombieOutcome) -> list[str]:
+    """What the zombie got through (empty when it changed nothing), and what ``verify``
+    finds in the outputs."""
+    problems = []
+    if not out.zombie_logged_fenced:
+        problems.append("the zombie never learned it was fenced")
+    if out.accepted_stale_commits:
+        problems.append(f"{out.accepted_stale_commits} commits under stale tokens were accepted")
+    if out.stale_productions_sent:
+        problems.append(f"{out.stale_productions_sent} productions of the zombie's stale batch were sent")
+    return problems + out.problems
 
 
 @pytest.mark.fencing
 def test_zombie_writes_are_rejected(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
 ) -> None:
-    out = _zombie_scenario(stack, registry, namespace, tmp_path, fencing=True)
-    assert out.zombie_logged_fenced, "the zombie never learned it was fenced"
-    assert out.accepted_stale_commits == 0
-    assert out.stale_productions_sent == 0
-    assert out.problems == [], out.problems
+    problems = zombie_problems(_zombie_scenario(stack, registry, namespace, tmp_path, fencing=True))
+    assert problems == [], "\n".join(problems)
 
 
 @pytest.mark.fencing
+@pytest.mark.negative_control
 def test_negative_control_without_fencing_accepts_stale_writes(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
 ) -> None:
-    out = _zombie_scenario(stack, registry, namespace, tmp_path, fencing=False)
-    assert out.accepted_stale_commits > 0, "the control did not show the zombie's writes landing"
-    assert out.stale_productions_sent > 0
+    """The same scenario and check, commits not fenced: the zombie's writes land."""
+    problems = zombie_problems(_zombie_scenario(stack, registry, namespace, tmp_path, fencing=False))
+    print("negative control found:", *problems, sep="\n  ")
+    assert any("commits under stale tokens were accepted" in p for p in problems), problems
+    assert any("stale batch were sent" in p for p in problems), problems
+
+
+def redis_restart_run(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path, **env: str
+) -> list[str]:
+    """Redis restarted (cleanly: the AOF keeps everything, the run id changes) under a
+    worker with records coming in. Returns every problem found: the worker not caught
+    up or dead, no fencing or retaking in its log, and what ``verify`` finds."""
+    inputs = make_inputs(20_000, 100, dup_rate=0.01, seed=17)
+    dep = Deployment(
+        stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path, worker_env=dict(env)
+    )
+    worker = dep.add_worker("w0").start()
+    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    injector = Injector(writer, inputs, rate=2_000)
+    injector.start()
+    problems = []
+    try:
+        wait_until(lambda: min(dep.commits()) >= 2, 60, what="two checkpoints per interval")
+        stack.redis.stop()
+        stack.redis.start()
+        joined(injector, 60, "the injector")
+        try:
+            dep.wait_caught_up(writer.end_offsets, timeout=120)
+        except TimeoutError as exc:
+            problems.append(f"the worker did not catch up after the restart: {exc}")
+        if not worker.alive:
+            problems.append("the worker died instead of taking its intervals back")
+        logs = worker.logs()
+        if '"restarted"' not in logs:
+            problems.append("the worker was not fenced by the restart")
+        if '"interval_retaken"' not in logs:
+            problems.append("the worker took no interval back")
+    finally:
+        worker.terminate()
+    return problems + verify(inputs, registry, dep)
 
 
 @pytest.mark.fencing
@@ -123,22 +186,18 @@ def test_work_goes_on_after_a_redis_restart(
 ) -> None:
     """A Redis restart voids every token (they carry its run id). The worker is fenced,
     takes its intervals back at once from what Redis kept, and goes on exactly once."""
-    inputs = make_inputs(20_000, 100, dup_rate=0.01, seed=17)
-    dep = Deployment(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path)
-    worker = dep.add_worker("w0").start()
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
-    injector = Injector(writer, inputs, rate=2_000)
-    injector.start()
-    wait_until(lambda: min(dep.commits()) >= 2, 60, what="two checkpoints per interval")
+    problems = redis_restart_run(stack, registry, namespace, tmp_path)
+    assert problems == [], "\n".join(problems)
 
-    stack.redis.stop()  # a clean restart: the AOF keeps everything, the run id changes
-    stack.redis.start()
 
-    injector.join(60)
-    assert injector.error is None, injector.error
-    dep.wait_caught_up(writer.end_offsets, timeout=120)
-    assert worker.alive, "the worker died instead of taking its intervals back"
-    logs = worker.logs()
-    assert '"restarted"' in logs and '"interval_retaken"' in logs
-    worker.terminate()
-    assert verify(inputs, registry, dep) == []
+@pytest.mark.fencing
+@pytest.mark.negative_control
+def test_negative_control_without_retaking_a_redis_restart_stops_the_work(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    """The same restart and check, fenced intervals never taken back: the worker stays
+    fenced on them, and the records after the restart are never processed."""
+    problems = redis_restart_run(stack, registry, namespace, tmp_path, MW_UNSAFE_NO_RETAKE="1")
+    print("negative control found:", *problems, sep="\n  ")
+    assert any("did not catch up" in p for p in problems), problems
+    assert any("productions lost" in p for p in problems), problems

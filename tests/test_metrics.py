@@ -5,15 +5,14 @@ re-sent duplicates and records that cannot be decoded, then scrapes. Every count
 must equal what was fed (records in, duplicates dropped, dead letters), records out
 must cover every production, the latency histograms must hold every commit, and the
 watermark lag must follow a watermark set by hand. A worker without MW_METRICS_PORT
-serves nothing, and a port already taken stops the worker at start with a message
-that names the setting.
+listens on no port, a stalled loop turns /healthz to 503, and a port already taken
+stops the worker at start with a message that names the setting.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -30,7 +29,8 @@ from mwcore.serde import SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.transport import ensure_topics
 from tests.conftest import ROOT
-from tests.support.procs import wait_until
+from tests.support.computations import STALL_N
+from tests.support.procs import listening_ports, wait_until
 from tests.support.running_sum import Deployment
 
 pytestmark = pytest.mark.observability
@@ -106,14 +106,67 @@ def test_worker_metrics_count_what_it_did(
 
 
 def test_no_metrics_port_serves_nothing(stack: LocalStack, namespace: str, tmp_path: Path) -> None:
-    port = free_port()
+    """A worker without MW_METRICS_PORT listens on no port at all; the same check finds
+    the one port of a worker with MW_METRICS_PORT=0 (a free port), which serves metrics."""
     dep = Deployment(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path)
-    worker = dep.add_worker("q0").start()
+    quiet = dep.add_worker("q0").start()
+    served = dep.add_worker("q1").start(MW_METRICS_PORT="0", MW_METRICS_HOST="127.0.0.1")
+    try:
+        for w in (quiet, served):
+            wait_until(lambda w=w: w.ready, 60, 0.2, f"{w.name} to take its intervals")  # type: ignore[misc]
+        assert listening_ports(quiet.pid) == set(), quiet.current_log()
+        [port] = listening_ports(served.pid)
+        assert f"127.0.0.1:{port}/metrics" in served.current_log()
+        assert ("mw_intervals_owned", "running_sum") in scrape(port)
+    finally:
+        quiet.terminate()
+        served.terminate()
+
+
+def test_healthz_turns_503_while_the_loop_stalls(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    """User code hangs on one record: /healthz answers 503 once the loop has not turned
+    for MW_METRICS_STALL_S, and 200 again once it turns (metrics are served throughout)."""
+    release = tmp_path / "release"
+    dep = Deployment(
+        stack.bootstrap,
+        stack.redis_url,
+        namespace,
+        ROOT / "schemas",
+        tmp_path,
+        computation="tests.support.computations:StallingSum",
+        worker_env={"MW_TEST_RELEASE": str(release)},
+    )
+    port = free_port()
+    worker = dep.add_worker("h0").start(
+        MW_METRICS_PORT=str(port), MW_METRICS_HOST="127.0.0.1", MW_METRICS_STALL_S="2"
+    )
+    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+
+    def health() -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+                return int(resp.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
     try:
         wait_until(lambda: worker.ready, 60, 0.2, "the worker to take its intervals")
-        with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), 1):
-            pass
+        wait_until(lambda: health() == 200, 30, 0.2, "/healthz to answer 200")
+        writer.write("key-0", {"n": STALL_N}, 1_000, b"\x01" * 16)
+        writer.flush()
+        wait_until(lambda: health() == 503, 60, 0.2, "/healthz to answer 503 while the loop stalls")
+        assert worker.alive
+        assert ("mw_intervals_owned", "running_sum") in scrape(port)  # the server still answers
+        release.touch()
+        wait_until(lambda: health() == 200, 60, 0.2, "/healthz to answer 200 once the loop turns again")
+        writer.write("key-0", {"n": 5}, 1_001, b"\x02" * 16)
+        writer.flush()
+        dep.wait_caught_up(writer.end_offsets, timeout=60)
+        assert dep.state()["key-0"]["total"] == 5
     finally:
+        release.touch()
         worker.terminate()
 
 

@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from collections import Counter
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from mwcore.watermark import MIN_WATERMARK
 from services.injector.generator import generate
 from services.injector.scenario import Scenario
 from tests.conftest import ROOT
-from tests.support.procs import WorkerProc, wait_until
+from tests.support.procs import Background, WorkerProc, joined, wait_until
 from tests.support.topics import read_topic
 from tests.test_watermarks import Published
 from tests.test_zeitgeist import services
@@ -89,11 +88,8 @@ def test_a_generated_service_joins_the_running_pipeline(
         for p in procs.values():
             p.start()
         wait_until(lambda: procs["windower"].ready, 60, what="the windower to join")
-        gen = threading.Thread(
-            target=generate,
-            args=(logs_dir, Scenario(seed=3, rate=500, queries=100), START_MS, SECONDS),
-            kwargs={"speed": SPEED},
-            daemon=True,
+        gen = Background(
+            generate, logs_dir, Scenario(seed=3, rate=500, queries=100), START_MS, SECONDS, speed=SPEED
         )
         gen.start()
         wait_until(lambda: pub.output("windower") > START_MS + 15_000, 120, 0.2, "the pipeline to run")
@@ -104,7 +100,7 @@ def test_a_generated_service_joins_the_running_pipeline(
         assert shown.returncode == 0, shown.stderr
         rows = {r["name"]: r for r in json.loads(shown.stdout)}
         assert rows["trends"]["kind"] == "computation" and rows["trends"]["input"] > MIN_WATERMARK
-        gen.join(SECONDS / SPEED + 60)
+        joined(gen, SECONDS / SPEED + 60, "the log generator")
         wait_until(lambda: pub.input("trends") >= promise, 120, 0.2, "trends to catch up")
         horizon = pub.input("trends")
         assert all(p.alive and p.starts == 1 for p in procs.values()), "something else restarted"

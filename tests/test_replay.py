@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from services.injector.generator import generate
 from services.injector.scenario import Scenario, Traffic
 from services.injector.truth import recount
 from tests.conftest import ROOT
-from tests.support.procs import wait_until
+from tests.support.procs import Background, joined, wait_until
 from tests.support.topics import consumed, read_topic
 from tests.test_watermarks import Published
 from tests.test_zeitgeist import decoded, services
@@ -63,12 +62,7 @@ def test_a_replay_into_a_namespace_backfills_beside_the_live_pipeline(
         for procs in (live, copy):
             for name in ("windower", "dip_detector"):
                 wait_until(lambda p=procs[name]: p.ready, 60, what=f"{name} to join")  # type: ignore[misc]
-        gen = threading.Thread(
-            target=generate,
-            args=(logs_dir, SCENARIO, START_MS, SECONDS),
-            kwargs={"speed": SPEED},
-            daemon=True,
-        )
+        gen = Background(generate, logs_dir, SCENARIO, START_MS, SECONDS, speed=SPEED)
         gen.start()
         wait_until(lambda: pub.output("windower") >= TO_MS, 120, 0.2, "the live pipeline past the range")
         env = {
@@ -93,7 +87,7 @@ def test_a_replay_into_a_namespace_backfills_beside_the_live_pipeline(
 
         assert gen.is_alive(), "the replay starts while the live pipeline is being fed"
         done, summary = replay()
-        gen.join(SECONDS / SPEED + 60)
+        joined(gen, SECONDS / SPEED + 60, "the log generator")
         wait_until(lambda: pub.output("dip_detector") >= promise, 240, 0.5, "the live pipeline to finish")
         wait_until(lambda: pub_b.output("dip_detector") >= TO_MS - 1, 120, 0.5, "the backfill to finish")
         assert pub_b.output("replay-queries") == TO_MS

@@ -30,6 +30,9 @@ def test_mw_up_runs_the_pipeline_and_detects_the_scripted_anomalies() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"mw up summary: {json.dumps(summary)}")
+    from mwcore.kafka_broker import KAFKA_VERSION
+
+    assert summary["broker"] == {"product": "Apache Kafka", "version": KAFKA_VERSION}  # as it logged
     assert set(summary["services"]) >= {"watermark_authority", "injector", "windower", "dip_detector"}
     assert summary["records_injected"] > 100_000 and summary["windows_produced"] > 10_000
     assert summary["scripted_detectable"] >= 5  # two spikes and the detectable queries of a dip

@@ -11,7 +11,6 @@ detector SIGKILLed and restarted mid-run: identical results.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from services.dip_detector.offline import detect
 from services.injector.generator import generate
 from services.injector.scenario import Scenario, Traffic
 from services.injector.truth import load_truth, recount, score
-from tests.support.procs import WorkerProc, wait_until, worker_env
+from tests.support.procs import Background, WorkerProc, joined, wait_until, worker_env
 from tests.test_watermarks import Published
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -85,12 +84,7 @@ def run(
             p.start()
         for name in ("windower", "dip_detector"):
             wait_until(lambda n=name: procs[n].ready, 60, what=f"{name} to join")  # type: ignore[misc]
-        gen = threading.Thread(
-            target=generate,
-            args=(logs_dir, SCENARIO, START_MS, SECONDS),
-            kwargs={"speed": SPEED},
-            daemon=True,
-        )
+        gen = Background(generate, logs_dir, SCENARIO, START_MS, SECONDS, speed=SPEED)
         gen.start()
         if kill:
             for name, at in (("windower", 0.35), ("dip_detector", 0.6)):
@@ -102,7 +96,7 @@ def run(
                 )
                 procs[name].kill()
                 procs[name].start()
-        gen.join(SECONDS / SPEED + 60)
+        joined(gen, SECONDS / SPEED + 60, "the log generator")
         wait_until(lambda: pub.output("dip_detector") >= promise, 240, 0.5, "the dip detector to finish")
         pub.assert_monotonic()
     finally:

@@ -66,7 +66,7 @@ def _serve_metrics(s: InjectorSettings, injector: Injector) -> Callable[[], None
     from mwcore.metrics import ProcessMetrics
     from mwcore.observe import instrument_injector
 
-    metrics = ProcessMetrics()
+    metrics = ProcessMetrics(s.metrics_stall_s)
     metrics.serve(s.metrics_port, s.metrics_host)
     instrument_injector(metrics, injector)
     return metrics.liveness.tick

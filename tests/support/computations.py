@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import random
+import string
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from mwcore import (
     Computation,
@@ -17,6 +22,7 @@ from mwcore import (
     Timer,
 )
 from mwcore.examples.running_sum import RunningSum
+from tests.support.windows import Forward
 
 
 class TimerProbe(Computation):
@@ -68,3 +74,52 @@ class WeakRunningSum(RunningSum):
     """The running sum with weak productions: sent before the checkpoint."""
 
     options = Options(productions="weak")
+
+
+class LatestSum(RunningSum):
+    """The running sum started at the end of its input (``start_from="latest"``)."""
+
+    options = Options(start_from="latest")
+
+
+STALL_N = 424_242  # a record with this n blocks the loop until the release file exists
+
+
+class StallingSum(RunningSum):
+    """The running sum whose user code hangs on one record (a stalled loop) until the
+    file named by ``MW_TEST_RELEASE`` exists (bounded, so a failed test cannot leave
+    the worker hanging)."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if record.value["n"] == STALL_N:
+            release = Path(os.environ["MW_TEST_RELEASE"])
+            deadline = time.monotonic() + 300
+            while not release.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return
+        super().process_record(ctx, record)
+
+
+def filler(length: int) -> str:
+    """``length`` characters of text LZ4 cannot shrink (pseudo-random, seeded by length)."""
+    return "".join(random.Random(length).choices(string.ascii_letters + string.digits + "+/", k=length))
+
+
+class SizedSum(RunningSum):
+    """The running sum, except that a record with n >= 1000 produces one ``sums`` value
+    whose key field is ``n`` characters long (state unchanged): values at and over the
+    production size limit."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        n = record.value["n"]
+        if n < 1000:
+            super().process_record(ctx, record)
+            return
+        ctx.produce("sums", {"key": filler(n), "total": 0, "count": 0}, record.timestamp)
+
+
+class DropLateForward(Forward):
+    """``Forward`` with ``late="drop"``: late records are counted and dropped."""
+
+    name = "forward_drop"
+    options = Options(late="drop")

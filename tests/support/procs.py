@@ -6,7 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +101,55 @@ class WorkerProc:
         return "\n".join(
             p.read_text(errors="replace") for p in sorted(self.log_dir.glob(f"{self.name}-*.log"))
         )
+
+
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports a process is listening on (its own sockets, read from /proc)."""
+    inodes = set()
+    fd_dir = Path(f"/proc/{pid}/fd")
+    for fd in fd_dir.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        path = Path(table)
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            fields = line.split()
+            # local address (hex ip:port), remote address, state (0A: LISTEN), ..., inode
+            if fields[3] == "0A" and fields[9] in inodes:
+                ports.add(int(fields[1].rpartition(":")[2], 16))
+    return ports
+
+
+class Background(threading.Thread):
+    """A daemon thread running ``target(*args, **kwargs)`` that keeps the error it raised
+    (``joined`` asserts there is none)."""
+
+    def __init__(self, target: Callable[..., object], *args: object, **kwargs: object) -> None:
+        super().__init__(daemon=True, name=getattr(target, "__name__", "background"))
+        self._call = (target, args, kwargs)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        target, args, kwargs = self._call
+        try:
+            target(*args, **kwargs)
+        except BaseException as exc:
+            self.error = exc
+
+
+def joined(thread: threading.Thread, timeout: float, what: str) -> None:
+    """Join ``thread``; fail if it is still running, or if it stored an error."""
+    thread.join(timeout)
+    assert not thread.is_alive(), f"{what} still running after {timeout}s"
+    error = getattr(thread, "error", None)
+    assert error is None, f"{what} failed: {error!r}"
 
 
 def wait_until(predicate: object, timeout: float, interval: float = 0.1, what: str = "condition") -> None:

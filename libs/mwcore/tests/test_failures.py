@@ -99,11 +99,28 @@ def test_unencodable_state_dead_letters_its_record_instead_of_failing_the_commit
     assert store.load_state(IV, [b"k"]) == [b'{"total":6}']
 
 
-def test_self_rearming_timer_under_max_watermark_fires_a_bounded_number_of_times() -> None:
-    interval, _, registry = make(Probe())
-    interval.process([msg(registry, 0, 1)])
-    assert interval.fire_timers(MAX_WATERMARK, 0, limit=500) == 500  # then the batch commits
-    assert len(interval.timers) == 1
+def test_a_self_rearming_timer_fires_max_batch_records_times_a_turn_and_its_batches_commit() -> None:
+    """Under the end of time a timer that re-arms itself is always due: the worker's loop
+    fires it at most ``max_batch_records`` times a turn, so each turn's batch commits."""
+    from mwcore.watermark import FixedWatermark
+    from mwcore.worker import Worker, WorkerConfig
+
+    registry = SchemaRegistry.from_directory(SCHEMAS)
+    store = MemoryCheckpointStore()
+    limit = 37
+    config = WorkerConfig(bootstrap="127.0.0.1:9", max_batch_records=limit)
+    worker = Worker(Probe(), config, store, registry, FixedWatermark(MAX_WATERMARK))
+    worker.consumer = FakeConsumer([[msg(registry, 0, 1)]])  # type: ignore[assignment]
+    worker._acquire(0)
+    iv = IntervalId("default", "probe", 0)
+    worker.step()  # the record, which sets the timer
+    assert worker.counters.timers_fired == 0
+    for turn in range(1, 5):
+        before = worker.counters.timers_fired
+        worker.step()
+        assert worker.counters.timers_fired - before == limit
+        assert store.recover(iv, "").commits >= turn  # the turn's batch committed
+    assert len(worker.intervals[0].timers) == 1  # and the timer is still set
 
 
 def test_weak_productions_made_by_timers_are_in_the_checkpoint() -> None:

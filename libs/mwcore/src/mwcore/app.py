@@ -44,7 +44,8 @@ def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Work
     """The computation's worker, then one for each of its rekey stages."""
     from mwcore.rekey import rekey_stages
 
-    return [build_worker(c, settings) for c in (cls, *rekey_stages(cls))]
+    stages = rekey_stages(cls, unsafe_keep_key=settings.unsafe_rekey_keep_key)
+    return [build_worker(c, settings) for c in (cls, *stages)]
 
 
 def redis_client(url: str) -> redis.Redis:
@@ -86,6 +87,11 @@ def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
         latency_out=settings.latency_out,
         report_interval_ms=settings.report_interval_ms,
         seen_gc_slack_ms=settings.seen_gc_slack_ms,
+        unsafe_keep_fired_timers=settings.unsafe_keep_fired_timers,
+        unsafe_drop_dead_letters=settings.unsafe_drop_dead_letters,
+        unsafe_unchecked_weak=settings.unsafe_unchecked_weak,
+        unsafe_skip_drain=settings.unsafe_skip_drain,
+        unsafe_no_retake=settings.unsafe_no_retake,
     )
     return Worker(
         cls(),

@@ -28,7 +28,7 @@ def _serve_metrics(settings: MetricsSettings) -> ProcessMetrics | None:
         return None
     from mwcore.metrics import ProcessMetrics
 
-    metrics = ProcessMetrics()
+    metrics = ProcessMetrics(settings.metrics_stall_s)
     port = metrics.serve(settings.metrics_port, settings.metrics_host)
     import structlog
 

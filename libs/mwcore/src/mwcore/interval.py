@@ -96,6 +96,10 @@ class IntervalDeps:
     record_latency: bool = False  # keep each batch's record timestamps (benchmarks)
     on_error: Callable[[str, dict[str, Any]], None] = lambda event, info: None
     clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000
+    # Negative controls only (settings: MW_UNSAFE_*); each turns one mechanism off:
+    unsafe_keep_fired_timers: bool = False  # a firing does not delete its timer's checkpoint copy
+    unsafe_drop_dead_letters: bool = False  # a bad record is skipped, no dead letter produced
+    unsafe_unchecked_weak: bool = False  # unacknowledged weak productions are not checkpointed
 
 
 class Interval:
@@ -121,7 +125,6 @@ class Interval:
         self.committed_positions: dict[str, int] = dict(snapshot.positions)
         self.watermark = MIN_WATERMARK  # the input watermark timers last fired on
         self.seen_gc_done = MIN_WATERMARK
-        self.unpositioned: set[str] = set()  # "latest" starts the consumer has yet to resolve
         self.ctx = Context(deps.encoders, self._state_for, deps.clock)
         self._weak = self.comp.options.productions == "weak"
         self._encode_state = deps.codec.encode
@@ -404,6 +407,8 @@ class Interval:
     ) -> None:
         self.deps.counters.dead_letters += 1
         self.batch.seen[rid] = ts
+        if self.deps.unsafe_drop_dead_letters:
+            return
         pid = ids.derive(rid, DLQ_INDEX)
         self.batch.productions.append(
             Production(pid, self.deps.dead_letter_topic, key, value, max(ts, 0), headers)
@@ -481,6 +486,7 @@ class Interval:
             return 0
         self._touch()
         fired = 0
+        delete = not self.deps.unsafe_keep_fired_timers
         for entry in self.timers.due(domain, limit_ts):
             fired += 1
             self.deps.faults.point("in_timer", lambda: {"interval": str(self.id)})
@@ -493,12 +499,14 @@ class Interval:
                 self.comp.process_timer(self.ctx, timer)
             except Exception as exc:
                 self._restore(entry.key)
-                self.batch.timers[fld] = None
+                if delete:
+                    self.batch.timers[fld] = None
                 self._dead_letter_timer(entry, fid, exc)
             else:
                 # The firing's deletion goes in with its effects (a re-set in the
                 # callback, applied after, wins).
-                self.batch.timers[fld] = None
+                if delete:
+                    self.batch.timers[fld] = None
                 if not self._apply(entry.key, self.ctx.effects()):
                     self._restore(entry.key)
                     self._dead_letter_timer(entry, fid, self._failed_state)
@@ -516,6 +524,8 @@ class Interval:
             ("mw-error", f"{type(exc).__name__}: {exc}".encode()[:4000]),
         )
         self.deps.counters.dead_letters += 1
+        if self.deps.unsafe_drop_dead_letters:
+            return
         self.batch.productions.append(
             Production(
                 ids.derive(fid, DLQ_INDEX),
@@ -537,7 +547,8 @@ class Interval:
         # Weak productions not acknowledged by now are checkpointed, like strong ones:
         # those already sent and those made since the last send (e.g. by timers).
         self.flush_weak()
-        cp.pending.update(self.outbox.weak_for_checkpoint(self._new_batch_key))
+        if not self.deps.unsafe_unchecked_weak:
+            cp.pending.update(self.outbox.weak_for_checkpoint(self._new_batch_key))
         deletes, segments, handed = self.outbox.for_checkpoint()
         cp.acked = deletes
         seg_key = None
@@ -563,7 +574,8 @@ class Interval:
         outbox = self.outbox
         outbox.checkpointed(*self._outbox_ck)
         self._outbox_ck = (0, None, [], 0)
-        outbox.weak_committed()
+        if not self.deps.unsafe_unchecked_weak:
+            outbox.weak_committed()
         if cp.productions:
             for batch_key, productions in cp.pending.items():
                 if productions is cp.productions:

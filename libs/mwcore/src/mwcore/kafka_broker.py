@@ -232,7 +232,9 @@ class KafkaBroker:
         jvm = [
             java, f"-Xmx{self.heap_mb}m", f"-Xms{min(self.heap_mb, 256)}m", "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
-            f"-Dkafka.logs.dir={self.directory}",
+            # C1 only: C2's compiles took more than a core for the broker's first ~20 s
+            # under load here, competing with the workers of a short run.
+            "-XX:TieredStopAtLevel=1", f"-Dkafka.logs.dir={self.directory}",
             f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}", "-cp", classpath,
         ]  # fmt: skip
         if not (self.directory / "data" / "meta.properties").exists():

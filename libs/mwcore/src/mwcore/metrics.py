@@ -21,7 +21,7 @@ from prometheus_client.registry import Collector
 from mwcore.errors import ConfigError
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-STALL_S = 60.0  # a loop that has not turned for this long is unhealthy
+STALL_S = 60.0  # a loop that has not turned for this long is unhealthy (MW_METRICS_STALL_S)
 
 
 class Liveness:
@@ -74,9 +74,9 @@ def merge(families: Iterable[Metric]) -> list[Metric]:
 class ProcessMetrics:
     """The metrics registry of one process and the HTTP server that exposes it."""
 
-    def __init__(self) -> None:
+    def __init__(self, stall_s: float = STALL_S) -> None:
         self.registry = CollectorRegistry()
-        self.liveness = Liveness()
+        self.liveness = Liveness(stall_s)
         self._server: ThreadingHTTPServer | None = None
 
     def histogram(self, name: str, doc: str, labels: tuple[str, ...]) -> Histogram:

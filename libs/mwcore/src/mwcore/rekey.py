@@ -21,16 +21,22 @@ from mwcore.record import Record
 from mwcore.transport import rekey_stream
 
 
-def rekey_stages(comp: type[Computation]) -> list[type[Computation]]:
-    """One stage class per input of ``comp`` that declares a key extractor."""
+def rekey_stages(comp: type[Computation], unsafe_keep_key: bool = False) -> list[type[Computation]]:
+    """One stage class per input of ``comp`` that declares a key extractor.
+
+    ``unsafe_keep_key`` (``MW_UNSAFE_REKEY_KEEP_KEY``, for a negative control only): the
+    stages pass each record on under its own key, so a key of ``comp`` is not re-keyed
+    to one partition and has as many owners as partitions it came from."""
     stages: list[type[Computation]] = []
     for inp in comp.inputs:
         if inp.key is not None:
-            stages.append(_stage(comp, inp, inp.key))
+            stages.append(_stage(comp, inp, inp.key, unsafe_keep_key))
     return stages
 
 
-def _stage(comp: type[Computation], inp: Input, extract: KeyExtractor) -> type[Computation]:
+def _stage(
+    comp: type[Computation], inp: Input, extract: KeyExtractor, unsafe_keep_key: bool = False
+) -> type[Computation]:
     if inp.schema is None:
         raise ConfigError(f"{comp.name}: re-keyed input {inp.stream!r} needs a schema")
     schema: str = inp.schema
@@ -44,6 +50,13 @@ def _stage(comp: type[Computation], inp: Input, extract: KeyExtractor) -> type[C
 
         def process_record(self, ctx: Context, record: Record) -> None:
             ctx.produce(target, record.value, record.timestamp, key=str(extract(record.value)))
+
+    if unsafe_keep_key:
+
+        def keep_key(self: Computation, ctx: Context, record: Record) -> None:
+            ctx.produce(target, record.value, record.timestamp)
+
+        RekeyStage.process_record = keep_key  # type: ignore[method-assign]
 
     RekeyStage.__qualname__ = f"RekeyStage[{comp.name}.{inp.stream}]"
     return RekeyStage

@@ -25,6 +25,8 @@ class MetricsSettings(BaseSettings):
     # Prometheus metrics and /healthz on this port (unset: not served); 0 picks a free one
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = "0.0.0.0"
+    # /healthz answers 503 once the process's loop has not turned for this many seconds
+    metrics_stall_s: float = Field(default=60.0, gt=0)
 
 
 class WorkerSettings(MetricsSettings):
@@ -52,8 +54,17 @@ class WorkerSettings(MetricsSettings):
     latency_out: str = ""
     faults: str = ""
     fault_log: str = ""
-    unsafe_disable_fencing: bool = False
-    unsafe_disable_dedup: bool = False
+    # MW_UNSAFE_*: for the negative controls only (tests/, marked negative_control). Each
+    # turns one mechanism of a guarantee off, so a test can show that the check proving
+    # the guarantee fails without it. Never set one in a deployment.
+    unsafe_disable_fencing: bool = False  # commits ignore the token
+    unsafe_disable_dedup: bool = False  # re-sent records are applied again
+    unsafe_keep_fired_timers: bool = False  # a fired timer stays in the checkpoint
+    unsafe_drop_dead_letters: bool = False  # a bad record is skipped without a dead letter
+    unsafe_unchecked_weak: bool = False  # unacknowledged weak productions stay out of checkpoints
+    unsafe_rekey_keep_key: bool = False  # rekey stages produce under each record's own key
+    unsafe_skip_drain: bool = False  # SIGTERM exits without committing or draining
+    unsafe_no_retake: bool = False  # a fenced interval is never taken back
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)

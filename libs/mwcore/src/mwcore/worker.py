@@ -28,7 +28,6 @@ from typing import Any
 import structlog
 from confluent_kafka import (
     OFFSET_BEGINNING,
-    OFFSET_END,
     Consumer,
     KafkaException,
     Message,
@@ -76,6 +75,12 @@ class WorkerConfig:
     refence_backoff_s: float = 10.0  # after losing an interval to another grant
     report_interval_ms: int = 100  # watermark reports to the authority
     seen_gc_slack_ms: int = 60_000
+    # Negative controls only (settings: MW_UNSAFE_*): each turns one mechanism off.
+    unsafe_keep_fired_timers: bool = False
+    unsafe_drop_dead_letters: bool = False
+    unsafe_unchecked_weak: bool = False
+    unsafe_skip_drain: bool = False
+    unsafe_no_retake: bool = False
 
 
 class Clock:
@@ -156,6 +161,9 @@ class Worker:
             on_error=lambda event, info: log.warning(event, computation=computation.name, **info),
             clock=self.clock.now_ms,
             record_latency=bool(config.latency_out),
+            unsafe_keep_fired_timers=config.unsafe_keep_fired_timers,
+            unsafe_drop_dead_letters=config.unsafe_drop_dead_letters,
+            unsafe_unchecked_weak=config.unsafe_unchecked_weak,
         )
         self.latencies = LatencyRecorder() if config.latency_out else None
         self.producer = Producer(producer_config(config.bootstrap))
@@ -219,8 +227,19 @@ class Worker:
         if pos is not None:
             return pos
         if self.comp.options.start_from == "latest":
-            interval.unpositioned.add(fld)  # made durable as soon as the consumer knows it
-            return OFFSET_END
+            # The partition's end as the broker has it now, assigned as an explicit offset
+            # and committed with the interval's next checkpoint: a crash before the first
+            # record resumes here and skips nothing written since. (The consumer's own
+            # position is unknown until it has returned a record, so OFFSET_END could
+            # not be made durable before then.)
+            assert self.consumer is not None
+            _, end = self.consumer.get_watermark_offsets(
+                TopicPartition(tp.topic, tp.partition), timeout=30, cached=False
+            )
+            interval.positions[fld] = end
+            interval.batch.positions[fld] = end
+            interval._touch()
+            return int(end)
         return OFFSET_BEGINNING
 
     def _acquire(self, index: int) -> Interval:
@@ -295,8 +314,6 @@ class Worker:
                 self.faults.point("after_produce", functools.partial(dict, interval=index))
             if interval.weak_buffer or interval.outbox.to_send:  # new weak, or failed and re-queued
                 self._send(interval)
-            if interval.unpositioned:
-                self._fix_start_positions(interval)
         if self._refence:
             self._retake_fenced()
         now = time.monotonic()
@@ -414,7 +431,8 @@ class Worker:
         if self.consumer is not None:
             self.consumer.pause(self._partitions(index))
         delay = 0.0 if exc.store_restarted else self.cfg.refence_backoff_s
-        self._refence[index] = time.monotonic() + delay
+        if not self.cfg.unsafe_no_retake:
+            self._refence[index] = time.monotonic() + delay
         log.warning(
             "fenced",
             interval=str(interval.id),
@@ -443,23 +461,6 @@ class Worker:
                 self.consumer.seek(tp)  # back to the checkpoint: what was fetched is stale
             self.consumer.resume(tps)
             log.info("interval_retaken", interval=str(interval.id), token=interval.token)
-
-    def _fix_start_positions(self, interval: Interval) -> None:
-        """Make a "latest" start position durable once the consumer knows the offset, so a
-        crash before the first record does not move it on past records written since."""
-        assert self.consumer is not None
-        tps = []
-        for fld in interval.unpositioned:
-            topic, _, part = fld.rpartition(":")
-            tps.append(TopicPartition(topic, int(part)))
-        for tp in self.consumer.position(tps):
-            if tp.offset >= 0:
-                fld = position_field(tp.topic, tp.partition)
-                interval.unpositioned.discard(fld)
-                if fld not in interval.positions:
-                    interval.positions[fld] = tp.offset
-                    interval.batch.positions[fld] = tp.offset
-                    interval._touch()
 
     def _describe(self, interval: Interval) -> dict[str, Any]:
         cp = interval.batch
@@ -541,7 +542,10 @@ class Worker:
 
     def shutdown(self) -> None:
         """Commit every batch, wait for acks, commit their deletion, leave the group."""
-        self._drain(list(self.intervals.values()), 10.0)
+        if self.cfg.unsafe_skip_drain:
+            self.intervals.clear()  # nothing committed or drained, not even on revocation
+        else:
+            self._drain(list(self.intervals.values()), 10.0)
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None

@@ -90,7 +90,7 @@ class Authority:
         self._producer: Producer | None = None
         self._topic = ""
         self._topology_at = 0.0
-        self._published_at = 0.0
+        self._heartbeat_at = 0.0  # the last round that republished every computation
         self._last_sent: dict[str, Watermarks] = {}
         self._trimmed_at = time.monotonic()
         self._gap_checked: set[str] = set()
@@ -129,16 +129,19 @@ class Authority:
         self._refresh_topology()
         changed = self._read(self.cfg.block_ms)
         now = time.monotonic()
-        if not changed and now - self._published_at < self.cfg.heartbeat_s:
+        # Every heartbeat_s each computation is published again, changed or not (a
+        # follower sees that the authority is alive), whatever else was published since.
+        heartbeat = now - self._heartbeat_at >= self.cfg.heartbeat_s
+        if not changed and not heartbeat:
             return False
         pubs = self.graph.compute(self._clock())
         self._journal()
         if now - self._trimmed_at >= self.cfg.trim_every_s:
             self._trimmed_at = now
             self._trim()
-        sent = self._publish(pubs, heartbeat=now - self._published_at >= self.cfg.heartbeat_s)
-        if sent or now - self._published_at >= self.cfg.heartbeat_s:
-            self._published_at = now
+        sent = self._publish(pubs, heartbeat=heartbeat)
+        if heartbeat:
+            self._heartbeat_at = now
         return sent > 0
 
     def _refresh_topology(self, force: bool = False) -> None:
