@@ -2,7 +2,7 @@
 
 - Records sitting in the Kafka backlog (their consumer stopped while the producer goes
   on) hold the consumer's input watermark; when it comes back, no timer fires early.
-  Negative control: with the authority's backlog accounting off, a timer fires early.
+  Negative control: with the authority's backlog accounting off, the watermark passes them.
 - A report under a stale token is rejected; a missing injector process holds the
   watermark; published watermarks never go back.
 - ``late="drop"``: late records are counted and dropped.
@@ -251,14 +251,15 @@ def test_records_in_the_backlog_hold_the_watermark_and_no_timer_fires_early(
 
 
 @pytest.mark.negative_control
-def test_negative_control_without_backlog_accounting_a_timer_fires_early(
+def test_negative_control_without_backlog_accounting_the_watermark_passes_the_backlog(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
 ) -> None:
     """The same scenario and check, the authority ignoring the backlog: the watermark
-    runs past the records in it, and the window's timer fires before they are read."""
+    runs past the records still in it. (Whether the window's timer then fires before
+    they are read depends on whether the restarted consumer's first fetch or the
+    watermark reaches it first; tests/test_watermark_crash.py shows early windows.)"""
     problems = backlog_problems(*backlog_scenario(stack, registry, namespace, log_dir, backlog=False))
     assert any("passed records still in its backlog" in p for p in problems), problems
-    assert any("(early)" in p for p in problems), problems
 
 
 def zombie_injector_scenario(
