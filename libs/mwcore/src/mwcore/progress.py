@@ -24,13 +24,14 @@ def _when(ms: int) -> str:
 def render(label: str, done: int, total: int, elapsed_s: float, watermark: int) -> str:
     frac = min(1.0, done / total) if total else 1.0
     filled = int(frac * WIDTH)
-    rate = done / elapsed_s if elapsed_s > 0 else 0.0
-    eta = (total - done) / rate if rate > 0 and total > done else 0.0
     bar = "#" * filled + "-" * (WIDTH - filled)
-    return (
-        f"{label} [{bar}] {frac:4.0%} {done:,}/{total:,} records  {rate:,.0f}/s  "
-        f"ETA {eta:.0f}s  watermark {_when(watermark)}"
-    )
+    if elapsed_s < 1.0 and done < total:  # too early for a rate worth showing
+        speed = "-/s  ETA -"
+    else:
+        rate = done / elapsed_s if elapsed_s > 0 else 0.0
+        eta = (total - done) / rate if rate > 0 and total > done else 0.0
+        speed = f"{rate:,.0f}/s  ETA {eta:.0f}s"
+    return f"{label} [{bar}] {frac:4.0%} {done:,}/{total:,} records  {speed}  watermark {_when(watermark)}"
 
 
 class Bar:
