@@ -24,7 +24,6 @@ from mwcore.localstack import LocalStack
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.transport import topic_name
-from tests.conftest import ROOT
 from tests.support.computations import filler
 from tests.support.procs import wait_until
 from tests.support.running_sum import Deployment, InputRecord, verify
@@ -44,9 +43,7 @@ def run_with_bad_records(
     """Good traffic with the four kinds of bad record mixed in, a SIGKILL half way;
     returns every problem ``check_dead_letters`` finds."""
     rng = random.Random(9)
-    dep = Deployment(
-        stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path, worker_env=dict(env)
-    )
+    dep = Deployment.on(stack, namespace, tmp_path, worker_env=dict(env))
     writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
     foreign = SchemaRegistry()
     foreign.add(FOREIGN)
@@ -166,11 +163,9 @@ def test_a_production_over_the_size_limit_is_a_dead_letter_and_one_at_it_is_sent
 
     at = MAX_VALUE_BYTES - (size(899_000) - 899_000)  # the key length of a value of the limit
     assert size(at) == MAX_VALUE_BYTES and size(at + 1) == MAX_VALUE_BYTES + 1
-    dep = Deployment(
-        stack.bootstrap,
-        stack.redis_url,
+    dep = Deployment.on(
+        stack,
         namespace,
-        ROOT / "schemas",
         tmp_path,
         computation="tests.support.computations:SizedSum",
     )

@@ -26,7 +26,6 @@ from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.transport import topic_name
-from tests.conftest import ROOT
 from tests.support.procs import joined, wait_until
 from tests.support.running_sum import Deployment, Injector, make_inputs, verify
 
@@ -43,7 +42,7 @@ FAULT_POINTS = {
 
 
 def _deploy(stack: LocalStack, namespace: str, tmp_path: Path, **env: str) -> Deployment:
-    return Deployment(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path, worker_env=env)
+    return Deployment.on(stack, namespace, tmp_path, worker_env=env)
 
 
 @pytest.mark.exactly_once
@@ -173,11 +172,9 @@ def run_weak(
     killed worker's weak productions of those seconds are all unacknowledged, its
     commits go on). Returns what ``verify`` finds."""
     inputs = make_inputs(200_000, 300, dup_rate=0.01, seed=13)
-    dep = Deployment(
-        stack.bootstrap,
-        stack.redis_url,
+    dep = Deployment.on(
+        stack,
         namespace,
-        ROOT / "schemas",
         tmp_path,
         worker_env=dict(env),
         computation="tests.support.computations:WeakRunningSum",

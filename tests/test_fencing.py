@@ -27,7 +27,6 @@ from mwcore.serde import SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.store import IntervalId
 from mwcore.transport import topic_name
-from tests.conftest import ROOT
 from tests.support.procs import joined, wait_until
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, make_inputs, verify
 from tests.support.topics import read_topic
@@ -50,7 +49,7 @@ def _zombie_scenario(
     fencing: bool,
 ) -> ZombieOutcome:
     env = {} if fencing else {"MW_UNSAFE_DISABLE_FENCING": "1"}
-    dep = Deployment(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path, worker_env=env)
+    dep = Deployment.on(stack, namespace, tmp_path, worker_env=env)
     store = RedisCheckpointStore(dep.r)
     fault_log = tmp_path / "faults.jsonl"
     inputs = make_inputs(30_000, 300, dup_rate=0.01, seed=5)
@@ -151,9 +150,7 @@ def redis_restart_run(
     worker with records coming in. Returns every problem found: the worker not caught
     up or dead, no fencing or retaking in its log, and what ``verify`` finds."""
     inputs = make_inputs(20_000, 100, dup_rate=0.01, seed=17)
-    dep = Deployment(
-        stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path, worker_env=dict(env)
-    )
+    dep = Deployment.on(stack, namespace, tmp_path, worker_env=dict(env))
     worker = dep.add_worker("w0").start()
     writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
     injector = Injector(writer, inputs, rate=2_000)

@@ -20,7 +20,6 @@ import pytest
 
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
-from tests.conftest import ROOT
 from tests.support.procs import WorkerProc, wait_until
 from tests.support.running_sum import PARTITIONS, Deployment
 
@@ -52,7 +51,7 @@ def owned(w: WorkerProc) -> set[int]:
 def test_a_restarted_static_member_gets_its_intervals_back_without_a_rebalance(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path, static: bool
 ) -> None:
-    dep = Deployment(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path)
+    dep = Deployment.on(stack, namespace, tmp_path)
     member = {"a": f"{namespace}-a", "b": f"{namespace}-b"}
     a, b = dep.add_worker("a"), dep.add_worker("b")
     release = tmp_path / "release"

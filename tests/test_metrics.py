@@ -52,7 +52,7 @@ def test_worker_metrics_count_what_it_did(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
 ) -> None:
     port = free_port()
-    dep = Deployment(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path)
+    dep = Deployment.on(stack, namespace, tmp_path)
     writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
     good, dups, bad = 2_000, 150, 7
     ids = [i.to_bytes(16, "big") for i in range(good)]
@@ -108,7 +108,7 @@ def test_worker_metrics_count_what_it_did(
 def test_no_metrics_port_serves_nothing(stack: LocalStack, namespace: str, tmp_path: Path) -> None:
     """A worker without MW_METRICS_PORT listens on no port at all; the same check finds
     the one port of a worker with MW_METRICS_PORT=0 (a free port), which serves metrics."""
-    dep = Deployment(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path)
+    dep = Deployment.on(stack, namespace, tmp_path)
     quiet = dep.add_worker("q0").start()
     served = dep.add_worker("q1").start(MW_METRICS_PORT="0", MW_METRICS_HOST="127.0.0.1")
     try:
@@ -129,11 +129,9 @@ def test_healthz_turns_503_while_the_loop_stalls(
     """User code hangs on one record: /healthz answers 503 once the loop has not turned
     for MW_METRICS_STALL_S, and 200 again once it turns (metrics are served throughout)."""
     release = tmp_path / "release"
-    dep = Deployment(
-        stack.bootstrap,
-        stack.redis_url,
+    dep = Deployment.on(
+        stack,
         namespace,
-        ROOT / "schemas",
         tmp_path,
         computation="tests.support.computations:StallingSum",
         worker_env={"MW_TEST_RELEASE": str(release)},

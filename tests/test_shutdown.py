@@ -15,7 +15,6 @@ import pytest
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
 from mwcore.source import SourceWriter
-from tests.conftest import ROOT
 from tests.support.procs import joined, wait_until
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, make_inputs, verify
 
@@ -40,9 +39,7 @@ def stop_under_load(
     """SIGTERM to a worker while records keep coming; then a new worker finishes the
     stream. Returns what ``check_clean_stop`` and ``verify`` find."""
     inputs = make_inputs(20_000, 100, dup_rate=0.0, seed=21)
-    dep = Deployment(
-        stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path, worker_env=dict(env)
-    )
+    dep = Deployment.on(stack, namespace, tmp_path, worker_env=dict(env))
     worker = dep.add_worker("w0").start()
     writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
     # The first half at 4,000 records/s, then a trickle of 500/s until released: the

@@ -52,7 +52,7 @@ def test_a_write_run_again_after_a_failed_task_is_counted_once(
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
-    dep = Deployment(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", tmp_path)
+    dep = Deployment.on(stack, namespace, tmp_path)
     rows = [(f"key-{i % 30}", i % 9 + 1, 1_000_000 + i) for i in range(ROWS)]
     marker = tmp_path / "fail"
     marker.touch()

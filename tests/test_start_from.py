@@ -15,7 +15,6 @@ import pytest
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
 from mwcore.source import SourceWriter
-from tests.conftest import ROOT
 from tests.support.procs import wait_until
 from tests.support.running_sum import PARTITIONS, Deployment, InputRecord, verify
 
@@ -26,11 +25,9 @@ def test_latest_skips_what_came_before_and_keeps_its_start_across_a_crash(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
 ) -> None:
     rng = random.Random(17)
-    dep = Deployment(
-        stack.bootstrap,
-        stack.redis_url,
+    dep = Deployment.on(
+        stack,
         namespace,
-        ROOT / "schemas",
         tmp_path,
         computation="tests.support.computations:LatestSum",
     )

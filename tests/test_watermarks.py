@@ -154,9 +154,7 @@ def injector(stack: LocalStack, registry: SchemaRegistry, namespace: str, **kw: 
         name=kw.pop("name", "src"),
         outputs={"events": "mw.examples.Number"},
         namespace=namespace,
-        partitions=1,
-        report_interval_ms=50,
-        **kw,
+        **{"partitions": 1, "report_interval_ms": 50, **kw},
     )
     inj.start()
     return inj
@@ -406,16 +404,7 @@ def test_late_drop_counts_and_drops_late_records(
     worker.start(MW_METRICS_PORT=str(port), MW_METRICS_HOST="127.0.0.1")
     try:
         wait_until(lambda: worker.ready, 60, what="the worker to join")
-        inj = Injector(
-            bootstrap=stack.bootstrap,
-            client=redis.Redis.from_url(stack.redis_url),
-            registry=registry,
-            name="src",
-            outputs={"events": "mw.examples.Number"},
-            namespace=namespace,
-            partitions=2,  # the forward computation's
-        )
-        inj.start()
+        inj = injector(stack, registry, namespace, partitions=2)  # the forward computation's
         on_time, late = [], []
         for i in range(100):
             on_time.append(bytes([1, i]) * 8)

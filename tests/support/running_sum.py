@@ -15,14 +15,16 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 
 from mwcore import ids
+from mwcore.localstack import LocalStack
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.source import SourceWriter
 from mwcore.transport import ensure_topics, topic_name
-from tests.support.procs import WorkerProc, wait_until, worker_env
+from tests.support.procs import ROOT, WorkerProc, wait_until, worker_env
 from tests.support.topics import read_topic
 
 COMPUTATION = "mwcore.examples.running_sum:RunningSum"
@@ -107,6 +109,12 @@ class Deployment:
     workers: list[WorkerProc] = field(default_factory=list)
     computation: str = COMPUTATION  # module:Class of a computation named running_sum
 
+    @classmethod
+    def on(cls, stack: LocalStack, namespace: str, log_dir: Path, **kw: Any) -> Deployment:
+        """A deployment on the session's stack with the repository's schemas; ``kw``:
+        ``computation``, ``worker_env``."""
+        return cls(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", log_dir, **kw)
+
     def __post_init__(self) -> None:
         self.r = redis.Redis.from_url(self.redis_url)
         self.numbers = topic_name(self.namespace, "numbers")
@@ -118,7 +126,7 @@ class Deployment:
         )
 
     def add_worker(self, name: str) -> WorkerProc:
-        # Dynamic membership: on the local broker a stopped static member is never evicted.
+        # Dynamic membership (tests/test_membership.py covers MW_INSTANCE_ID).
         w = WorkerProc(self.computation, self.env(), self.log_dir, name)
         self.workers.append(w)
         return w

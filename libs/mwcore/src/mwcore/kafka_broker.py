@@ -18,7 +18,6 @@ import base64
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mwcore.errors import ConfigError
-from mwcore.localproc import die_with_parent, free_port
+from mwcore.localproc import die_with_parent, free_port, kill_process, stop_process
 
 KAFKA_VERSION = "4.1.1"
 SCALA_VERSION = "2.13"
@@ -286,20 +285,11 @@ class KafkaBroker:
 
     def stop(self, timeout: float = 20) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout)
 
     def kill(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        kill_process(proc)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,6 @@ cleanly.
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -20,20 +19,9 @@ from typing import Literal
 
 from mwcore.errors import ConfigError
 from mwcore.kafka_broker import KafkaBroker
-from mwcore.localproc import die_with_parent, free_port, wait_for_port
+from mwcore.localproc import die_with_parent, free_port, kill_process, stop_process, wait_for_port
 
 __all__ = ["LocalStack", "RedisServer", "free_port"]
-
-
-def _stop(proc: subprocess.Popen[bytes] | None, timeout: float = 10) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @dataclass
@@ -94,14 +82,12 @@ class RedisServer:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        _stop(self.proc)
-        self.proc = None
+        proc, self.proc = self.proc, None
+        stop_process(proc)
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
+        proc, self.proc = self.proc, None
+        kill_process(proc)
 
 
 @dataclass

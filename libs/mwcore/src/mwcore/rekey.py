@@ -51,12 +51,10 @@ def _stage(
         def process_record(self, ctx: Context, record: Record) -> None:
             ctx.produce(target, record.value, record.timestamp, key=str(extract(record.value)))
 
-    if unsafe_keep_key:
-
-        def keep_key(self: Computation, ctx: Context, record: Record) -> None:
+    class KeepKeyStage(RekeyStage):  # the negative control's stage: no re-keying
+        def process_record(self, ctx: Context, record: Record) -> None:
             ctx.produce(target, record.value, record.timestamp)
 
-        RekeyStage.process_record = keep_key  # type: ignore[method-assign]
-
-    RekeyStage.__qualname__ = f"RekeyStage[{comp.name}.{inp.stream}]"
-    return RekeyStage
+    stage = KeepKeyStage if unsafe_keep_key else RekeyStage
+    stage.__qualname__ = f"RekeyStage[{comp.name}.{inp.stream}]"
+    return stage
