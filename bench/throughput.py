@@ -25,6 +25,7 @@ Prints the figures; the last line is a JSON object with ``records_per_s``,
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -162,7 +163,7 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def run_worker(
-    stack: LocalStack, namespace: str, topic: str, ends: dict[int, int], cls: str = "KeyedCount"
+    stack: LocalStack, namespace: str, topic: str, ends: dict[int, int], cls: str = "KeyedCount", **env: str
 ) -> dict[str, float]:
     """Throughput of one worker process, and the CPU it used per record over the same
     window (less noisy than the rate: the broker and Redis share the two cores)."""
@@ -170,7 +171,7 @@ def run_worker(
     computation = "keyed_count" if cls == "KeyedCount" else "keyed_count_every"
     proc = subprocess.Popen(
         [sys.executable, "-m", "mwcore.cli", "run", f"bench.keyed_count:{cls}"],
-        env=worker_env(stack, namespace),
+        env=worker_env(stack, namespace, **env),
         cwd=ROOT,
     )
     try:
@@ -199,14 +200,16 @@ def run_worker(
         proc.wait(60)
 
 
-def steady_latency(stack: LocalStack, registry: SchemaRegistry, rate: int, seconds: int) -> dict[str, float]:
-    namespace = f"lat{os.getpid()}"
+def steady_latency(
+    stack: LocalStack, registry: SchemaRegistry, rate: int, seconds: int, **env: str
+) -> dict[str, float]:
+    namespace = f"lat{os.getpid()}{next(_runs)}"
     topic = topic_name(namespace, "events")
     ensure_topics(stack.bootstrap, {topic: PARTITIONS})
     out = Path(tempfile.mkdtemp()) / "latency.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "mwcore.cli", "run", "bench.keyed_count:KeyedCount"],
-        env=worker_env(stack, namespace, MW_LATENCY_OUT=str(out)),
+        env=worker_env(stack, namespace, MW_LATENCY_OUT=str(out), **env),
         cwd=ROOT,
     )
     r = redis.Redis.from_url(stack.redis_url)
@@ -226,17 +229,21 @@ def steady_latency(stack: LocalStack, registry: SchemaRegistry, rate: int, secon
             if time.monotonic() > deadline:
                 raise TimeoutError("the latency worker never committed")
             time.sleep(0.05)
+        # A steady rate at millisecond resolution: each millisecond, the records due by
+        # then, each stamped when it is produced. (Sleeping before every record cost the
+        # generator most of a core at 10,000/s, on the cores the worker and broker share.)
         n = rate * seconds
+        i = 0
         start = time.perf_counter()
-        for i in range(n):
-            target = start + i / rate
-            delay = target - time.perf_counter()
-            if delay > 0:
-                writer.producer.poll(0)
-                time.sleep(delay)
-            key = f"query-{rng.randrange(KEYS)}"
-            value = encode({"query": key, "lang": "en", "latency_us": i})
-            writer.write_raw(key.encode(), value, time.time_ns() // 1_000_000, ids.random_id())
+        while i < n:
+            due = min(n, int((time.perf_counter() - start) * rate) + 1)
+            while i < due:
+                key = f"query-{rng.randrange(KEYS)}"
+                value = encode({"query": key, "lang": "en", "latency_us": i})
+                writer.write_raw(key.encode(), value, time.time_ns() // 1_000_000, ids.random_id())
+                i += 1
+            writer.producer.poll(0)
+            time.sleep(max(0.0, start + i / rate - time.perf_counter()))
         writer.flush()
         ends = writer.end_offsets
         while not all(positions(r, namespace, topic)[p] >= ends.get(p, 0) for p in range(PARTITIONS)):
@@ -245,13 +252,20 @@ def steady_latency(stack: LocalStack, registry: SchemaRegistry, rate: int, secon
         proc.terminate()
         proc.wait(60)
     data = json.loads(out.read_text())
-    samples = sorted(data["samples_ms"][1:])  # drop the warm-up record
+    in_order = data["samples_ms"][1:]  # drop the warm-up record
+    samples = sorted(in_order)
+    steady = sorted(in_order[len(in_order) // 2 :])
     return {
         "latency_rate_records_per_s": rate,
         "latency_records": len(samples),
         "latency_median_ms": samples[len(samples) // 2],
         "latency_p99_ms": samples[int(len(samples) * 0.99)],
+        "latency_second_half_median_ms": steady[len(steady) // 2],
+        "latency_second_half_p99_ms": steady[int(len(steady) * 0.99)],
     }
+
+
+_runs = itertools.count()
 
 
 def _producer_conf(bootstrap: str) -> dict[str, object]:

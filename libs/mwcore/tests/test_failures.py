@@ -158,6 +158,9 @@ class FakeConsumer:
     def consume(self, num: int, timeout: float) -> list[Message]:
         return self.chunks.pop(0) if self.chunks else []
 
+    def poll(self, timeout: float) -> Message | None:
+        return None
+
     def assignment(self) -> list[Any]:
         return []
 

@@ -70,6 +70,15 @@ class MemoryCheckpointStore:
     def seen_ids(self, interval: IntervalId) -> list[bytes]:
         return list(self._get(interval).seen)
 
+    def commit_many(self, commits: Sequence[tuple[IntervalId, str, Checkpoint]]) -> list[int | FencedError]:
+        results: list[int | FencedError] = []
+        for interval, token, checkpoint in commits:
+            try:
+                results.append(self.commit(interval, token, checkpoint))
+            except FencedError as exc:
+                results.append(exc)
+        return results
+
     def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
         iv = self._get(interval)
         if token != iv.token:

@@ -146,18 +146,19 @@ class RedisCheckpointStore:
         return [member for member, _ in self._r.zscan_iter(self.keys(interval).seen, count=10_000)]
 
     def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
-        args = self._commit_args(token, checkpoint)
-        keys = self.keys(interval).commit_keys()
+        result = self.commit_many([(interval, token, checkpoint)])[0]
+        if isinstance(result, FencedError):
+            raise result
+        return result
+
+    def commit_many(self, commits: Sequence[tuple[IntervalId, str, Checkpoint]]) -> list[int | FencedError]:
+        """Each checkpoint as its own atomic, fenced script call, all in one round trip."""
+        calls = [(self.keys(iv).commit_keys(), self._commit_args(token, cp)) for iv, token, cp in commits]
         delay = 0.05
         for attempt in range(self._retries + 1):
             try:
-                return int(self._commit(keys, args))
-            except redis.ResponseError as exc:
-                text = str(exc)
-                if text.startswith("FENCED"):
-                    reason = "restarted" if "restarted" in text else "token"
-                    raise FencedError(str(interval), token, reason) from exc
-                raise CheckpointError(f"{interval}: {text}") from exc
+                replies = self._commit.call_many(calls)
+                break
             except (redis.ConnectionError, redis.TimeoutError):
                 # Re-applying a checkpoint is idempotent (it only sets values), and the
                 # token check still guards it, so a retry after a lost reply is safe.
@@ -165,7 +166,17 @@ class RedisCheckpointStore:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
-        raise AssertionError("unreachable")
+        results: list[int | FencedError] = []
+        for (interval, token, _), reply in zip(commits, replies, strict=True):
+            if isinstance(reply, redis.ResponseError):
+                text = str(reply)
+                if not text.startswith("FENCED"):
+                    raise CheckpointError(f"{interval}: {text}") from reply
+                reason = "restarted" if "restarted" in text else "token"
+                results.append(FencedError(str(interval), token, reason))
+            else:
+                results.append(int(reply))
+        return results
 
     def _commit_args(self, token: str, cp: Checkpoint) -> list[Arg]:
         commit_id = cp.commit_id or os.urandom(16)

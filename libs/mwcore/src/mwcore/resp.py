@@ -60,16 +60,35 @@ class FastScript:
         return self._conn
 
     def __call__(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
-        packed = pack_command(["EVALSHA", self.sha, len(keys), *keys, *args])
+        reply = self.call_many([(keys, args)])[0]
+        if isinstance(reply, redis.ResponseError):
+            raise reply
+        return reply
+
+    def call_many(self, calls: Sequence[tuple[Sequence[Arg], Sequence[Arg]]]) -> list[Any]:
+        """Run the script once per (keys, args), all in one round trip. Each reply is
+        in the order of the calls; an error reply is returned as its ResponseError."""
+        packed = [pack_command(["EVALSHA", self.sha, len(keys), *keys, *args]) for keys, args in calls]
         conn = self._connection()
         try:
-            try:
-                conn.send_packed_command([packed], check_health=False)
-                return conn.read_response()
-            except NoScriptError:
+            replies = _round_trip(conn, packed)
+            missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+            if missing:
                 self._client.script_load(self._source)
-                conn.send_packed_command([packed], check_health=False)
-                return conn.read_response()
+                for i, reply in zip(missing, _round_trip(conn, [packed[i] for i in missing]), strict=True):
+                    replies[i] = reply
+            return replies
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
             raise
+
+
+def _round_trip(conn: Any, packed: list[bytes]) -> list[Any]:
+    conn.send_packed_command(packed, check_health=False)
+    replies: list[Any] = []
+    for _ in packed:
+        try:
+            replies.append(conn.read_response())
+        except redis.ResponseError as exc:  # read whole: the next reply stays in step
+            replies.append(exc)
+    return replies

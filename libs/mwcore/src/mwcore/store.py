@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from mwcore.checkpoint import Checkpoint, Snapshot
+from mwcore.errors import FencedError
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,4 +57,9 @@ class CheckpointStore(Protocol):
 
     def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
         """Apply the checkpoint atomically if ``token`` is current; return the commit count."""
+        ...
+
+    def commit_many(self, commits: Sequence[tuple[IntervalId, str, Checkpoint]]) -> list[int | FencedError]:
+        """``commit`` for several intervals at once (each atomic on its own, not all
+        together): per interval its commit count, or the FencedError it was refused with."""
         ...

@@ -35,7 +35,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from mwcore.checkpoint import position_field
+from mwcore.checkpoint import Checkpoint, position_field
 from mwcore.computation import Computation
 from mwcore.errors import FencedError
 from mwcore.faults import NO_FAULTS, Faults
@@ -305,7 +305,7 @@ class Worker:
         # Timers first: what the watermark says is complete fires before more input is
         # read (with an exact watermark either order is correct).
         self._fire_timers()
-        messages = self.consumer.consume(cfg.poll_records, self._poll_timeout())
+        messages = self._poll()
         if messages:
             self._route(messages)
         self.producer.poll(0)
@@ -318,9 +318,9 @@ class Worker:
             self._retake_fenced()
         now = time.monotonic()
         delay = cfg.max_batch_delay_ms / 1000
-        for interval in list(self.intervals.values()):
-            if interval.due(now, cfg.max_batch_records, delay):
-                self._commit(interval)
+        due = [i for i in self.intervals.values() if i.due(now, cfg.max_batch_records, delay)]
+        if due:
+            self._commit(*due)
         self._report(now)
         if now - self._last_mirror >= cfg.mirror_offsets_s:
             self._last_mirror = now
@@ -361,10 +361,22 @@ class Worker:
         for interval, keys in taken:
             interval.outbox.reported(keys)
 
+    def _poll(self) -> list[Message]:
+        """What has arrived, at once; if nothing has, wait for the first message (at
+        most until an open batch is due), then take what came with it. (``consume``
+        with a timeout waits for a full chunk, and so held every record back.)"""
+        assert self.consumer is not None
+        n = self.cfg.poll_records
+        messages = self.consumer.consume(n, 0)
+        if not messages:
+            first = self.consumer.poll(self._poll_timeout())
+            if first is not None:
+                messages = [first, *self.consumer.consume(n - 1, 0)]
+        return messages
+
     def _poll_timeout(self) -> float:
-        """``consume`` blocks until it has a full chunk or the timeout passes, so the
-        timeout bounds how long a record waits before its batch even starts: keep it
-        at half the batch deadline, and shorter when an open batch is due sooner."""
+        """How long to wait for input: half the batch deadline, and shorter when an
+        open batch is due sooner."""
         cap = self.cfg.max_batch_delay_ms / 2000
         started = [i.batch_started for i in self.intervals.values() if i.batch_started is not None]
         if not started:
@@ -392,30 +404,37 @@ class Worker:
         for interval in list(self.intervals.values()):
             interval.fire_timers(wm, now, self.cfg.max_batch_records)
 
-    def _commit(self, interval: Interval) -> bool:
-        if interval.batch.productions:  # the zombie test pauses on a batch that has some
-            self.faults.point("before_commit", lambda: self._describe(interval))
-        cp = interval.prepare()
-        if cp.is_empty():
-            interval._reset_batch()
-            return True
+    def _commit(self, *intervals: Interval) -> None:
+        """Commit the intervals' batches: one fenced, atomic checkpoint each, all in one
+        round trip to the store; then send each accepted checkpoint's productions."""
+        prepared: list[tuple[Interval, Checkpoint]] = []
+        for interval in intervals:
+            if interval.batch.productions:  # the zombie test pauses on a batch that has some
+                self.faults.point("before_commit", functools.partial(self._describe, interval))
+            cp = interval.prepare()
+            if cp.is_empty():
+                interval._reset_batch()
+            else:
+                prepared.append((interval, cp))
+        if not prepared:
+            return
         began = time.monotonic()
-        try:
-            commits = self.store.commit(interval.id, interval.token, cp)
-        except FencedError as exc:
-            self._fenced(interval, exc)
-            return False
-        self.counters.commits += 1
-        if self.on_commit is not None:
-            done = time.monotonic()
-            opened = interval.batch_started
-            self.on_commit(done - (began if opened is None else opened), done - began)
-        if self.latencies is not None:
-            self.latencies.add(self.clock.now_ms(), interval.batch_timestamps)
-        self.faults.point("after_commit", lambda: {"interval": str(interval.id)})
-        interval.committed(cp, commits)
-        self._send(interval)
-        return True
+        results = self.store.commit_many([(i.id, i.token, cp) for i, cp in prepared])
+        done = time.monotonic()
+        now_ms = self.clock.now_ms()
+        for (interval, cp), result in zip(prepared, results, strict=True):
+            if isinstance(result, FencedError):
+                self._fenced(interval, result)
+                continue
+            self.counters.commits += 1
+            if self.on_commit is not None:
+                opened = interval.batch_started
+                self.on_commit(done - (began if opened is None else opened), done - began)
+            if self.latencies is not None:
+                self.latencies.add(now_ms, interval.batch_timestamps)
+            self.faults.point("after_commit", functools.partial(dict, interval=str(interval.id)))
+            interval.committed(cp, result)
+            self._send(interval)
 
     def _fenced(self, interval: Interval, exc: FencedError) -> None:
         """Drop the interval's soft state; stop reading it; try to take it back later.
@@ -499,18 +518,14 @@ class Worker:
         """Commit the intervals' batches, wait (once, for all) for Kafka's
         acknowledgements, then commit their deletion. Unacknowledged batches stay
         pending in the checkpoint and are re-sent by the next owner."""
-        for interval in intervals:
-            self._commit(interval)
+        self._commit(*intervals)
         self.producer.flush(flush_s)
         self.producer.poll(0)
         live = [i for i in intervals if i.id.index in self.intervals]
-        for interval in live:  # delete the acknowledged, store their segments
-            if interval.outbox.has_cleanup:
-                self._commit(interval)
+        self._commit(*[i for i in live if i.outbox.has_cleanup])  # delete the acknowledged
         self._report(time.monotonic(), force=True)
-        for interval in live:  # delete the segments just reported
-            if interval.outbox.has_cleanup and interval.id.index in self.intervals:
-                self._commit(interval)
+        # delete the segments just reported
+        self._commit(*[i for i in live if i.outbox.has_cleanup and i.id.index in self.intervals])
 
     def _mirror_offsets(self) -> None:
         if self.consumer is None:
