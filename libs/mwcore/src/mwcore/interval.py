@@ -137,7 +137,8 @@ class Interval:
         self.batch_seen: set[bytes] = set()
         self.batch_started: float | None = None
         self.batch_records = 0
-        self.batch_timestamps: list[int] = []
+        self.batch_timestamps: list[int] = []  # when latency is recorded: each record's
+        self.batch_arrivals: list[int] = []  # timestamp, and when it reached the worker
 
     def _touch(self) -> None:
         if self.batch_started is None:
@@ -268,6 +269,7 @@ class Interval:
         binding: InputBinding | None = None
         processed = 0
         timestamps = self.batch_timestamps if deps.record_latency else None
+        arrivals, arrived = self.batch_arrivals, deps.clock()
         for n, (m, rid, key) in enumerate(todo):
             if n == fault_at:
                 deps.faults.point("mid_batch", lambda: {"interval": str(self.id)})
@@ -289,6 +291,7 @@ class Interval:
             processed += 1
             if timestamps is not None:
                 timestamps.append(ts)
+                arrivals.append(arrived)
             ctx.begin(key, rid, ts)
             try:
                 comp.process_record(ctx, record)

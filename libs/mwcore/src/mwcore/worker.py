@@ -431,7 +431,7 @@ class Worker:
                 opened = interval.batch_started
                 self.on_commit(done - (began if opened is None else opened), done - began)
             if self.latencies is not None:
-                self.latencies.add(now_ms, interval.batch_timestamps)
+                self.latencies.add(now_ms, interval.batch_timestamps, interval.batch_arrivals)
             self.faults.point("after_commit", functools.partial(dict, interval=str(interval.id)))
             interval.committed(cp, result)
             self._send(interval)
