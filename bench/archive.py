@@ -7,12 +7,11 @@ Run: ``.venv/bin/python bench/archive.py [--records N]`` (``make bench-archive``
    default scenario: 300 queries, Zipf-skewed, jittered timestamps) into ``queries``
    (4 partitions).
 2. Archive read: (a) a plain confluent-kafka consumer reads and Avro-decodes the
-   whole range; (b) ``spark.read.format("mw")`` (local[2]) reads it, decoded, into
-   an aggregate; (k) Spark's own Kafka source (``spark-sql-kafka-0-10``) reads it,
-   with what the kit needs on top: the record id from its header and the value
-   decoded by the kit's Avro codec in Arrow batches; (b') and (k') the same without
-   decoding. Spark's figures are the better of two runs (the first starts the
-   Python workers), the sources alternating.
+   whole range; (b) ``read_archive`` (local[2]: Spark's own Kafka source,
+   ``spark-sql-kafka-0-10``, with what the kit adds: the record id, the value decoded
+   by the kit's Avro codec in Arrow batches) reads it into an aggregate; (b') the same
+   without decoding; (k') Spark's Kafka source alone. Spark's figures are the better
+   of two runs (the first starts the Python workers).
 3. Windower: (c) ``run_computation`` of the windower class in Spark over the
    archive (read, group by key, run, encode), to a count of its output; (d) one
    streaming windower worker process (exactly-once, strong productions) over the
@@ -35,7 +34,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import redis
 from pyspark.sql import SparkSession
@@ -97,16 +95,9 @@ def spark_read(spark: SparkSession, stack: LocalStack, namespace: str, decode: b
     return _best_of_two(lambda: int(df.agg(F.count("*"), F.sum(column)).collect()[0][0]))
 
 
-def kafka_connector() -> str:
-    """Spark's own Kafka source for the PySpark in use (resolved by spark.jars.packages)."""
-    import pyspark
-
-    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
-
-
-def spark_kafka_read(spark: SparkSession, stack: LocalStack, topic: str, decode: bool) -> tuple[float, int]:
-    """Spark's Kafka source over the same topic: undecoded, or with what the kit needs on
-    top (the record id from its header, the Avro value decoded by the kit's serde)."""
+def spark_kafka_read(spark: SparkSession, stack: LocalStack, topic: str) -> tuple[float, int]:
+    """Spark's Kafka source over the same topic, with nothing on top (the floor of
+    ``read_archive``, which reads through it)."""
     from pyspark.sql import functions as F
 
     df = (
@@ -118,49 +109,7 @@ def spark_kafka_read(spark: SparkSession, stack: LocalStack, topic: str, decode:
         .option("includeHeaders", "true")
         .load()
     )
-    if not decode:
-        return _best_of_two(lambda: int(df.agg(F.count("*"), F.sum("offset")).collect()[0][0]))
-    decoded = decode_kafka_rows(df, SchemaRegistry.from_directory(ROOT / "schemas"), "zeitgeist.Query")
-    return _best_of_two(lambda: int(decoded.agg(F.count("*"), F.sum("user")).collect()[0][0]))
-
-
-def decode_kafka_rows(df: Any, registry: SchemaRegistry, schema: str) -> Any:
-    """``id``, ``decode_error`` and the decoded fields of Spark Kafka-source rows, decoded
-    in Arrow batches (``mapInArrow``) by the kit's generated Avro codec."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
-
-    from mwcore.record import ID_HEADER
-    from mwcore.serde import AvroSerde
-    from mwcore.spark.types import struct_of
-
-    serde = AvroSerde(registry, schema)
-    fields = struct_of(registry.latest(schema).parsed).fields
-    names = [f.name for f in fields]
-    out = StructType([StructField("id", BinaryType()), StructField("decode_error", StringType()), *fields])
-    arrow_schema = to_arrow_schema(out)
-
-    def decode(batches: Any) -> Any:
-        for batch in batches:
-            cols: dict[str, list[Any]] = {n: [] for n in arrow_schema.names}
-            ids, errors = cols["id"], cols["decode_error"]
-            per_field = [cols[n] for n in names]
-            for value, headers in zip(
-                batch.column("value").to_pylist(), batch.column("headers").to_pylist(), strict=True
-            ):
-                ids.append(next((h["value"] for h in headers or () if h["key"] == ID_HEADER), None))
-                try:
-                    rec = serde.decode(value)
-                    errors.append(None)
-                except Exception as exc:
-                    rec = {}
-                    errors.append(str(exc))
-                for col, name in zip(per_field, names, strict=True):
-                    col.append(rec.get(name))
-            yield pa.RecordBatch.from_pydict(cols, schema=arrow_schema)
-
-    return df.select("value", "headers").mapInArrow(decode, out)
+    return _best_of_two(lambda: int(df.agg(F.count("*"), F.sum("offset")).collect()[0][0]))
 
 
 def batch_windower(spark: SparkSession, stack: LocalStack, namespace: str, end_ms: int) -> tuple[float, int]:
@@ -236,23 +185,19 @@ def main() -> None:
         print(f"loaded {n} records ({windows} windows) in {time.perf_counter() - t:.1f}s", flush=True)
         raw = raw_consume(stack, registry, topic, n, schema="zeitgeist.Query")
         print(f"(a) plain consumer + Avro decode: {raw:,.0f} records/s", flush=True)
-        secs = secs_raw = k_secs = k_secs_raw = batch_secs = float("nan")
+        secs = secs_raw = k_secs_raw = batch_secs = float("nan")
         batch_windows = windows
         if not args.skip_spark:
-            spark = local_session("local[2]", ROOT, packages=(kafka_connector(),))
-            # the kit's source and Spark's Kafka source alternately, decoded then not
+            spark = local_session("local[2]", ROOT)
             secs, rows = spark_read(spark, stack, namespace, decode=True)
-            assert rows == n, f"the Spark source read {rows} of {n}"
-            print(f"(b) format('mw'), decoded: {n / secs:,.0f} records/s", flush=True)
-            k_secs, rows = spark_kafka_read(spark, stack, topic, decode=True)
-            assert rows == n, f"Spark's Kafka source read {rows} of {n}"
-            print(f"(k) format('kafka') + id + Avro decode: {n / k_secs:,.0f} records/s", flush=True)
+            assert rows == n, f"read_archive read {rows} of {n}"
+            print(f"(b) read_archive, decoded: {n / secs:,.0f} records/s", flush=True)
             secs_raw, rows = spark_read(spark, stack, namespace, decode=False)
             assert rows == n
-            print(f"(b') format('mw'), not decoded: {n / secs_raw:,.0f} records/s", flush=True)
-            k_secs_raw, rows = spark_kafka_read(spark, stack, topic, decode=False)
+            print(f"(b') read_archive, not decoded: {n / secs_raw:,.0f} records/s", flush=True)
+            k_secs_raw, rows = spark_kafka_read(spark, stack, topic)
             assert rows == n
-            print(f"(k') format('kafka'), not decoded: {n / k_secs_raw:,.0f} records/s", flush=True)
+            print(f"(k') Spark's Kafka source alone: {n / k_secs_raw:,.0f} records/s", flush=True)
             batch_secs, batch_windows = batch_windower(spark, stack, namespace, end_ms)
             spark.stop()
             print(f"(c) batch windower in Spark: {n / batch_secs:,.0f} records/s", flush=True)
@@ -266,9 +211,7 @@ def main() -> None:
         "spark_read_records_per_s": _round(n / secs),
         "spark_read_ratio": _round(n / secs / raw, 3),
         "spark_read_undecoded_records_per_s": _round(n / secs_raw),
-        "spark_kafka_read_records_per_s": _round(n / k_secs),
         "spark_kafka_read_undecoded_records_per_s": _round(n / k_secs_raw),
-        "mw_over_kafka_source_decoded": _round(k_secs / secs, 3),
         "batch_windower_records_per_s": _round(n / batch_secs),
         "streaming_windower_records_per_s": round(streaming),
         "batch_over_streaming": _round(n / batch_secs / streaming, 3),

@@ -40,7 +40,7 @@ if ! command -v mvn >/dev/null 2>&1; then
 fi
 
 stamp="$VENV/.mw-bootstrap"
-inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/src/mwcore/kafka_broker.py"
+inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/src/mwcore/kafka_broker.py libs/mwcore/src/mwcore/spark/session.py"
 if [ -f "$stamp" ] && [ -z "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
   exit 0
 fi
@@ -56,5 +56,9 @@ say "pip install mwcore[spark] and the dev tools into $VENV"
   || { say "install failed"; exit 1; }
 # The broker: a pinned Apache Kafka from Maven Central, cached (see mwcore/kafka_broker.py).
 "$VENV/bin/python" -m mwcore.kafka_broker fetch
+# Spark's Kafka source (archive reads go through it): resolved by Spark into its Ivy
+# cache (~/.ivy2*), once; later sessions find it there.
+say "Spark's Kafka source into Spark's package cache (the first time: about 30 MB)"
+"$VENV/bin/python" -m mwcore.spark.session 2>&1 | grep -E "^Spark|downloading|ERROR" | sed 's/^/bootstrap:   /' >&2 || true
 touch "$stamp"
 say "ready"

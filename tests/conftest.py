@@ -57,10 +57,12 @@ def spark() -> Iterator[object]:
     from pyspark.sql import SparkSession
 
     from mwcore.spark import register
+    from mwcore.spark.session import KAFKA_CONNECTOR
 
     session = (
         SparkSession.builder.master("local[2]")
         .appName("mwcore-tests")
+        .config("spark.jars.packages", KAFKA_CONNECTOR)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.memory", "2g")

@@ -1,4 +1,5 @@
-"""Reading archived streams with Spark (``spark.read.format("mw")``, run local[2]).
+"""Reading archived streams with Spark (``read_archive``: Spark's Kafka source and the
+kit's decoding, run local[2]).
 
 A stream of 4 partitions holds records with out-of-order timestamps, each with a
 unique id, and one value that is not Avro. Every read is compared with the records
@@ -18,6 +19,7 @@ import pytest
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
 from mwcore.source import SourceWriter
+from mwcore.spark.source import read_archive
 from mwcore.transport import ensure_topics, topic_name
 from tests.conftest import ROOT
 
@@ -46,11 +48,7 @@ def archive(stack: LocalStack, registry: SchemaRegistry) -> dict[str, Any]:
 
 
 def read(spark: Any, stack: LocalStack, ns: str, **options: str) -> Any:
-    r = spark.read.format("mw").option("bootstrap", stack.bootstrap).option("namespace", ns)
-    r = r.option("schemasDir", str(ROOT / "schemas")).option("streams", "numbers")
-    for k, v in options.items():
-        r = r.option(k, v)
-    return r.load()
+    return read_archive(spark, stack.bootstrap, "numbers", ns, ROOT / "schemas", **options)
 
 
 def test_a_whole_stream_is_read_exactly_once(spark: Any, stack: LocalStack, archive: dict[str, Any]) -> None:
@@ -118,4 +116,4 @@ def test_ranges_past_the_end_are_empty(spark: Any, stack: LocalStack, archive: d
 
 def test_an_unknown_stream_is_a_clear_error(spark: Any, stack: LocalStack, archive: dict[str, Any]) -> None:
     with pytest.raises(Exception, match=r"no such stream in namespace .*: nothing_here"):
-        read(spark, stack, archive["ns"], streams="nothing_here").count()
+        read_archive(spark, stack.bootstrap, "nothing_here", archive["ns"], ROOT / "schemas")

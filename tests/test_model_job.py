@@ -25,6 +25,7 @@ from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
 from mwcore.spark.batch import decoded as batch_decoded
 from mwcore.spark.batch import run_computation
+from mwcore.spark.source import read_archive
 from mwcore.transport import end_offsets, topic_name
 from services.injector.generator import generate
 from services.injector.scenario import Scenario, Traffic
@@ -113,15 +114,8 @@ def test_the_trained_model_improves_precision_on_a_daily_rhythm(
         a for a in decoded(stack, registry, namespace, "anomalies", "zeitgeist.Anomaly") if in_eval_day(a)
     ]
 
-    archive = (
-        spark.read.format("mw")
-        .option("bootstrap", stack.bootstrap)
-        .option("namespace", namespace)
-        .option("schemasDir", str(ROOT / "schemas"))
-        .option("streams", "window_counts,model_updates")
-        .load()
-        .cache()
-    )
+    archive = read_archive(spark, stack.bootstrap, "window_counts,model_updates", namespace, ROOT / "schemas")
+    archive = archive.cache()
     detector = "services.dip_detector.computation:DipDetector"
 
     def batch(streams: list[str]) -> list[dict[str, Any]]:

@@ -76,14 +76,11 @@ def _start_for_time(bootstrap: str, topic: str, partition: int, from_ms: int, lo
     return max(tp.offset, low)
 
 
-def plan(
-    bootstrap: str,
-    streams: list[str],
-    what: Range = Range(),
-    namespace: str = "default",
-    split: int = 1_000_000,
+def bounds(
+    bootstrap: str, streams: list[str], what: Range = Range(), namespace: str = "default"
 ) -> list[Slice]:
-    """The slices to read, the end of each partition fixed as of now."""
+    """One slice per partition of every stream (empty where nothing is in range), the
+    end of each fixed as of now."""
     topics = {s: topic_name(namespace, s) for s in streams}
     counts = partition_counts(bootstrap, list(topics.values()))
     missing = sorted(s for s, t in topics.items() if not counts.get(t))
@@ -103,8 +100,22 @@ def plan(
             end = end_now if end == LATEST else min(end, end_now)
             if what.from_ms is not None and start < end:
                 start = max(start, _start_for_time(bootstrap, topic, p, what.from_ms, start, end))
-            for lo in range(start, end, max(1, split)):
-                out.append(Slice(stream, topic, p, lo, min(end, lo + split)))
+            out.append(Slice(stream, topic, p, min(start, end), end))
+    return out
+
+
+def plan(
+    bootstrap: str,
+    streams: list[str],
+    what: Range = Range(),
+    namespace: str = "default",
+    split: int = 1_000_000,
+) -> list[Slice]:
+    """The slices to read (none empty), the end of each partition fixed as of now."""
+    out = []
+    for whole in bounds(bootstrap, streams, what, namespace):
+        for lo in range(whole.start, whole.end, max(1, split)):
+            out.append(Slice(whole.stream, whole.topic, whole.partition, lo, min(whole.end, lo + split)))
     return out
 
 

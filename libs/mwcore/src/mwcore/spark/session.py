@@ -8,14 +8,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pyspark
 from pyspark.sql import SparkSession
+
+# Spark's own Kafka source, for the PySpark in use: archive reads go through it.
+KAFKA_CONNECTOR = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
 
 
 def local_session(
     master: str = "local[2]", project: Path | None = None, packages: tuple[str, ...] = ()
 ) -> SparkSession:
     """Executors run this interpreter and import the project's computations by name;
-    ``packages``: Maven coordinates for ``spark.jars.packages`` (e.g. Spark's Kafka source)."""
+    ``packages``: more Maven coordinates for ``spark.jars.packages`` (Spark resolves
+    them, and the Kafka source, from Maven Central into its Ivy cache once)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     root = str((project or Path.cwd()).resolve())
@@ -28,11 +33,10 @@ def local_session(
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "8")
     )
-    if packages:
-        builder = builder.config("spark.jars.packages", ",".join(packages))
+    builder = builder.config("spark.jars.packages", ",".join((KAFKA_CONNECTOR, *packages)))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    from mwcore.spark import register
+    from mwcore.spark.source import register
 
     register(spark)
     return spark
@@ -49,3 +53,8 @@ def spark_session(master: str = "local[2]", project: Path | None = None) -> Iter
     finally:
         if ours:
             spark.stop()
+
+
+if __name__ == "__main__":  # bootstrap: resolve the Kafka source once, into Ivy's cache
+    print(f"Spark's Kafka source: {KAFKA_CONNECTOR}", flush=True)
+    local_session().stop()
