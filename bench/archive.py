@@ -130,7 +130,9 @@ def streaming_windower(
     out = topic_name(namespace, "window_counts")
     proc = subprocess.Popen(
         [sys.executable, "-m", "services.windower"],
-        env=worker_env(stack, namespace, MW_WATERMARK="redis", **json.loads(os.environ.get("BENCH_WORKER_ENV", "{}"))),
+        env=worker_env(
+            stack, namespace, MW_WATERMARK="redis", **json.loads(os.environ.get("BENCH_WORKER_ENV", "{}"))
+        ),
         cwd=ROOT,
     )
     topic = topic_name(namespace, "queries")

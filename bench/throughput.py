@@ -254,6 +254,8 @@ def steady_latency(
     data = json.loads(out.read_text())
 
     def quantiles(name: str, field: str) -> dict[str, float]:
+        if field not in data:  # a worker of older code (A/B runs)
+            return {}
         xs = sorted(data[field][1:])  # drop the warm-up record
         return {f"{name}_median_ms": xs[len(xs) // 2], f"{name}_p99_ms": xs[int(len(xs) * 0.99)]}
 

@@ -1,0 +1,443 @@
+"""The fault suite: a keyed pipeline on the local stack under a seeded schedule of faults.
+
+Run: ``.venv/bin/python bench/chaos.py [--faults 40] [--seed 1] [--scenario mixed]``.
+
+Three ``mw run`` workers of ``bench/chaos_pipeline.py`` (per-key state, one strong
+production per record, event-time windows, wall-time timers; 6 intervals), the
+watermark authority, and an injector (in this process) writing out-of-order input at
+``--rate`` with 1% of the records re-sent under the same id and 0.1% malformed. While
+the input flows, one fault every ``--gap`` seconds, each kind at least once:
+
+- ``worker_kill``: SIGKILL a worker, restart it ``--restart-after`` s later;
+- ``worker_restart``: SIGTERM a worker and start it again at once (a rolling restart);
+- ``worker_stop``: SIGSTOP a worker past the session timeout, then SIGCONT (a zombie);
+- ``redis_term`` / ``redis_kill``: restart Redis after SIGTERM / SIGKILL;
+- ``authority_kill``: SIGKILL the watermark authority, restart it at once;
+- ``broker_kill``: SIGKILL the Kafka broker, restart it.
+
+Then the input ends, the pipeline drains (every window's and timer's time passes),
+and ``bench/chaos_check.py`` checks the outputs and Redis. The last line printed is
+JSON: faults by kind, each check's violations, the longest stall of any interval,
+takeover and handover times, wall-timer lateness, catch-up time, and ``"verdict":
+"exactly_once"`` only when every check holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*, tests.support.*
+
+from bench.chaos_check import COMPUTATION, Findings, check
+from bench.chaos_pipeline import ChaosCount
+from mwcore import ids
+from mwcore.injector import Injector
+from mwcore.localstack import LocalStack, RedisServer
+from mwcore.serde import SchemaRegistry
+from mwcore.transport import end_offsets, topic_name
+from mwcore.watermark import MAX_WATERMARK
+from tests.support.procs import ROOT, WorkerProc, worker_env
+
+KINDS = (
+    "worker_kill",
+    "worker_restart",
+    "worker_stop",
+    "redis_term",
+    "redis_kill",
+    "authority_kill",
+    "broker_kill",
+)
+SESSION_TIMEOUT_S = 6.0  # the kit's consumer session timeout
+INTERVALS = ChaosCount.partitions
+KEYS = 500
+DISORDER_MS = 2000  # input timestamps up to this far behind the clock
+PROMISE_LAG_MS = 3000  # the injector's watermark trails the clock by this much
+
+
+def schedule(n: int, seed: int, kinds: tuple[str, ...] = KINDS) -> list[str]:
+    """``n`` fault kinds: every kind once (in a seeded order) first, then seeded picks."""
+    rng = random.Random(seed)
+    first = list(kinds)
+    rng.shuffle(first)
+    return (first + [rng.choice(kinds) for _ in range(max(0, n - len(kinds)))])[:n]
+
+
+def _quantiles(xs: list[float], *qs: float) -> dict[str, float | None]:
+    xs = sorted(xs)
+    out: dict[str, float | None] = {}
+    for q in qs:
+        out[f"p{round(q * 100)}"] = round(xs[min(len(xs) - 1, int(q * len(xs)))], 3) if xs else None
+    out["max"] = round(xs[-1], 3) if xs else None
+    return out
+
+
+class Feeder(threading.Thread):
+    """The injector: out-of-order records at ``rate``, some re-sent, some malformed; its
+    watermark trails the clock. Rides out Redis and broker restarts."""
+
+    def __init__(self, stack: LocalStack, registry: SchemaRegistry, namespace: str, rate: int, seed: int):
+        super().__init__(daemon=True, name="feeder")
+        self.inj = Injector(
+            bootstrap=stack.bootstrap,
+            client=redis.Redis.from_url(stack.redis_url, socket_timeout=2),
+            registry=registry,
+            name="chaos_injector",
+            outputs={"chaos_in": "mw.examples.Number"},
+            namespace=namespace,
+            partitions=INTERVALS,
+            report_interval_ms=100,
+        )
+        self.rate = rate
+        self.rng = random.Random(seed)
+        self.stopping = threading.Event()
+        self.malformed: set[bytes] = set()
+        self.sent = 0
+        self.errors = 0
+        self.error: BaseException | None = None
+
+    def _guard(self, call: Any, *args: Any) -> None:
+        try:
+            call(*args)
+        except (redis.RedisError, OSError):
+            self.errors += 1  # Redis restarting: the next report carries it
+            time.sleep(0.05)
+
+    def run(self) -> None:
+        try:
+            self.inj.start()
+            recent: list[tuple[str, bytes, int, bytes]] = []
+            start, i = time.monotonic(), 0
+            while not self.stopping.is_set():
+                due = int((time.monotonic() - start) * self.rate)
+                while i < due:
+                    i += 1
+                    now = time.time_ns() // 1_000_000
+                    rng = self.rng
+                    if recent and rng.random() < 0.01:  # a re-send: same id, key, value, time
+                        key, data, ts, rid = rng.choice(recent)
+                    elif rng.random() < 0.001:
+                        key, data, ts, rid = (
+                            f"key-{rng.randrange(KEYS)}",
+                            b"\x00not avro",
+                            now,
+                            ids.random_id(),
+                        )
+                        self.malformed.add(rid)
+                    else:
+                        key = f"key-{min(int(rng.paretovariate(1.1)) - 1, KEYS - 1)}"
+                        data = self.inj._serdes["chaos_in"].encode({"n": rng.randint(1, 100)})
+                        ts, rid = now - rng.randrange(DISORDER_MS), ids.random_id()
+                        recent.append((key, data, ts, rid))
+                        if len(recent) > 200:
+                            recent.pop(0)
+                    self._guard(self.inj.send_encoded, "chaos_in", key.encode(), data, ts, rid)
+                    self.sent += 1
+                self._guard(self.inj.advance, time.time_ns() // 1_000_000 - PROMISE_LAG_MS)
+                time.sleep(0.002)
+            self.inj._producer.flush(60)
+            deadline = time.monotonic() + 120
+            while True:  # the end: every window may fire
+                try:
+                    self.inj.advance(MAX_WATERMARK)
+                    self.inj.flush()
+                    break
+                except (redis.RedisError, OSError):
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+        except BaseException as exc:
+            self.error = exc
+
+
+@dataclass
+class Sample:
+    t: float
+    owner: str
+    commits: int
+
+
+class Monitor(threading.Thread):
+    """Samples every interval's owner and commit count in Redis every 100 ms."""
+
+    def __init__(self, redis_url: str, namespace: str) -> None:
+        super().__init__(daemon=True, name="monitor")
+        self.r = redis.Redis.from_url(redis_url, socket_timeout=1, socket_connect_timeout=1)
+        self.keys = [f"mw:{{{namespace}/{COMPUTATION}/{i}}}:meta" for i in range(INTERVALS)]
+        self.samples: list[list[Sample]] = [[] for _ in range(INTERVALS)]
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.wait(0.1):
+            try:
+                pipe = self.r.pipeline(transaction=False)
+                for k in self.keys:
+                    pipe.hmget(k, "owner", "commits")
+                rows = pipe.execute()
+            except (redis.RedisError, OSError):
+                continue
+            now = time.monotonic()
+            for i, (owner, commits) in enumerate(rows):
+                self.samples[i].append(Sample(now, (owner or b"").decode(), int(commits or 0)))
+
+    def at(self, i: int, t: float) -> Sample | None:
+        before = [s for s in self.samples[i] if s.t <= t]
+        return before[-1] if before else None
+
+    def owned_by(self, owner: str, t: float) -> list[int]:
+        return [i for i in range(INTERVALS) if (s := self.at(i, t)) is not None and s.owner == owner]
+
+    def taken_over(self, i: int, t0: float, owner: str) -> float | None:
+        """Seconds from ``t0`` until interval ``i`` committed under another owner."""
+        base = self.at(i, t0)
+        for s in self.samples[i]:
+            if s.t > t0 and s.owner != owner and base is not None and s.commits > base.commits:
+                return s.t - t0
+        return None
+
+    def progressed(self, i: int, t0: float) -> float | None:
+        """Seconds from ``t0`` until interval ``i`` committed again."""
+        base = self.at(i, t0)
+        for s in self.samples[i]:
+            if s.t > t0 and base is not None and s.commits > base.commits:
+                return s.t - t0
+        return None
+
+    def longest_stall(self, t0: float, t1: float) -> float:
+        """The longest time in [t0, t1] any interval went without a commit."""
+        worst = 0.0
+        for series in self.samples:
+            last = t0
+            for s, prev in zip(series[1:], series, strict=False):
+                if s.t < t0 or prev.t > t1:
+                    continue
+                if s.commits != prev.commits:
+                    worst = max(worst, min(s.t, t1) - last)
+                    last = s.t
+            worst = max(worst, t1 - last)
+        return worst
+
+
+@dataclass
+class Run:
+    stack: LocalStack
+    namespace: str
+    log_dir: Path
+    workers: list[WorkerProc] = field(default_factory=list)
+    authority: WorkerProc | None = None
+    faults: list[tuple[float, str, str]] = field(default_factory=list)  # (t, kind, target)
+    takeover_s: list[float] = field(default_factory=list)
+    handover_s: list[float] = field(default_factory=list)
+    pending_checks: list[tuple[str, float, str, list[int]]] = field(default_factory=list)
+    restarts: list[threading.Timer] = field(default_factory=list)
+
+    def env(self) -> dict[str, str]:
+        return worker_env(
+            self.stack.bootstrap,
+            self.stack.redis_url,
+            self.namespace,
+            MW_WATERMARK="authority",
+            MW_LOG_LEVEL="info",
+        )
+
+    def start(self, n_workers: int) -> None:
+        env = self.env()
+        self.authority = WorkerProc("authority", env, self.log_dir, "authority", command=("authority",))
+        self.authority.start(MW_AUTHORITY_BLOCK_MS="10")
+        for k in range(n_workers):
+            self.workers.append(
+                WorkerProc("bench.chaos_pipeline:ChaosCount", env, self.log_dir, f"w{k}").start()
+            )
+
+    def stop(self) -> None:
+        for timer in self.restarts:
+            timer.cancel()
+            timer.join()
+        for w in self.workers:
+            w.terminate(30)
+        if self.authority is not None:
+            self.authority.terminate(10)
+
+    def inject(self, kind: str, rng: random.Random, monitor: Monitor, restart_after: float) -> None:
+        t0 = time.monotonic()
+        target = ""
+        if kind.startswith("worker_"):
+            live = [w for w in self.workers if w.alive]
+            w = rng.choice(live)
+            target = f"{w.name}-{w.starts}"
+            owned = monitor.owned_by(target, t0)
+            if kind == "worker_kill":
+                w.kill()
+                self.pending_checks.append(("takeover", t0, target, owned))
+                timer = threading.Timer(restart_after, lambda: w.alive or w.start())
+                timer.start()
+                self.restarts.append(timer)
+            elif kind == "worker_restart":
+                w.terminate(30)
+                self.pending_checks.append(("handover", t0, target, owned))
+                w.start()
+            else:
+                w.pause()
+                time.sleep(SESSION_TIMEOUT_S + 2)
+                w.resume()
+        elif kind in ("redis_term", "redis_kill"):
+            target = "redis"
+            (self.stack.redis.stop if kind == "redis_term" else self.stack.redis.kill)()
+            self.stack.redis.start()
+        elif kind == "authority_kill":
+            target = "authority"
+            assert self.authority is not None
+            self.authority.kill()
+            self.authority.start(MW_AUTHORITY_BLOCK_MS="10")
+        elif kind == "broker_kill":
+            target = "broker"
+            self.stack.broker.kill()
+            self.stack.broker.start()
+        self.faults.append((t0, kind, target))
+
+    def measure(self, monitor: Monitor) -> None:
+        for what, t0, target, owned in self.pending_checks:
+            times = [monitor.taken_over(i, t0, target) for i in owned]
+            slowest = max((t for t in times if t is not None), default=None)
+            if None in times or slowest is None:
+                slowest = float("inf")  # never taken over while measured
+            (self.takeover_s if what == "takeover" else self.handover_s).append(slowest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--faults", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--scenario", choices=("mixed",), default="mixed")
+    parser.add_argument("--rate", type=int, default=1000, help="input records per second")
+    parser.add_argument("--gap", type=float, default=4.0, help="seconds between faults")
+    parser.add_argument(
+        "--restart-after", type=float, default=2.0, help="a killed worker restarts after this"
+    )
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--kinds", default=",".join(KINDS), help="fault kinds to draw from")
+    args = parser.parse_args(argv)
+    result = run(args)
+    print(json.dumps(result))
+    return 0 if result["verdict"] == "exactly_once" else 1
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    plan = schedule(args.faults, args.seed, kinds)
+    rng = random.Random(args.seed)
+    registry = SchemaRegistry.from_directory(ROOT / "schemas")
+    namespace = f"chaos{os.getpid()}"
+    log_dir = Path(tempfile.mkdtemp(prefix="mw-chaos-"))
+    with LocalStack(redis=RedisServer(appendfsync="always")) as stack:
+        run_ = Run(stack, namespace, log_dir)
+        feeder = Feeder(stack, registry, namespace, args.rate, args.seed)
+        monitor = Monitor(stack.redis_url, namespace)
+        try:
+            run_.start(args.workers)
+            feeder.start()
+            monitor.start()
+            _wait(lambda: all(_commits(monitor, i) >= 2 for i in range(INTERVALS)), 90, "a first checkpoint")
+            first_fault = time.monotonic()
+            for n, kind in enumerate(plan, 1):
+                run_.inject(kind, rng, monitor, args.restart_after)
+                print(f"fault {n}/{len(plan)}: {kind} {run_.faults[-1][2]}", flush=True)
+                time.sleep(args.gap * rng.uniform(0.5, 1.5))
+            last_fault = run_.faults[-1][0] if run_.faults else time.monotonic()
+            time.sleep(max(0.0, last_fault + 12 - time.monotonic()))  # progress after the last
+            input_end = time.monotonic()
+            feeder.stopping.set()
+            feeder.join(180)
+            if feeder.error is not None:
+                raise feeder.error
+            ends = end_offsets(stack.bootstrap, {topic_name(namespace, "chaos_in"): INTERVALS})
+            _wait(lambda: _drained(stack, namespace, ends), 300, "the pipeline to drain")
+            caught_up = time.monotonic()
+            time.sleep(0.5)
+            monitor.stopping.set()
+            monitor.join(5)
+            run_.measure(monitor)
+            progress = [monitor.progressed(i, last_fault) for i in range(INTERVALS)]
+            stall = monitor.longest_stall(first_fault, input_end)
+        finally:
+            run_.stop()
+            feeder.stopping.set()
+            monitor.stopping.set()
+        findings = check(
+            stack.bootstrap, redis.Redis.from_url(stack.redis_url), registry, namespace, feeder.malformed
+        )
+    return _result(args, run_, findings, feeder, stall, progress, caught_up - input_end, log_dir)
+
+
+def _result(
+    args: argparse.Namespace,
+    run_: Run,
+    f: Findings,
+    feeder: Feeder,
+    stall: float,
+    progress: list[float | None],
+    catch_up: float,
+    log_dir: Path,
+) -> dict[str, Any]:
+    return {
+        "scenario": args.scenario,
+        "seed": args.seed,
+        "records_sent": feeder.sent,
+        "malformed_sent": len(feeder.malformed),
+        "late_inputs": f.late_inputs,
+        "faults": dict(Counter(kind for _, kind, _ in run_.faults)),
+        "checks": f.counts,
+        "examples": {k: v for k, v in f.examples.items() if v},
+        "longest_stall_s": round(stall, 2),
+        "progress_after_last_fault_s": max((p if p is not None else float("inf")) for p in progress),
+        "takeover_s": _quantiles(run_.takeover_s, 0.5, 0.95),
+        "handover_s": _quantiles(run_.handover_s, 0.5, 0.95),
+        "timer_lateness_ms": _quantiles([float(x) for x in f.timer_lateness_ms], 0.5, 0.99),
+        "catch_up_s": round(catch_up, 2),
+        "logs": str(log_dir),
+        "verdict": "exactly_once" if f.ok else "violated",
+    }
+
+
+def _commits(monitor: Monitor, i: int) -> int:
+    series = monitor.samples[i]
+    return series[-1].commits if series else 0
+
+
+def _drained(stack: LocalStack, namespace: str, ends: dict[tuple[str, int], int]) -> bool:
+    """Every input position committed, nothing pending, no timer left."""
+    r = redis.Redis.from_url(stack.redis_url, socket_timeout=2)
+    try:
+        for (topic, p), end in ends.items():
+            base = f"mw:{{{namespace}/{COMPUTATION}/{p}}}"
+            if int(r.hget(f"{base}:pos", f"{topic}:{p}") or 0) < end:
+                return False
+            if r.hlen(f"{base}:pending") or r.hlen(f"{base}:timers"):
+                return False
+        return True
+    except (redis.RedisError, OSError):
+        return False
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.25)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
