@@ -60,7 +60,7 @@ KINDS = (
     "authority_kill",
     "broker_kill",
 )
-SESSION_TIMEOUT_S = 6.0  # the kit's consumer session timeout
+SESSION_TIMEOUT_S = 2.0  # the kit's consumer session timeout (MW_SESSION_TIMEOUT_MS)
 INTERVALS = ChaosCount.partitions
 KEYS = 500
 DISORDER_MS = 2000  # input timestamps up to this far behind the clock
@@ -242,14 +242,18 @@ class Run:
     handover_s: list[float] = field(default_factory=list)
     pending_checks: list[tuple[str, float, str, list[int]]] = field(default_factory=list)
     restarts: list[threading.Timer] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
-        return worker_env(
-            self.stack.bootstrap,
-            self.stack.redis_url,
-            self.namespace,
-            MW_WATERMARK="authority",
-            MW_LOG_LEVEL="info",
+        return (
+            worker_env(
+                self.stack.bootstrap,
+                self.stack.redis_url,
+                self.namespace,
+                MW_WATERMARK="authority",
+                MW_LOG_LEVEL="info",
+            )
+            | self.extra_env
         )
 
     def start(self, n_workers: int) -> None:
@@ -316,7 +320,12 @@ class Run:
             (self.takeover_s if what == "takeover" else self.handover_s).append(slowest)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The arguments of a run, as ``main`` takes them (for the tests)."""
+    return _parser().parse_args(argv)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--faults", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
@@ -328,8 +337,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--kinds", default=",".join(KINDS), help="fault kinds to draw from")
-    args = parser.parse_args(argv)
-    result = run(args)
+    parser.add_argument(
+        "--worker-env", type=json.loads, default={}, help="JSON of more worker settings (negative controls)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    result = run(_parser().parse_args(argv))
     print(json.dumps(result))
     return 0 if result["verdict"] == "exactly_once" else 1
 
@@ -342,7 +357,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     namespace = f"chaos{os.getpid()}"
     log_dir = Path(tempfile.mkdtemp(prefix="mw-chaos-"))
     with LocalStack(redis=RedisServer(appendfsync="always")) as stack:
-        run_ = Run(stack, namespace, log_dir)
+        run_ = Run(stack, namespace, log_dir, extra_env=args.worker_env)
         feeder = Feeder(stack, registry, namespace, args.rate, args.seed)
         monitor = Monitor(stack.redis_url, namespace)
         try:

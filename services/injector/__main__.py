@@ -23,12 +23,15 @@ def _run() -> int:
     from mwcore import logs
     from mwcore.app import redis_client
     from mwcore.injector import Injector
+    from mwcore.preflight import check_kafka, check_redis
     from mwcore.serde import SchemaRegistry
     from services.injector.reader import LogReader, ReaderConfig
     from services.injector.settings import InjectorSettings
 
     s = InjectorSettings.load()
     logs.configure(s.log_level, s.log_format)
+    check_redis(s.redis_url)
+    check_kafka(s.bootstrap)
     client = redis_client(s.redis_url)
     injector = Injector(
         bootstrap=s.bootstrap,

@@ -45,8 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"model_trainer: {exc}", file=sys.stderr)
         return 2
+    from mwcore.preflight import check_kafka
     from mwcore.spark.session import spark_session
     from services.model_trainer.job import publish, read_counts, train
+
+    try:
+        check_kafka(s.bootstrap)
+    except ConfigError as exc:
+        print(f"model_trainer: {exc}", file=sys.stderr)
+        return 2
 
     with spark_session(s.spark_master, Path.cwd()) as spark:
         counts = read_counts(spark, s.bootstrap, s.namespace, s.schemas_dir, args.end_ms)

@@ -84,6 +84,7 @@ def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
         instance_id=settings.instance_id,
         max_batch_records=settings.max_batch_records,
         max_batch_delay_ms=settings.max_batch_delay_ms,
+        session_timeout_ms=settings.session_timeout_ms,
         latency_out=settings.latency_out,
         report_interval_ms=settings.report_interval_ms,
         seen_gc_slack_ms=settings.seen_gc_slack_ms,

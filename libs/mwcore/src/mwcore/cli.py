@@ -45,6 +45,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = WorkerSettings.load()
     logs.configure(settings.log_level, settings.log_format)
     cls = load_computation(args.computation)
+    _preflight(settings.bootstrap, settings.redis_url)
     workers = build_workers(cls, settings)
     metrics = _serve_metrics(settings)
     runner = Runner(workers)
@@ -64,6 +65,14 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _preflight(bootstrap: str, redis_url: str) -> None:
+    """Stop at start, with one line, when the broker or Redis cannot be used."""
+    from mwcore.preflight import check_kafka, check_redis
+
+    check_redis(redis_url)
+    check_kafka(bootstrap)
+
+
 def _authority(args: argparse.Namespace) -> int:
     from mwcore import logs
     from mwcore.app import build_authority
@@ -71,6 +80,7 @@ def _authority(args: argparse.Namespace) -> int:
 
     settings = AuthoritySettings.load()
     logs.configure(settings.log_level, settings.log_format)
+    _preflight(settings.bootstrap, settings.redis_url)
     authority = build_authority(settings)
     metrics = _serve_metrics(settings)
     on_step: Callable[[], None] = _nothing

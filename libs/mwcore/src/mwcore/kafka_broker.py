@@ -45,6 +45,9 @@ GUARANTEE_SETTINGS: dict[str, str] = {
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
+    # Takeover: the kit's consumers use a 2 s session timeout (a dead worker's
+    # intervals move on within about 3 s); Kafka refuses one below this bound.
+    "group.min.session.timeout.ms": "1000",
 }
 
 # What makes it fit a laptop and a test run; none of it changes what the kit promises.

@@ -31,11 +31,13 @@ class RedisServer:
     port: int = 0
     directory: Path | None = None
     appendfsync: Literal["always", "everysec", "no"] = "everysec"
+    password: str = ""  # requirepass, when set
     proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 20) -> RedisServer:
         exe = shutil.which("redis-server")
@@ -56,6 +58,7 @@ class RedisServer:
             "--appendfsync", self.appendfsync,
             "--daemonize", "no",
             "--logfile", str(self.directory / "redis.log"),
+            *(("--requirepass", self.password) if self.password else ()),
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent
@@ -67,7 +70,7 @@ class RedisServer:
     def _wait_ready(self, timeout: float) -> None:
         import redis
 
-        client = redis.Redis(port=self.port)
+        client = redis.Redis(port=self.port, password=self.password or None)
         deadline = time.monotonic() + timeout
         while True:
             try:

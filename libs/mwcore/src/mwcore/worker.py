@@ -68,6 +68,7 @@ class WorkerConfig:
     instance_id: str | None = None  # static group membership: fast restarts
     max_batch_records: int = 5000
     max_batch_delay_ms: int = 10
+    session_timeout_ms: int = 2000  # also sets the heartbeat: a quarter of it
     poll_records: int = 5000
     mirror_offsets_s: float = 1.0
     max_cache_keys: int = 100_000
@@ -284,7 +285,13 @@ class Worker:
             return
         self.create_topics()
         self.reports.declare(self.spec())
-        conf = consumer_config(self.cfg.bootstrap, self.group, self.cfg.instance_id)
+        session = self.cfg.session_timeout_ms
+        conf = consumer_config(
+            self.cfg.bootstrap,
+            self.group,
+            self.cfg.instance_id,
+            **{"session.timeout.ms": session, "heartbeat.interval.ms": max(100, session // 4)},
+        )
         self.consumer = Consumer(conf)
         self.consumer.subscribe(
             list(self.topics), on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost

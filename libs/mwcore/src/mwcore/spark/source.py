@@ -165,43 +165,69 @@ class Decoder:
 
         out_schema = to_arrow_schema(self.schema, timezone="UTC")
         serde = AvroSerde(self.registry, self.avro_schema) if self.avro_schema else None
-        cut = len(self.prefix)
-        n_fields = len(self.decoded)
         n_given = len(KAFKA_COLUMNS.fields)  # passed on as Spark gives them
-        nulls = (None,) * n_fields
+        first = n_given + len(KIT_COLUMNS)
+        # the decoded values, converted to Arrow in one call (a struct per row)
+        value_type = pa.struct(
+            [pa.field(name, out_schema.field(first + i).type) for i, name in enumerate(self.decoded)]
+        )
         for batch in batches:
-            topics = batch.column("topic").to_pylist()
-            parts = batch.column("partition").to_pylist()
-            offsets = batch.column("offset").to_pylist()
-            streams = [t[cut:] for t in topics]
-            ids: list[bytes] = []
-            for topic, part, off, headers in zip(
-                topics, parts, offsets, batch.column("headers").to_pylist(), strict=True
-            ):
-                rid = next((h["value"] for h in headers or () if h["key"] == ID_HEADER), None)
-                if not isinstance(rid, bytes) or len(rid) != ID_BYTES:  # as the runtime names it
-                    rid = from_position(topic, part, off)
-                ids.append(rid)
-            errors: list[str | None] = [None] * len(ids)
-            columns: list[list[Any]] = [[] for _ in range(n_fields)]
+            errors: list[str | None] = [None] * batch.num_rows
+            fields: list[Any] = []
             if serde is not None:
-                decode, get = serde.decode, dict.get
+                decode = serde.decode
+                rows: list[Any] = []
                 for i, data in enumerate(batch.column("value").to_pylist()):
-                    values: Any = nulls
                     try:
                         if data is None:
                             raise ValueError("no value")
-                        value = decode(data)
-                        values = [get(value, name) for name in self.decoded]
+                        rows.append(decode(data))
                     except Exception as exc:
+                        rows.append(None)
                         errors[i] = f"{type(exc).__name__}: {exc}"
-                    for col, v in zip(columns, values, strict=True):
-                        col.append(v)
-            arrays = []
-            for f, made in zip(out_schema, [None] * n_given + [streams, ids, errors, *columns], strict=True):
-                array = batch.column(f.name) if made is None else pa.array(made, type=f.type)
-                arrays.append(array if array.type == f.type else array.cast(f.type))
-            yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+                values = pa.array(rows, type=value_type)
+                fields = values.flatten()  # a row that did not decode: null in every field
+            made = [self._streams(batch), self._ids(batch), pa.array(errors, pa.string()), *fields]
+            arrays = [batch.column(f.name) for f in KAFKA_COLUMNS.fields] + made
+            typed = [
+                a if a.type == f.type else a.cast(f.type) for a, f in zip(arrays, out_schema, strict=True)
+            ]
+            yield pa.RecordBatch.from_arrays(typed, schema=out_schema)
+
+    def _streams(self, batch: Any) -> Any:
+        import pyarrow.compute as pc
+
+        topics = batch.column("topic")
+        return pc.utf8_slice_codeunits(topics, len(self.prefix)) if self.prefix else topics
+
+    @staticmethod
+    def _ids(batch: Any) -> Any:
+        """Each row's id header (16 bytes), vectorised; where a row has none (a foreign
+        producer's record), the id the runtime gives it."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        headers = batch.column("headers")
+        flat = pc.list_flatten(headers)
+        rows = pc.list_parent_indices(headers)
+        values = flat.field("value")
+        is_id = pc.and_(pc.equal(flat.field("key"), ID_HEADER), pc.equal(pc.binary_length(values), ID_BYTES))
+        with_id = pc.filter(rows, is_id).to_numpy()
+        found = pc.filter(values, is_id)
+        n = batch.num_rows
+        if len(with_id) == n and np.array_equal(with_id, np.arange(n)):
+            return found.cast(pa.binary())  # one id per row, in order: the usual case
+        ids: list[bytes | None] = [None] * n
+        for row, rid in zip(with_id.tolist(), found.to_pylist(), strict=True):
+            if ids[row] is None:
+                ids[row] = rid
+        missing = [i for i, rid in enumerate(ids) if rid is None]
+        if missing:
+            topics, parts, offsets = (batch.column(c).to_pylist() for c in ("topic", "partition", "offset"))
+            for i in missing:
+                ids[i] = from_position(topics[i], parts[i], offsets[i])
+        return pa.array(ids, pa.binary())
 
 
 def _first_writer(bootstrap: str, registry: SchemaRegistry, slices: list[Slice]) -> str | None:

@@ -1,0 +1,60 @@
+"""A/B runs of the worker, alternating variants in one local stack (this machine is
+noisy: compare side by side, never against a figure from another hour).
+
+Run: ``.venv/bin/python bench/ab.py latency|throughput ROUNDS VARIANT...``, each
+variant a JSON object of environment settings for the worker process, e.g.
+``'{}' '{"MW_MAX_BATCH_DELAY_MS": "3"}'``, or older code of the library:
+``git worktree add /tmp/base <commit>`` and
+``'{"PYTHONPATH": "/tmp/base/libs/mwcore/src:."}'``.
+
+``latency``: ``bench/throughput.py``'s steady 10,000 records/s phase
+(``--seconds``, default 20) per variant and round. ``throughput``: ``--records``
+(default 200,000) loaded into a fresh topic, then one worker's rate and CPU per
+record. One line per run; the last line is JSON with every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.throughput import PARTITIONS, ROOT, load, run_worker, steady_latency
+from mwcore.localstack import LocalStack
+from mwcore.serde import SchemaRegistry
+from mwcore.transport import ensure_topics, topic_name
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=("latency", "throughput"))
+    parser.add_argument("rounds", type=int)
+    parser.add_argument("variants", nargs="+", type=json.loads)
+    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--rate", type=int, default=10_000)
+    parser.add_argument("--records", type=int, default=200_000)
+    args = parser.parse_args()
+    registry = SchemaRegistry.from_directory(ROOT / "schemas")
+    runs = []
+    with LocalStack() as stack:
+        for r in range(args.rounds):
+            for k, env in enumerate(args.variants):
+                if args.what == "latency":
+                    res = steady_latency(stack, registry, args.rate, args.seconds, **env)
+                else:
+                    namespace = f"ab{r}x{k}"
+                    topic = topic_name(namespace, "events")
+                    ensure_topics(stack.bootstrap, {topic: PARTITIONS})
+                    ends = load(stack, registry, topic, args.records)
+                    res = run_worker(stack, namespace, topic, ends, **env)
+                run = {"round": r, "variant": env, **{k: round(v, 1) for k, v in res.items()}}
+                print(json.dumps(run), flush=True)
+                runs.append(run)
+    print(json.dumps(runs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Checks of a process's dependencies at start: one line that says what to fix.
+
+A service given a broker or a Redis it cannot use stops at once with a
+``ConfigError`` (the command line prints it and exits with code 2) instead of hanging
+or failing later with a traceback. Each check is bounded (``timeout_s``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from mwcore.errors import ConfigError
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def check_redis(url: str, setting: str = "MW_REDIS_URL", timeout_s: float = 5.0) -> None:
+    """Connect, authenticate and select the database of ``url``; a ConfigError naming
+    ``setting`` if any of it fails."""
+    shown = _without_password(url)
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    except ValueError as exc:
+        raise ConfigError(f"{setting}={shown} is not a Redis URL ({exc})") from None
+    try:
+        client.ping()
+    except redis.AuthenticationError as exc:
+        text = str(exc)
+        if "HELLO must be called" in text:  # RESP3 handshake without credentials
+            raise ConfigError(
+                f"{setting}={shown}: this Redis requires a password; put it in the URL "
+                "(redis://:PASSWORD@host:port/db)"
+            ) from None
+        if "without any password" in text or "no password is set" in text:
+            raise ConfigError(
+                f"{setting}={shown}: this Redis has no password; remove it from the URL"
+            ) from None
+        raise ConfigError(f"{setting}={shown}: Redis refused the user name or password ({text})") from None
+    except redis.ResponseError as exc:
+        text = str(exc)
+        if "NOAUTH" in text or "Authentication required" in text:
+            raise ConfigError(
+                f"{setting}={shown}: this Redis requires a password; put it in the URL "
+                "(redis://:PASSWORD@host:port/db)"
+            ) from None
+        if "DB index is out of range" in text:
+            db = urlsplit(url).path.lstrip("/") or "0"
+            raise ConfigError(
+                f"{setting}={shown}: this Redis has no database {db} (DB index out of range)"
+            ) from None
+        raise ConfigError(f"{setting}={shown}: Redis answered an error: {text}") from None
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise ConfigError(f"{setting}={shown}: cannot reach Redis ({_first_line(exc)})") from None
+    finally:
+        client.close()
+
+
+def check_kafka(bootstrap: str, setting: str = "MW_BOOTSTRAP", timeout_s: float = 10.0) -> None:
+    """Ask the brokers of ``bootstrap`` for metadata; a ConfigError naming ``setting``
+    if none answers within ``timeout_s``."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    conf: dict[str, str | int | float] = {
+        "bootstrap.servers": bootstrap,
+        "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
+    }
+    admin = AdminClient({**conf, "log_level": 0})
+    try:
+        meta = admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        err: Any = exc.args[0] if exc.args else None
+        seen = err.str() if hasattr(err, "str") else _first_line(exc)
+        raise ConfigError(
+            f"{setting}={bootstrap}: cannot reach a Kafka broker within {timeout_s:g}s ({seen})"
+        ) from None
+    if not meta.brokers:
+        raise ConfigError(f"{setting}={bootstrap}: the Kafka cluster reports no brokers")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

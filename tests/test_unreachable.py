@@ -1,0 +1,92 @@
+"""Every service stops at start, within 15 s, with exit code 2 and one line naming the
+setting to fix, when its broker or Redis cannot be used: a closed port, a password
+missing or wrong, a database that does not exist."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mwcore.localproc import free_port
+from mwcore.localstack import LocalStack, RedisServer
+from tests.conftest import ROOT
+
+SERVICES = {
+    "windower": ["-m", "services.windower"],
+    "dip_detector": ["-m", "services.dip_detector"],
+    "authority": ["-m", "services.watermark_authority"],
+    "injector": ["-m", "services.injector"],
+    "mw run": ["-m", "mwcore.cli", "run", "bench.keyed_count:KeyedCount"],
+}
+
+
+@pytest.fixture(scope="module")
+def locked_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis that requires the password ``sekret``."""
+    server = RedisServer(directory=tmp_path_factory.mktemp("locked"), password="sekret")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def run(service: str, tmp_path: Path, **env: str) -> tuple[int, str, float]:
+    full = {
+        **os.environ,
+        "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
+        "MW_INJECTOR_DIR": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+        **env,
+    }
+    began = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, *SERVICES[service]], env=full, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("%")]
+    return proc.returncode, "\n".join(lines), time.monotonic() - began
+
+
+def cases(stack: LocalStack, locked: RedisServer) -> dict[str, tuple[dict[str, str], str]]:
+    closed = f"127.0.0.1:{free_port()}"
+    port = locked.port
+    return {
+        "broker on a closed port": (
+            {"MW_BOOTSTRAP": closed, "MW_REDIS_URL": stack.redis_url},
+            f"MW_BOOTSTRAP={closed}: cannot reach a Kafka broker",
+        ),
+        "redis on a closed port": (
+            {"MW_BOOTSTRAP": stack.bootstrap, "MW_REDIS_URL": f"redis://{closed}/0"},
+            f"MW_REDIS_URL=redis://{closed}/0: cannot reach Redis",
+        ),
+        "password missing": (
+            {"MW_BOOTSTRAP": stack.bootstrap, "MW_REDIS_URL": f"redis://127.0.0.1:{port}/0"},
+            "this Redis requires a password",
+        ),
+        "password wrong": (
+            {"MW_BOOTSTRAP": stack.bootstrap, "MW_REDIS_URL": f"redis://:nope@127.0.0.1:{port}/0"},
+            "Redis refused the user name or password",
+        ),
+        "database out of range": (
+            {"MW_BOOTSTRAP": stack.bootstrap, "MW_REDIS_URL": f"redis://:sekret@127.0.0.1:{port}/99"},
+            "this Redis has no database 99",
+        ),
+    }
+
+
+@pytest.mark.parametrize("service", sorted(SERVICES))
+def test_unusable_dependencies_stop_the_service_with_one_line(
+    service: str, stack: LocalStack, locked_redis: RedisServer, tmp_path: Path
+) -> None:
+    for case, (env, message) in cases(stack, locked_redis).items():
+        code, err, took = run(service, tmp_path, **env)
+        assert code == 2, f"{service}, {case}: exit {code}: {err}"
+        assert len(err.splitlines()) == 1 and message in err, f"{service}, {case}: {err!r}"
+        assert "Traceback" not in err and "sekret" not in err and "nope" not in err
+        assert took < 15, f"{service}, {case}: took {took:.1f}s"
