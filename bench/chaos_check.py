@@ -57,7 +57,7 @@ class Findings:
 
     def add(self, check: str, n: int = 1, example: str = "") -> None:
         self.counts[check] += n
-        if example and len(self.examples[check]) < 3:
+        if n and example and len(self.examples[check]) < 3:
             self.examples[check].append(example)
 
     @property
