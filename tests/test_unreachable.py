@@ -90,3 +90,19 @@ def test_unusable_dependencies_stop_the_service_with_one_line(
         assert len(err.splitlines()) == 1 and message in err, f"{service}, {case}: {err!r}"
         assert "Traceback" not in err and "sekret" not in err and "nope" not in err
         assert took < 15, f"{service}, {case}: took {took:.1f}s"
+
+
+def test_a_session_timeout_the_broker_refuses_is_one_line(stack: LocalStack, tmp_path: Path) -> None:
+    """The local broker allows 1 s and more: 600 ms is refused at the group join."""
+    code, err, took = run(
+        "mw run",
+        tmp_path,
+        MW_BOOTSTRAP=stack.bootstrap,
+        MW_REDIS_URL=stack.redis_url,
+        MW_NAMESPACE=f"sess{os.getpid()}",
+        MW_SESSION_TIMEOUT_MS="600",
+        MW_LOG_LEVEL="error",
+    )
+    assert code == 2, err
+    assert "the broker refuses MW_SESSION_TIMEOUT_MS=600" in err and "Traceback" not in err, err
+    assert took < 20

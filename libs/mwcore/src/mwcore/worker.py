@@ -29,6 +29,7 @@ import structlog
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
+    KafkaError,
     KafkaException,
     Message,
     Producer,
@@ -37,7 +38,7 @@ from confluent_kafka import (
 
 from mwcore.checkpoint import Checkpoint, position_field
 from mwcore.computation import Computation
-from mwcore.errors import FencedError
+from mwcore.errors import ConfigError, FencedError
 from mwcore.faults import NO_FAULTS, Faults
 from mwcore.interval import Counters, InputBinding, Interval, IntervalDeps
 from mwcore.latency import LatencyRecorder
@@ -394,7 +395,9 @@ class Worker:
     def _route(self, messages: list[Message]) -> None:
         by_partition: dict[int, list[Message]] = defaultdict(list)
         for m in messages:
-            if m.error() is not None:
+            err = m.error()
+            if err is not None:
+                self._consumer_error(err)
                 continue
             by_partition[m.partition() or 0].append(m)
         for index, msgs in by_partition.items():
@@ -402,6 +405,18 @@ class Worker:
             if interval is None:
                 continue  # revoked meanwhile; the new owner reads from the checkpoint
             interval.process(msgs)
+
+    def _consumer_error(self, err: KafkaError) -> None:
+        """An error the consumer hands over instead of a message: a setting the broker
+        refuses stops the worker with one line; anything else is logged (librdkafka
+        retries on its own)."""
+        if err.code() == KafkaError.INVALID_SESSION_TIMEOUT:
+            raise ConfigError(
+                f"the broker refuses MW_SESSION_TIMEOUT_MS={self.cfg.session_timeout_ms}: its "
+                "group.min.session.timeout.ms is higher (6000 by Kafka's default); lower that "
+                "on the broker, or raise MW_SESSION_TIMEOUT_MS to at least it"
+            )
+        log.warning("consumer_error", computation=self.comp.name, error=err.str(), code=err.name())
 
     def _fire_timers(self) -> None:
         if not self.intervals:
