@@ -241,7 +241,9 @@ class Run:
     takeover_s: list[float] = field(default_factory=list)
     handover_s: list[float] = field(default_factory=list)
     pending_checks: list[tuple[str, float, str, list[int]]] = field(default_factory=list)
-    restarts: list[threading.Timer] = field(default_factory=list)
+    down_since: dict[str, float] = field(default_factory=dict)  # process name -> when seen down
+    supervising: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # a fault, or a restart
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def env(self) -> dict[str, str]:
@@ -265,16 +267,38 @@ class Run:
                 WorkerProc("bench.chaos_pipeline:ChaosCount", env, self.log_dir, f"w{k}").start()
             )
 
-    def stop(self) -> None:
-        for timer in self.restarts:
-            timer.cancel()
-            timer.join()
-        for w in self.workers:
-            w.terminate(30)
-        if self.authority is not None:
-            self.authority.terminate(10)
+    def supervise(self, restart_after: float) -> None:
+        """What a supervisor (compose's restart policy, systemd) does: start again a
+        process that exited or was killed, ``restart_after`` s after it was seen down
+        (a process that stops at start because a dependency is down exits with code 2
+        and is started again like any other)."""
+        while not self.supervising.wait(0.25):
+            with self.lock:
+                self._restart_dead(restart_after)
 
-    def inject(self, kind: str, rng: random.Random, monitor: Monitor, restart_after: float) -> None:
+    def _restart_dead(self, restart_after: float) -> None:
+        now = time.monotonic()
+        for p in [*self.workers, self.authority]:
+            if p is None or p.alive:
+                continue
+            since = self.down_since.setdefault(p.name, now)
+            if now - since >= restart_after:
+                del self.down_since[p.name]
+                p.start(MW_AUTHORITY_BLOCK_MS="10") if p is self.authority else p.start()
+
+    def stop(self) -> None:
+        self.supervising.set()
+        with self.lock:
+            for w in self.workers:
+                w.terminate(30)
+            if self.authority is not None:
+                self.authority.terminate(10)
+
+    def inject(self, kind: str, rng: random.Random, monitor: Monitor) -> None:
+        with self.lock:
+            self._inject(kind, rng, monitor)
+
+    def _inject(self, kind: str, rng: random.Random, monitor: Monitor) -> None:
         t0 = time.monotonic()
         target = ""
         if kind.startswith("worker_"):
@@ -285,9 +309,7 @@ class Run:
             if kind == "worker_kill":
                 w.kill()
                 self.pending_checks.append(("takeover", t0, target, owned))
-                timer = threading.Timer(restart_after, lambda: w.alive or w.start())
-                timer.start()
-                self.restarts.append(timer)
+                self.down_since[w.name] = t0  # the supervisor restarts it
             elif kind == "worker_restart":
                 w.terminate(30)
                 self.pending_checks.append(("handover", t0, target, owned))
@@ -360,14 +382,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         run_ = Run(stack, namespace, log_dir, extra_env=args.worker_env)
         feeder = Feeder(stack, registry, namespace, args.rate, args.seed)
         monitor = Monitor(stack.redis_url, namespace)
+        supervisor = threading.Thread(target=run_.supervise, args=(args.restart_after,), daemon=True)
         try:
             run_.start(args.workers)
+            supervisor.start()
             feeder.start()
             monitor.start()
             _wait(lambda: all(_commits(monitor, i) >= 2 for i in range(INTERVALS)), 90, "a first checkpoint")
             first_fault = time.monotonic()
             for n, kind in enumerate(plan, 1):
-                run_.inject(kind, rng, monitor, args.restart_after)
+                run_.inject(kind, rng, monitor)
                 print(f"fault {n}/{len(plan)}: {kind} {run_.faults[-1][2]}", flush=True)
                 time.sleep(args.gap * rng.uniform(0.5, 1.5))
             last_fault = run_.faults[-1][0] if run_.faults else time.monotonic()
@@ -378,7 +402,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if feeder.error is not None:
                 raise feeder.error
             ends = end_offsets(stack.bootstrap, {topic_name(namespace, "chaos_in"): INTERVALS})
-            _wait(lambda: _drained(stack, namespace, ends), 300, "the pipeline to drain")
+            try:
+                _wait(lambda: _drained(stack, namespace, ends), 180, "the pipeline to drain")
+            except TimeoutError as exc:
+                raise TimeoutError(f"{exc}: {_drain_state(stack, namespace, ends)}") from None
             caught_up = time.monotonic()
             time.sleep(0.5)
             monitor.stopping.set()
@@ -388,6 +415,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             stall = monitor.longest_stall(first_fault, input_end)
         finally:
             run_.stop()
+            if supervisor.is_alive():
+                supervisor.join(5)
             feeder.stopping.set()
             monitor.stopping.set()
         findings = check(
@@ -444,6 +473,23 @@ def _drained(stack: LocalStack, namespace: str, ends: dict[tuple[str, int], int]
         return True
     except (redis.RedisError, OSError):
         return False
+
+
+def _drain_state(stack: LocalStack, namespace: str, ends: dict[tuple[str, int], int]) -> str:
+    """What an undrained pipeline still holds, per interval (for the error)."""
+    r = redis.Redis.from_url(stack.redis_url, socket_timeout=2)
+    out = []
+    for (topic, p), end in sorted(ends.items()):
+        base = f"mw:{{{namespace}/{COMPUTATION}/{p}}}"
+        pos = int(r.hget(f"{base}:pos", f"{topic}:{p}") or 0)
+        owner = (r.hget(f"{base}:meta", "owner") or b"").decode()
+        timers = sorted(r.hkeys(f"{base}:timers"))[:2]
+        out.append(
+            f"[{p}] owner {owner} position {pos}/{end} pending {r.hlen(f'{base}:pending')} "
+            f"timers {r.hlen(f'{base}:timers')} {timers}"
+        )
+    wm = r.get(f"mw:wm:{namespace}:{COMPUTATION}")
+    return "; ".join(out) + f"; watermark key {wm!r}"
 
 
 def _wait(predicate: Any, timeout: float, what: str) -> None:
