@@ -10,7 +10,9 @@ the input flows, one fault every ``--gap`` seconds, each kind at least once:
 
 - ``worker_kill``: SIGKILL a worker, restart it ``--restart-after`` s later;
 - ``worker_restart``: SIGTERM a worker and start it again at once (a rolling restart);
-- ``worker_stop``: SIGSTOP a worker past the session timeout, then SIGCONT (a zombie);
+- ``worker_stop``: SIGSTOP a worker past the session timeout, then SIGCONT (a zombie;
+  a worker that stopped itself at a fault point, ``MW_FAULTS=...:stop``, is resumed
+  the same way);
 - ``redis_term`` / ``redis_kill``: restart Redis after SIGTERM / SIGKILL;
 - ``authority_kill``: SIGKILL the watermark authority, restart it at once;
 - ``broker_kill``: SIGKILL the Kafka broker, restart it.
@@ -242,6 +244,7 @@ class Run:
     handover_s: list[float] = field(default_factory=list)
     pending_checks: list[tuple[str, float, str, list[int]]] = field(default_factory=list)
     down_since: dict[str, float] = field(default_factory=dict)  # process name -> when seen down
+    stopped_since: dict[str, float] = field(default_factory=dict)  # worker -> when seen stopped
     supervising: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)  # a fault, or a restart
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -278,6 +281,12 @@ class Run:
 
     def _restart_dead(self, restart_after: float) -> None:
         now = time.monotonic()
+        for w in self.workers:  # stopped by its own fault point (MW_FAULTS ...:stop): a zombie
+            if w.alive and _stopped(w.pid):
+                since = self.stopped_since.setdefault(w.name, now)
+                if now - since >= SESSION_TIMEOUT_S + 2:
+                    del self.stopped_since[w.name]
+                    w.resume()
         for p in [*self.workers, self.authority]:
             if p is None or p.alive:
                 continue
@@ -453,6 +462,13 @@ def _result(
         "logs": str(log_dir),
         "verdict": "exactly_once" if f.ok else "violated",
     }
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except OSError:
+        return False
 
 
 def _commits(monitor: Monitor, i: int) -> int:

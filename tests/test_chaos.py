@@ -5,8 +5,9 @@ past the session timeout, Redis restarts after SIGTERM and SIGKILL, the authorit
 SIGKILLed, the broker SIGKILLed and restarted), while out-of-order input with re-sent
 ids and malformed records flows. Every check of ``bench/chaos_check.py`` must find
 nothing, and every interval must progress again soon after the last fault. The
-negative controls turn dedup off and the fencing check off: the same checks must
-catch them.
+negative controls turn dedup off, and the fencing check off (with workers that stop
+themselves at a commit, zombies that commit when resumed): the same checks must catch
+them.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def test_negative_control_dedup_off_is_caught() -> None:
 
 @pytest.mark.negative_control
 def test_negative_control_fencing_off_is_caught() -> None:
-    args = ["--faults", "3", "--kinds", "worker_stop", "--gap", "2", "--rate", "500"]
-    result = run(parse([*args, "--worker-env", '{"MW_UNSAFE_DISABLE_FENCING": "1"}']))
+    # Each worker stops itself once at a commit (with productions) and is resumed after
+    # the session timeout: a zombie that commits what it holds, unfenced.
+    env = '{"MW_UNSAFE_DISABLE_FENCING": "1", "MW_FAULTS": "before_commit:stop:1:once:after=300"}'
+    args = ["--faults", "1", "--kinds", "worker_kill", "--gap", "8", "--rate", "500"]
+    result = run(parse([*args, "--worker-env", env]))
     assert result["verdict"] == "violated", result
