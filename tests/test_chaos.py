@@ -48,3 +48,14 @@ def test_negative_control_fencing_off_is_caught() -> None:
     args = ["--faults", "1", "--kinds", "worker_kill", "--gap", "8", "--rate", "500"]
     result = run(parse([*args, "--worker-env", env]))
     assert result["verdict"] == "violated", result
+
+
+def test_rolling_restarts_never_stall() -> None:
+    """Two workers over six intervals, SIGTERMed and restarted at once in turn every
+    2 to 4 s (the operator's rolling deploy, issue 14): every interval keeps moving."""
+    args = ["--faults", "8", "--kinds", "worker_restart", "--workers", "2", "--gap", "3", "--rate", "500"]
+    result = run(parse(args))
+    assert result["verdict"] == "exactly_once", result
+    assert result["progress_after_last_fault_s"] <= 10, result
+    assert result["longest_stall_s"] <= 10, result
+    assert result["handover_s"]["max"] is not None and result["handover_s"]["max"] <= 5, result
