@@ -344,10 +344,12 @@ class Run:
 
     def measure(self, monitor: Monitor) -> None:
         for what, t0, target, owned in self.pending_checks:
+            if not owned:
+                continue  # it held nothing (e.g. restarted again before it was assigned)
             times = [monitor.taken_over(i, t0, target) for i in owned]
             slowest = max((t for t in times if t is not None), default=None)
             if None in times or slowest is None:
-                slowest = float("inf")  # never taken over while measured
+                slowest = 1e9  # never taken over while measured (JSON has no infinity)
             (self.takeover_s if what == "takeover" else self.handover_s).append(slowest)
 
 
@@ -454,7 +456,7 @@ def _result(
         "checks": f.counts,
         "examples": {k: v for k, v in f.examples.items() if v},
         "longest_stall_s": round(stall, 2),
-        "progress_after_last_fault_s": max((p if p is not None else float("inf")) for p in progress),
+        "progress_after_last_fault_s": round(max((p if p is not None else 1e9) for p in progress), 2),
         "takeover_s": _quantiles(run_.takeover_s, 0.5, 0.95),
         "handover_s": _quantiles(run_.handover_s, 0.5, 0.95),
         "timer_lateness_ms": _quantiles([float(x) for x in f.timer_lateness_ms], 0.5, 0.99),
