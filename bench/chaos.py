@@ -205,7 +205,7 @@ class Monitor(threading.Thread):
         """Seconds from ``t0`` until interval ``i`` committed under another owner."""
         base = self.at(i, t0)
         for s in self.samples[i]:
-            if s.t > t0 and s.owner != owner and base is not None and s.commits > base.commits:
+            if s.t > t0 and s.owner not in ("", owner) and base is not None and s.commits > base.commits:
                 return s.t - t0
         return None
 

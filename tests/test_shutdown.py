@@ -1,5 +1,6 @@
 """SIGTERM drains: the worker commits its batches, waits for Kafka's acknowledgements,
-commits their deletion and exits 0; nothing is pending and nothing is lost.
+commits their deletion and exits 0; nothing is pending, nothing is lost, and no
+interval still names the stopped worker as its owner in Redis.
 
 Negative control: with the drain skipped (``MW_UNSAFE_SKIP_DRAIN``: the worker leaves
 at SIGTERM without committing or waiting), the same check finds pending batches left
@@ -21,9 +22,10 @@ from tests.support.running_sum import PARTITIONS, Deployment, Injector, make_inp
 pytestmark = pytest.mark.exactly_once
 
 
-def check_clean_stop(returncode: int, logs: str, pending: int) -> list[str]:
-    """What a SIGTERM left undone: a non-zero exit, no "stopped", pending batches."""
-    problems = []
+def check_clean_stop(returncode: int, logs: str, pending: int, owners: list[str]) -> list[str]:
+    """What a SIGTERM left undone: a non-zero exit, no "stopped", pending batches, an
+    interval whose recorded owner is still the stopped worker."""
+    problems = [f"interval {i} still names {o} as its owner" for i, o in enumerate(owners) if o]
     if returncode != 0:
         problems.append(f"the worker exited {returncode} on SIGTERM")
     if '"stopped"' not in logs:
@@ -54,7 +56,8 @@ def stop_under_load(
         )
         returncode = worker.terminate()
         pending = sum(int(dep.r.hlen(dep.key(p, "pending"))) for p in range(PARTITIONS))
-        problems = check_clean_stop(returncode, worker.logs(), pending)
+        owners = [(dep.r.hget(dep.key(p, "meta"), "owner") or b"").decode() for p in range(PARTITIONS)]
+        problems = check_clean_stop(returncode, worker.logs(), pending, owners)
 
         worker.start()
         injector.release.set()

@@ -47,6 +47,9 @@ class MemoryCheckpointStore:
         iv.token = f"{self._epoch}:{iv.grants}:{os.urandom(8).hex()}"
         return iv.token
 
+    def release(self, interval: IntervalId, token: str) -> bool:
+        return self._get(interval).token == token
+
     def recover(self, interval: IntervalId, token: str) -> Snapshot:
         iv = self._get(interval)
         return Snapshot(

@@ -70,6 +70,7 @@ class RedisCheckpointStore:
         self._grant = client.register_script(scripts.GRANT)
         self._commit = FastScript(client, scripts.COMMIT)
         self._fenced_set = client.register_script(scripts.FENCED_SET)
+        self._release = client.register_script(scripts.RELEASE)
         self._keys: dict[IntervalId, IntervalKeys] = {}
 
     @classmethod
@@ -125,6 +126,11 @@ class RedisCheckpointStore:
             if str(exc).startswith("FENCED"):
                 raise FencedError(str(interval), token, "token") from exc
             raise
+
+    def release(self, interval: IntervalId, token: str) -> bool:
+        """A clean stop: clear the interval's recorded owner if ``token`` is current."""
+        k = self.keys(interval)
+        return bool(self._release(keys=[k.token, k.meta], args=[token]))
 
     def current_token(self, interval: IntervalId) -> str | None:
         raw = self._r.get(self.keys(interval).token)

@@ -45,6 +45,15 @@ class Runner:
             for w in self.workers:  # never commit a batch an error interrupted
                 w.abort()
             raise
-        # Stages feed the computation; the order does not matter for correctness.
+        # Stages feed the computation; the order does not matter for correctness. A
+        # drain that fails still lets every worker leave its group (no session-timeout
+        # wait for the others); the first error is raised after.
+        error: BaseException | None = None
         for w in self.workers:
-            w.shutdown()
+            try:
+                w.shutdown()
+            except BaseException as exc:
+                error = error or exc
+                w.abort()
+        if error is not None:
+            raise error

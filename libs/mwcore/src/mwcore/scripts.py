@@ -120,6 +120,15 @@ return redis.call('HINCRBY', KEYS[7], 'commits', 1)
 # ARGV[1] token   ARGV[2] value
 # Sets KEYS[2] only if ARGV[1] is the current token (an injector's promise: a replaced
 # process must not raise what its successor restores). Errors FENCED otherwise.
+# KEYS[1] token  KEYS[2] meta hash   ARGV[1] the releasing owner's token
+# A clean stop: the interval's recorded owner is cleared if the token is still current
+# (a stale release changes nothing). Returns 1 if cleared, else 0.
+RELEASE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[2], 'owner', '')
+return 1
+"""
+
 FENCED_SET = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('FENCED token') end
 redis.call('SET', KEYS[2], ARGV[2])

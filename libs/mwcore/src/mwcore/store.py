@@ -43,6 +43,11 @@ class CheckpointStore(Protocol):
         """Read positions, timers, pending productions and seen ids."""
         ...
 
+    def release(self, interval: IntervalId, token: str) -> bool:
+        """After a clean hand-over: the interval has no recorded owner any more (only
+        while ``token`` is current; True if so)."""
+        ...
+
     def load_state(self, interval: IntervalId, keys: Sequence[bytes]) -> list[bytes | None]:
         """The stored state of each key (None where there is none)."""
         ...

@@ -267,8 +267,7 @@ class Worker:
         for index in indexes:
             self._refence.pop(index, None)
         self._drain([self.intervals[i] for i in sorted(indexes) if i in self.intervals], 3.0)
-        for index in indexes:
-            self.intervals.pop(index, None)
+        self._release([self.intervals.pop(index) for index in indexes if index in self.intervals])
         consumer.unassign()
         log.info("revoked", computation=self.comp.name, intervals=sorted(indexes))
 
@@ -549,6 +548,15 @@ class Worker:
         # delete the segments just reported
         self._commit(*[i for i in live if i.outbox.has_cleanup and i.id.index in self.intervals])
 
+    def _release(self, intervals: list[Interval]) -> None:
+        """Handed over cleanly: Redis no longer names this worker as their owner (best
+        effort: the next grant names the next owner anyway)."""
+        for interval in intervals:
+            try:
+                self.store.release(interval.id, interval.token)
+            except Exception as exc:
+                log.warning("release_failed", interval=str(interval.id), error=str(exc))
+
     def _mirror_offsets(self) -> None:
         if self.consumer is None:
             return
@@ -583,6 +591,7 @@ class Worker:
             self.intervals.clear()  # nothing committed or drained, not even on revocation
         else:
             self._drain(list(self.intervals.values()), 10.0)
+            self._release(list(self.intervals.values()))
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
