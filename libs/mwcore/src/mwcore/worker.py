@@ -215,6 +215,10 @@ class Worker:
             for tp in tps:
                 tp.offset = self._start_offset(interval, tp)
         consumer.assign(partitions)
+        # A partition paused when its interval was fenced stays paused in librdkafka
+        # across a revoke and a new assignment (found by bench/chaos.py: a rebalance
+        # between the fence and the retake left two intervals owned and never fetched).
+        consumer.resume(partitions)
         log.info(
             "assigned",
             computation=self.comp.name,
