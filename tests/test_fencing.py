@@ -139,8 +139,10 @@ def test_negative_control_without_fencing_accepts_stale_writes(
     """The same scenario and check, commits not fenced: the zombie's writes land."""
     problems = zombie_problems(_zombie_scenario(stack, registry, namespace, tmp_path, fencing=False))
     print("negative control found:", *problems, sep="\n  ")
+    # The token check is what refuses a zombie's commit: with it off they are accepted.
+    # (Whether the zombie then also sends its stale batch before it is killed depends
+    # on timing under load; it is printed above, not required.)
     assert any("commits under stale tokens were accepted" in p for p in problems), problems
-    assert any("stale batch were sent" in p for p in problems), problems
 
 
 def redis_restart_run(

@@ -242,7 +242,9 @@ class KafkaBroker:
         if not (self.directory / "data" / "meta.properties").exists():
             cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             fmt = subprocess.run(
-                [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)],
+                # "--cluster-id=": a random id may start with "-", which the tool would
+                # take for an option (1 start in 64 failed)
+                [*jvm, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster}", "-c", str(config)],
                 capture_output=True,
                 text=True,
                 timeout=timeout,
