@@ -48,7 +48,7 @@ from bench.chaos_pipeline import ChaosCount
 from mwcore import ids
 from mwcore.injector import Injector
 from mwcore.localstack import LocalStack, RedisServer
-from mwcore.serde import SchemaRegistry
+from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.transport import end_offsets, topic_name
 from mwcore.watermark import MAX_WATERMARK
 from tests.support.procs import ROOT, WorkerProc, worker_env
@@ -102,6 +102,7 @@ class Feeder(threading.Thread):
             partitions=INTERVALS,
             report_interval_ms=100,
         )
+        self.encode = AvroSerde(registry, "mw.examples.Number").encode
         self.rate = rate
         self.rng = random.Random(seed)
         self.stopping = threading.Event()
@@ -140,7 +141,7 @@ class Feeder(threading.Thread):
                         self.malformed.add(rid)
                     else:
                         key = f"key-{min(int(rng.paretovariate(1.1)) - 1, KEYS - 1)}"
-                        data = self.inj._serdes["chaos_in"].encode({"n": rng.randint(1, 100)})
+                        data = self.encode({"n": rng.randint(1, 100)})
                         ts, rid = now - rng.randrange(DISORDER_MS), ids.random_id()
                         recent.append((key, data, ts, rid))
                         if len(recent) > 200:
@@ -149,7 +150,6 @@ class Feeder(threading.Thread):
                     self.sent += 1
                 self._guard(self.inj.advance, time.time_ns() // 1_000_000 - PROMISE_LAG_MS)
                 time.sleep(0.002)
-            self.inj._producer.flush(60)
             deadline = time.monotonic() + 120
             while True:  # the end: every window may fire
                 try:

@@ -21,7 +21,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import random
 import re
 import struct
 import subprocess
@@ -37,12 +36,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.throughput import KEYS, PARTITIONS, positions, worker_env
-from mwcore import ids
+from bench.throughput import PARTITIONS, feed_steadily, worker_env
 from mwcore.localproc import free_port
 from mwcore.localstack import LocalStack
 from mwcore.serde import SchemaRegistry
-from mwcore.source import SourceWriter
 from mwcore.transport import consumer_config, ensure_topics, producer_config, topic_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,35 +141,9 @@ def worker(stack: LocalStack, rate: int, seconds: int) -> dict[str, float]:
         cwd=ROOT,
     )
     r = redis.Redis.from_url(stack.redis_url)
-    writer = SourceWriter(stack.bootstrap, registry, topic, "mw.bench.Event")
-    writer.producer = Producer(producer_config(stack.bootstrap, **{"linger.ms": 1}))
-    encode = writer.serde.encode
-    rng = random.Random(2)
     try:
-        writer.write_raw(
-            b"warmup", encode({"query": "warmup", "lang": "en", "latency_us": 0}), 0, ids.random_id()
-        )
-        writer.flush()
-        deadline = time.monotonic() + 60
-        while sum(positions(r, namespace, topic)) < 1:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the worker never committed")
-            time.sleep(0.05)
-        r.config_resetstat()
-        n = rate * seconds
-        start = time.perf_counter()
-        for i in range(n):
-            delay = start + i / rate - time.perf_counter()
-            if delay > 0:
-                writer.producer.poll(0)
-                time.sleep(delay)
-            key = f"query-{rng.randrange(KEYS)}"
-            value = encode({"query": key, "lang": "en", "latency_us": i})
-            writer.write_raw(key.encode(), value, time.time_ns() // 1_000_000, ids.random_id())
-        writer.flush()
-        ends = writer.end_offsets
-        while not all(positions(r, namespace, topic)[p] >= ends.get(p, 0) for p in range(PARTITIONS)):
-            time.sleep(0.05)
+        # the script's time in Redis counted from the steady phase on
+        feed_steadily(stack, registry, namespace, topic, rate, seconds, on_warm=r.config_resetstat)
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
         script = r.info("commandstats").get("cmdstat_evalsha", {})
     finally:

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import redis
@@ -212,42 +212,8 @@ def steady_latency(
         env=worker_env(stack, namespace, MW_LATENCY_OUT=str(out), **env),
         cwd=ROOT,
     )
-    r = redis.Redis.from_url(stack.redis_url)
-    writer = SourceWriter(stack.bootstrap, registry, topic, "mw.bench.Event")
-    # Low linger: the producer should not add batching delay of its own to the figure.
-    writer.producer = type(writer.producer)({**_producer_conf(stack.bootstrap), "linger.ms": 1})
-    encode = writer.serde.encode
-    rng = random.Random(2)
     try:
-        # Wait until the worker owns its intervals (a first record round-trips).
-        writer.write_raw(
-            b"warmup", encode({"query": "warmup", "lang": "en", "latency_us": 0}), 0, ids.random_id()
-        )
-        writer.flush()
-        deadline = time.monotonic() + 60
-        while sum(positions(r, namespace, topic)) < 1:
-            if time.monotonic() > deadline:
-                raise TimeoutError("the latency worker never committed")
-            time.sleep(0.05)
-        # A steady rate at millisecond resolution: each millisecond, the records due by
-        # then, each stamped when it is produced. (Sleeping before every record cost the
-        # generator most of a core at 10,000/s, on the cores the worker and broker share.)
-        n = rate * seconds
-        i = 0
-        start = time.perf_counter()
-        while i < n:
-            due = min(n, int((time.perf_counter() - start) * rate) + 1)
-            while i < due:
-                key = f"query-{rng.randrange(KEYS)}"
-                value = encode({"query": key, "lang": "en", "latency_us": i})
-                writer.write_raw(key.encode(), value, time.time_ns() // 1_000_000, ids.random_id())
-                i += 1
-            writer.producer.poll(0)
-            time.sleep(max(0.0, start + i / rate - time.perf_counter()))
-        writer.flush()
-        ends = writer.end_offsets
-        while not all(positions(r, namespace, topic)[p] >= ends.get(p, 0) for p in range(PARTITIONS)):
-            time.sleep(0.05)
+        feed_steadily(stack, registry, namespace, topic, rate, seconds)
     finally:
         proc.terminate()
         proc.wait(60)
@@ -271,6 +237,56 @@ def steady_latency(
 
 
 _runs = itertools.count()
+
+
+def feed_steadily(
+    stack: LocalStack,
+    registry: SchemaRegistry,
+    namespace: str,
+    topic: str,
+    rate: int,
+    seconds: int,
+    on_warm: Callable[[], object] = lambda: None,
+) -> None:
+    """Once a worker has committed a warm-up record (``on_warm`` is then called), feed
+    ``topic`` at a steady ``rate`` for ``seconds`` and wait until the worker's
+    checkpoint holds every partition's end."""
+    r = redis.Redis.from_url(stack.redis_url)
+    writer = SourceWriter(stack.bootstrap, registry, topic, "mw.bench.Event")
+    # Low linger: the producer should not add batching delay of its own to the figure.
+    writer.producer = type(writer.producer)({**_producer_conf(stack.bootstrap), "linger.ms": 1})
+    encode = writer.serde.encode
+    rng = random.Random(2)
+    # Wait until the worker owns its intervals (a first record round-trips).
+    writer.write_raw(
+        b"warmup", encode({"query": "warmup", "lang": "en", "latency_us": 0}), 0, ids.random_id()
+    )
+    writer.flush()
+    deadline = time.monotonic() + 60
+    while sum(positions(r, namespace, topic)) < 1:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the latency worker never committed")
+        time.sleep(0.05)
+    on_warm()
+    # A steady rate at millisecond resolution: each millisecond, the records due by
+    # then, each stamped when it is produced. (Sleeping before every record cost the
+    # generator most of a core at 10,000/s, on the cores the worker and broker share.)
+    n = rate * seconds
+    i = 0
+    start = time.perf_counter()
+    while i < n:
+        due = min(n, int((time.perf_counter() - start) * rate) + 1)
+        while i < due:
+            key = f"query-{rng.randrange(KEYS)}"
+            value = encode({"query": key, "lang": "en", "latency_us": i})
+            writer.write_raw(key.encode(), value, time.time_ns() // 1_000_000, ids.random_id())
+            i += 1
+        writer.producer.poll(0)
+        time.sleep(max(0.0, start + i / rate - time.perf_counter()))
+    writer.flush()
+    ends = writer.end_offsets
+    while not all(positions(r, namespace, topic)[p] >= ends.get(p, 0) for p in range(PARTITIONS)):
+        time.sleep(0.05)
 
 
 def _producer_conf(bootstrap: str) -> dict[str, object]:
