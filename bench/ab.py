@@ -3,7 +3,9 @@ noisy: compare side by side, never against a figure from another hour).
 
 Run: ``.venv/bin/python bench/ab.py latency|throughput ROUNDS VARIANT...``, each
 variant a JSON object of environment settings for the worker process, e.g.
-``'{}' '{"MW_MAX_BATCH_DELAY_MS": "3"}'``, or older code of the library:
+``'{}' '{"MW_MAX_BATCH_DELAY_MS": "3"}'``; keys ``REDIS_<name>`` set Redis's
+configuration for the variant instead (``CONFIG SET``, e.g. ``"REDIS_appendfsync":
+"everysec"``); or older code of the library:
 ``git worktree add /tmp/base <commit>`` and
 ``'{"PYTHONPATH": "/tmp/base/libs/mwcore/src:."}'``.
 
@@ -19,6 +21,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -41,7 +45,11 @@ def main() -> None:
     runs = []
     with LocalStack() as stack:
         for r in range(args.rounds):
-            for k, env in enumerate(args.variants):
+            for k, variant in enumerate(args.variants):
+                env = {n: v for n, v in variant.items() if not n.startswith("REDIS_")}
+                for n, v in variant.items():
+                    if n.startswith("REDIS_"):
+                        redis.Redis.from_url(stack.redis_url).config_set(n[len("REDIS_") :], v)
                 if args.what == "latency":
                     res = steady_latency(stack, registry, args.rate, args.seconds, **env)
                 else:
@@ -50,9 +58,10 @@ def main() -> None:
                     ensure_topics(stack.bootstrap, {topic: PARTITIONS})
                     ends = load(stack, registry, topic, args.records)
                     res = run_worker(stack, namespace, topic, ends, **env)
-                run = {"round": r, "variant": env, **{k: round(v, 1) for k, v in res.items()}}
+                run = {"round": r, "variant": variant, **{k: round(v, 1) for k, v in res.items()}}
                 print(json.dumps(run), flush=True)
                 runs.append(run)
+                redis.Redis.from_url(stack.redis_url).config_set("appendfsync", "always")  # the default
     print(json.dumps(runs))
 
 

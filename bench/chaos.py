@@ -1,6 +1,7 @@
 """The fault suite: a keyed pipeline on the local stack under a seeded schedule of faults.
 
-Run: ``.venv/bin/python bench/chaos.py [--faults 40] [--seed 1] [--scenario mixed]``.
+Run: ``.venv/bin/python bench/chaos.py [--faults 40] [--seed 1] [--scenario mixed|rollback]``
+(``rollback``: see ``bench/chaos_rollback.py``).
 
 Three ``mw run`` workers of ``bench/chaos_pipeline.py`` (per-key state, one strong
 production per record, event-time windows, wall-time timers; 6 intervals), the
@@ -362,7 +363,14 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--faults", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--scenario", choices=("mixed",), default="mixed")
+    parser.add_argument(
+        "--scenario",
+        choices=("mixed", "rollback"),
+        default="mixed",
+        help="rollback: Redis loses the tail of its writes (bench/chaos_rollback.py)",
+    )
+    parser.add_argument("--lag", type=float, default=3.0, help="rollback: seconds of writes the store loses")
+    parser.add_argument("--watch", type=float, default=30.0, help="rollback: how long to wait for the stop")
     parser.add_argument("--rate", type=int, default=1000, help="input records per second")
     parser.add_argument("--gap", type=float, default=4.0, help="seconds between faults")
     parser.add_argument(
@@ -379,10 +387,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     result = run(_parser().parse_args(argv))
     print(json.dumps(result))
-    return 0 if result["verdict"] == "exactly_once" else 1
+    return 0 if result["verdict"] in ("exactly_once", "stopped_before_second_payload") else 1
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    if args.scenario == "rollback":
+        from bench.chaos_rollback import run_rollback
+
+        return run_rollback(args)
     kinds = tuple(k for k in args.kinds.split(",") if k)
     plan = schedule(args.faults, args.seed, kinds)
     rng = random.Random(args.seed)

@@ -7,7 +7,8 @@ ids and malformed records flows. Every check of ``bench/chaos_check.py`` must fi
 nothing, and every interval must progress again soon after the last fault. The
 negative controls turn dedup off, and the fencing check off (with workers that stop
 themselves at a commit, zombies that commit when resumed): the same checks must catch
-them.
+them. The rollback scenario (Redis loses the tail of its writes) must stop the workers
+before any second payload; with the detection off, second payloads appear.
 """
 
 from __future__ import annotations
@@ -59,3 +60,22 @@ def test_rolling_restarts_never_stall() -> None:
     assert result["progress_after_last_fault_s"] <= 10, result
     assert result["longest_stall_s"] <= 10, result
     assert result["handover_s"]["max"] is not None and result["handover_s"]["max"] <= 5, result
+
+
+def test_a_store_rollback_stops_the_workers_before_a_second_payload() -> None:
+    """Redis run volatile loses its last 3 s of writes (an older copy of its append-only
+    files restored): the workers find the store behind the commit witness and stop,
+    and no output id carries two different payloads."""
+    result = run(parse(["--scenario", "rollback", "--rate", "500", "--lag", "3"]))
+    assert result["rollback_detected"] is True, result
+    assert result["second_payloads"] == 0, result
+    assert result["verdict"] == "stopped_before_second_payload", result
+
+
+@pytest.mark.negative_control
+def test_negative_control_rollback_detection_off_gives_second_payloads() -> None:
+    env = '{"MW_UNSAFE_IGNORE_ROLLBACK": "1"}'
+    result = run(parse(["--scenario", "rollback", "--rate", "500", "--lag", "3", "--worker-env", env]))
+    assert result["rollback_detected"] is False, result
+    assert result["second_payloads"] > 0, result
+    assert result["verdict"] == "violated", result

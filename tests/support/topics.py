@@ -66,8 +66,8 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list[Msg]:
 
 
 def consumed(bootstrap: str, namespace: str, computation: str, stream: str) -> bool:
-    """A computation's committed positions (mirrored to its group) have reached the end
-    of one of its input streams."""
+    """A computation's committed positions (written to its group with each checkpoint's
+    witness) have reached the end of one of its input streams."""
     from mwcore.transport import end_offsets, topic_name
 
     topic = topic_name(namespace, stream)

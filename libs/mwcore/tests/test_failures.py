@@ -167,6 +167,9 @@ class FakeConsumer:
     def commit(self, **kwargs: Any) -> None:
         return None
 
+    def committed(self, partitions: list[Any], timeout: float = 0) -> list[Any]:
+        return partitions  # no witness yet
+
     def close(self) -> None:
         self.closed = True
 

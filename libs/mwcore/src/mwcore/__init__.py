@@ -9,6 +9,7 @@ from mwcore.errors import (
     FencedError,
     MwError,
     SerializationError,
+    StoreRollbackError,
     UnknownSchemaError,
 )
 from mwcore.record import Production, Record, TimeDomain, Timer
@@ -30,6 +31,7 @@ __all__ = [
     "Record",
     "SerializationError",
     "StateCodec",
+    "StoreRollbackError",
     "TimeDomain",
     "Timer",
     "UnknownSchemaError",

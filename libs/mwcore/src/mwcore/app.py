@@ -86,6 +86,7 @@ def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
         max_batch_delay_ms=settings.max_batch_delay_ms,
         session_timeout_ms=settings.session_timeout_ms,
         latency_out=settings.latency_out,
+        witness_gate=settings.witness_gate,
         report_interval_ms=settings.report_interval_ms,
         seen_gc_slack_ms=settings.seen_gc_slack_ms,
         unsafe_keep_fired_timers=settings.unsafe_keep_fired_timers,
@@ -93,6 +94,7 @@ def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
         unsafe_unchecked_weak=settings.unsafe_unchecked_weak,
         unsafe_skip_drain=settings.unsafe_skip_drain,
         unsafe_no_retake=settings.unsafe_no_retake,
+        unsafe_ignore_rollback=settings.unsafe_ignore_rollback,
     )
     return Worker(
         cls(),

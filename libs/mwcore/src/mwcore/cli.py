@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from mwcore.errors import ConfigError
+from mwcore.errors import ConfigError, StoreRollbackError
 
 if TYPE_CHECKING:
     from mwcore.metrics import ProcessMetrics
@@ -45,7 +45,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = WorkerSettings.load()
     logs.configure(settings.log_level, settings.log_format)
     cls = load_computation(args.computation)
-    _preflight(settings.bootstrap, settings.redis_url)
+    _preflight(settings.bootstrap, settings.redis_url, durable=not settings.allow_volatile_store)
     workers = build_workers(cls, settings)
     metrics = _serve_metrics(settings)
     runner = Runner(workers)
@@ -65,11 +65,11 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _preflight(bootstrap: str, redis_url: str) -> None:
+def _preflight(bootstrap: str, redis_url: str, *, durable: bool) -> None:
     """Stop at start, with one line, when the broker or Redis cannot be used."""
     from mwcore.preflight import check_kafka, check_redis
 
-    check_redis(redis_url)
+    check_redis(redis_url, durable=durable)
     check_kafka(bootstrap)
 
 
@@ -80,7 +80,7 @@ def _authority(args: argparse.Namespace) -> int:
 
     settings = AuthoritySettings.load()
     logs.configure(settings.log_level, settings.log_format)
-    _preflight(settings.bootstrap, settings.redis_url)
+    _preflight(settings.bootstrap, settings.redis_url, durable=not settings.allow_volatile_store)
     authority = build_authority(settings)
     metrics = _serve_metrics(settings)
     on_step: Callable[[], None] = _nothing
@@ -364,6 +364,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except ConfigError as exc:
         print(f"mw: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except StoreRollbackError as exc:
+        print(f"mw: stopped: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

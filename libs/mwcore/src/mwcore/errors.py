@@ -29,6 +29,22 @@ class FencedError(MwError):
         return self.reason == "restarted"
 
 
+class StoreRollbackError(MwError):
+    """The store holds fewer checkpoints of an interval than Kafka witnessed (witness.py):
+    it lost committed checkpoints. The worker stops rather than produce from it."""
+
+    def __init__(self, interval: str, store_commits: int, witnessed: int) -> None:
+        super().__init__(
+            f"interval {interval}: the store has {store_commits} checkpoints but Kafka witnessed "
+            f"{witnessed}: it lost {witnessed - store_commits} committed checkpoints (restored from "
+            "an older copy, or run without appendfsync always). Stopped before producing from it; "
+            "see docs/reliability.md, 'A store that lost checkpoints'"
+        )
+        self.interval = interval
+        self.store_commits = store_commits
+        self.witnessed = witnessed
+
+
 class CheckpointError(MwError):
     """A checkpoint was refused for a reason other than fencing (malformed arguments)."""
 

@@ -96,6 +96,7 @@ class IntervalDeps:
     record_latency: bool = False  # keep each batch's record timestamps (benchmarks)
     on_error: Callable[[str, dict[str, Any]], None] = lambda event, info: None
     clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000
+    witness_gated: bool = False  # productions and reports wait for the commit witness
     # Negative controls only (settings: MW_UNSAFE_*); each turns one mechanism off:
     unsafe_keep_fired_timers: bool = False  # a firing does not delete its timer's checkpoint copy
     unsafe_drop_dead_letters: bool = False  # a bad record is skipped, no dead letter produced
@@ -117,7 +118,9 @@ class Interval:
         self.bloom.add_many(snapshot.seen)
         self.commits = snapshot.commits
         # Pending batches of the snapshot are sent again first.
-        self.outbox = Outbox(snapshot.pending, snapshot.segments)
+        self.outbox = Outbox(
+            snapshot.pending, snapshot.segments, recovered_commit=snapshot.commits, gated=deps.witness_gated
+        )
         self._outbox_ck: tuple[int, bytes | None, list[Segment], int] = (0, None, [], 0)
         self.weak_buffer: list[Production] = []
         self._batch_seq = 0
@@ -156,6 +159,11 @@ class Interval:
     def idle(self) -> bool:
         """No batch open: the soft state is exactly the last committed checkpoint."""
         return self.batch_started is None and self.batch.is_empty()
+
+    def witnessed(self) -> bool:
+        """The commit witness covers the last checkpoint (always, when not gated): a
+        watermark report may show its state."""
+        return not self.outbox.gated or self.outbox.witnessed >= self.commits
 
     def oldest_work(self, handing_over: bool = False) -> int:
         """Oldest timestamp this interval may still produce at or hold back: pending
@@ -582,7 +590,7 @@ class Interval:
         if cp.productions:
             for batch_key, productions in cp.pending.items():
                 if productions is cp.productions:
-                    outbox.committed(batch_key, productions)
+                    outbox.committed(batch_key, productions, commits)
         self._reset_batch()
         self.bloom.add_many(list(cp.seen))
         if self.bloom.full:

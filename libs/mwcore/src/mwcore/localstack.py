@@ -30,7 +30,7 @@ class RedisServer:
 
     port: int = 0
     directory: Path | None = None
-    appendfsync: Literal["always", "everysec", "no"] = "everysec"
+    appendfsync: Literal["always", "everysec", "no"] = "always"
     password: str = ""  # requirepass, when set
     proc: subprocess.Popen[bytes] | None = None
 

@@ -1,11 +1,11 @@
 """Productions of one interval between their checkpoint and Kafka's acknowledgement.
 
 Strong productions are checkpointed as one *batch* (one Redis hash field holding all
-of a commit's productions), sent after the commit, and the batch is deleted by a
-later checkpoint once Kafka has acknowledged every production in it. A batch object
-is itself the delivery callback of its messages, so acknowledgement costs no
-allocation per message. A batch with a failed delivery is sent again whole (its ids
-make the duplicates harmless downstream).
+of a commit's productions), sent after the commit (once the commit witness covers it:
+see ``witness.py``), and the batch is deleted by a later checkpoint once Kafka has
+acknowledged every production in it. A batch object is itself the delivery callback
+of its messages, so acknowledgement costs no allocation per message. A batch with a
+failed delivery is sent again whole (its ids make the duplicates harmless downstream).
 
 Weak productions are sent before the checkpoint; those still unacknowledged when
 the checkpoint is written go into it as a batch too (paper, figure 11).
@@ -78,10 +78,18 @@ class Outbox:
         self,
         recovered: dict[bytes, list[Production]] | None = None,
         segments: dict[bytes, list[Segment]] | None = None,
+        *,
+        recovered_commit: int = 0,
+        gated: bool = False,
     ) -> None:
         self.pending: dict[bytes, OutboxBatch] = {}  # checkpointed, not fully acknowledged
         self.weak: list[OutboxBatch] = []  # sent before any checkpoint, not fully acknowledged
         self.to_send: list[OutboxBatch] = []
+        # gated: a checkpointed batch waits here, with its commit's count, until the
+        # commit witness covers that count (``witnessed``)
+        self.gated = gated
+        self.held: list[tuple[int, OutboxBatch]] = []
+        self.witnessed = -1
         self.acked: list[OutboxBatch] = []  # acknowledged, segments not yet checkpointed
         self.stored: dict[bytes, list[Segment]] = dict(segments or {})  # checkpointed, unreported
         self.reported_keys: list[bytes] = []  # reported: delete in the next checkpoint
@@ -89,7 +97,25 @@ class Outbox:
         for key, productions in (recovered or {}).items():
             batch = OutboxBatch(self, key, productions, checkpointed=True)
             self.pending[key] = batch
+            self._ready(recovered_commit, batch)
+
+    def _ready(self, commit: int, batch: OutboxBatch) -> None:
+        if self.gated and commit > self.witnessed:
+            self.held.append((commit, batch))
+        else:
             self.to_send.append(batch)
+
+    def witness(self, commits: int) -> None:
+        """The commit witness covers ``commits``: release the batches it covers."""
+        self.witnessed = max(self.witnessed, commits)
+        if self.held:
+            still = []
+            for commit, batch in self.held:
+                if commit <= self.witnessed:
+                    self.to_send.append(batch)
+                else:
+                    still.append((commit, batch))
+            self.held = still
 
     def _settled(self, batch: OutboxBatch) -> None:
         if batch.failed:
@@ -154,11 +180,12 @@ class Outbox:
             default=MAX_WATERMARK,
         )
 
-    def committed(self, key: bytes, productions: list[Production]) -> None:
-        """A checkpoint holding ``productions`` under ``key`` is durable: send them."""
+    def committed(self, key: bytes, productions: list[Production], commit: int = 0) -> None:
+        """Checkpoint number ``commit``, holding ``productions`` under ``key``, is
+        durable: send them (when gated: once the witness covers it)."""
         batch = OutboxBatch(self, key, productions, checkpointed=True)
         self.pending[key] = batch
-        self.to_send.append(batch)
+        self._ready(commit, batch)
 
     def send_weak(self, productions: list[Production]) -> None:
         batch = OutboxBatch(self, b"", productions, checkpointed=False)

@@ -25,9 +25,12 @@ def _without_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def check_redis(url: str, setting: str = "MW_REDIS_URL", timeout_s: float = 5.0) -> None:
+def check_redis(
+    url: str, setting: str = "MW_REDIS_URL", timeout_s: float = 5.0, *, durable: bool = False
+) -> None:
     """Connect, authenticate and select the database of ``url``; a ConfigError naming
-    ``setting`` if any of it fails."""
+    ``setting`` if any of it fails. ``durable``: also refuse a store that can lose
+    acknowledged writes in a crash (``check_durable``)."""
     shown = _without_password(url)
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
@@ -62,8 +65,43 @@ def check_redis(url: str, setting: str = "MW_REDIS_URL", timeout_s: float = 5.0)
         raise ConfigError(f"{setting}={shown}: Redis answered an error: {text}") from None
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise ConfigError(f"{setting}={shown}: cannot reach Redis ({_first_line(exc)})") from None
+    try:
+        if durable:
+            check_durable(client, f"{setting}={shown}")
     finally:
         client.close()
+
+
+VOLATILE_OPT_IN = "MW_ALLOW_VOLATILE_STORE=1"
+
+
+def check_durable(client: redis.Redis, where: str) -> None:
+    """Refuse a store that acknowledges writes it can still lose in a crash: one
+    without an append-only file synced on every write (``appendonly yes``,
+    ``appendfsync always``). Resumed from such a store, a worker would stop at
+    takeover (the commit witness finds the loss: ``witness.py``); the opt-in
+    (``MW_ALLOW_VOLATILE_STORE``) is for stores that are durable in a way this check
+    cannot see, or for runs that accept that stop."""
+    fix = f"set appendonly yes and appendfsync always in its configuration, or accept it: {VOLATILE_OPT_IN}"
+    try:
+        raw = client.config_get("append*")
+    except redis.ResponseError as exc:
+        raise ConfigError(
+            f"{where}: cannot read this Redis's persistence settings (CONFIG GET: {_first_line(exc)}); "
+            f"if it keeps every acknowledged write through a crash, say so with {VOLATILE_OPT_IN}"
+        ) from None
+    conf = {_text(k): _text(v) for k, v in raw.items()}
+    aof, fsync = conf.get("appendonly", "no"), conf.get("appendfsync", "everysec")
+    if aof != "yes":
+        raise ConfigError(f"{where}: this Redis keeps no append-only file (appendonly {aof}): {fix}")
+    if fsync != "always":
+        raise ConfigError(
+            f"{where}: this Redis can lose acknowledged writes in a crash (appendfsync {fsync}): {fix}"
+        )
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def check_kafka(bootstrap: str, setting: str = "MW_BOOTSTRAP", timeout_s: float = 10.0) -> None:

@@ -52,6 +52,12 @@ class WorkerSettings(MetricsSettings):
     # seen ids older than the input watermark minus this are forgotten (late injector
     # data re-sent within it is still dropped as a duplicate)
     seen_gc_slack_ms: int = Field(default=60_000, ge=0)
+    # a store that can lose acknowledged writes (no appendfsync always) is refused at
+    # start unless this is set (preflight.check_durable, docs/reliability.md)
+    allow_volatile_store: bool = False
+    # productions and watermark reports wait until Kafka holds the commit witness
+    # (witness.py); off: the witness only detects a loss older than its last write
+    witness_gate: bool = True
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
     latency_out: str = ""
@@ -68,6 +74,7 @@ class WorkerSettings(MetricsSettings):
     unsafe_rekey_keep_key: bool = False  # rekey stages produce under each record's own key
     unsafe_skip_drain: bool = False  # SIGTERM exits without committing or draining
     unsafe_no_retake: bool = False  # a fenced interval is never taken back
+    unsafe_ignore_rollback: bool = False  # a store behind the commit witness is used anyway
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)
@@ -107,6 +114,7 @@ class AuthoritySettings(MetricsSettings):
     authority_percentile: float = Field(default=0.99, gt=0.5, lt=1.0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
+    allow_volatile_store: bool = False  # as for workers: the journal must survive a crash
     unsafe_ignore_backlog: bool = False  # negative control only
     unsafe_accept_stale_reports: bool = False  # negative control only
 

@@ -10,10 +10,11 @@ Loop, each turn:
    checkpoint each, then send its productions;
 5. report idle intervals to the watermark authority when a report is due.
 
-On assignment an interval is granted a fresh token, recovered from the store, its
-pending productions are re-sent, and its partitions are positioned at the offsets in
-the checkpoint (semantics I-2), never at the group's committed offsets. Those are
-mirrored to Kafka only for lag tools.
+On assignment an interval is granted a fresh token, recovered from the store, checked
+against the commit witness (``witness.py``: a store that lost committed checkpoints
+stops the worker), its pending productions are re-sent, and its partitions are
+positioned at the offsets in the checkpoint (semantics I-2), never at the group's
+committed offsets. Those carry the witness (and serve lag tools).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from mwcore.transport import (
 from mwcore.watermark import MIN_WATERMARK, WatermarkSource
 from mwcore.watermarks.reports import NodeSpec
 from mwcore.watermarks.sink import NullReportSink, ReportSink
+from mwcore.witness import Witness
 
 log = structlog.get_logger("mwcore.worker")
 
@@ -69,9 +71,11 @@ class WorkerConfig:
     instance_id: str | None = None  # static group membership: fast restarts
     max_batch_records: int = 5000
     max_batch_delay_ms: int = 10
+    # productions and watermark reports of a checkpoint wait until the commit witness
+    # covers it (witness.py); off: the witness only detects (no added latency)
+    witness_gate: bool = True
     session_timeout_ms: int = 2000  # also sets the heartbeat: a quarter of it
     poll_records: int = 5000
-    mirror_offsets_s: float = 1.0
     max_cache_keys: int = 100_000
     latency_out: str = ""  # if set: record commit latency, write percentiles here at exit
     refence_backoff_s: float = 10.0  # after losing an interval to another grant
@@ -83,6 +87,7 @@ class WorkerConfig:
     unsafe_unchecked_weak: bool = False
     unsafe_skip_drain: bool = False
     unsafe_no_retake: bool = False
+    unsafe_ignore_rollback: bool = False  # a store behind the witness is used anyway
 
 
 class Clock:
@@ -162,6 +167,7 @@ class Worker:
             counters=self.counters,
             on_error=lambda event, info: log.warning(event, computation=computation.name, **info),
             clock=self.clock.now_ms,
+            witness_gated=config.witness_gate,
             record_latency=bool(config.latency_out),
             unsafe_keep_fired_timers=config.unsafe_keep_fired_timers,
             unsafe_drop_dead_letters=config.unsafe_drop_dead_letters,
@@ -170,7 +176,7 @@ class Worker:
         self.latencies = LatencyRecorder() if config.latency_out else None
         self.producer = Producer(producer_config(config.bootstrap))
         self.consumer: Consumer | None = None
-        self._last_mirror = 0.0
+        self.witness = Witness(self.topics)
         self._refence: dict[int, float] = {}  # fenced interval -> when to try to take it back
         self.input_watermark = MIN_WATERMARK  # as last read, for metrics
         # (batch seconds, commit seconds) of each commit, when metrics are on
@@ -252,8 +258,12 @@ class Worker:
         iid = self._interval_id(index)
         token = self.store.grant(iid, self.cfg.worker_id)
         snapshot = self.store.recover(iid, token)
+        witnessed = self._witnessed_commits(iid, snapshot.commits)
         interval = Interval(iid, snapshot, self.deps)
+        interval.outbox.witness(witnessed)
         self.intervals[index] = interval
+        if witnessed < snapshot.commits:  # re-sent productions wait for the witness to catch up
+            self.witness.want(index, snapshot.commits, interval.committed_positions)
         log.info(
             "interval_acquired",
             interval=str(iid),
@@ -266,10 +276,25 @@ class Worker:
         self._send(interval)
         return interval
 
+    def _witnessed_commits(self, iid: IntervalId, store_commits: int) -> int:
+        """What Kafka witnessed of the interval's commits; a store behind it lost
+        committed checkpoints: stop (``StoreRollbackError``) before producing anything."""
+        self.witness.forget(iid.index)
+        if self.consumer is None:
+            return store_commits
+        witnessed = self.witness.read(self.consumer, iid.index)
+        if self.cfg.unsafe_ignore_rollback:
+            if witnessed > store_commits:
+                log.warning("rollback_ignored", interval=str(iid), store=store_commits, witness=witnessed)
+            return min(witnessed, store_commits)
+        self.witness.check(str(iid), store_commits, witnessed)
+        return witnessed
+
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         indexes = {tp.partition for tp in partitions}
         for index in indexes:
             self._refence.pop(index, None)
+            self.witness.forget(index)
         self._drain([self.intervals[i] for i in sorted(indexes) if i in self.intervals], 3.0)
         self._release([self.intervals.pop(index) for index in indexes if index in self.intervals])
         consumer.unassign()
@@ -279,6 +304,7 @@ class Worker:
         for tp in partitions:
             self.intervals.pop(tp.partition, None)
             self._refence.pop(tp.partition, None)
+            self.witness.forget(tp.partition)
         log.warning("partitions_lost", computation=self.comp.name)
 
     # -- the loop --------------------------------------------------------------------------
@@ -294,7 +320,11 @@ class Worker:
             self.cfg.bootstrap,
             self.group,
             self.cfg.instance_id,
-            **{"session.timeout.ms": session, "heartbeat.interval.ms": max(100, session // 4)},
+            **{
+                "session.timeout.ms": session,
+                "heartbeat.interval.ms": max(100, session // 4),
+                "on_commit": self.witness.on_commit,
+            },
         )
         self.consumer = Consumer(conf)
         self.consumer.subscribe(
@@ -319,6 +349,8 @@ class Worker:
         messages = self._poll()
         if messages:
             self._route(messages)
+        if self.witness.newly_confirmed:  # served by the poll: release what it covers
+            self._release_witnessed()
         self.producer.poll(0)
         for index, interval in list(self.intervals.items()):
             if interval.outbox.acked:  # acknowledged, their deletion not yet committed
@@ -333,9 +365,7 @@ class Worker:
         if due:
             self._commit(*due)
         self._report(now)
-        if now - self._last_mirror >= cfg.mirror_offsets_s:
-            self._last_mirror = now
-            self._mirror_offsets()
+        self.witness.flush(self.consumer)  # e.g. an interval recovered ahead of its witness
 
     def _report(self, now: float, force: bool = False) -> None:
         """Every ``report_interval_ms``, report each interval to the watermark authority
@@ -361,7 +391,7 @@ class Worker:
             interval = self.intervals.get(index)
             if interval is None:
                 self._report_wanted.discard(index)
-            elif interval.idle():
+            elif interval.idle() and interval.witnessed():
                 report, keys = interval.report(now_ms)
                 reports.append(report)
                 taken.append((interval, keys))
@@ -429,9 +459,10 @@ class Worker:
         for interval in list(self.intervals.values()):
             interval.fire_timers(wm, now, self.cfg.max_batch_records)
 
-    def _commit(self, *intervals: Interval) -> None:
+    def _commit(self, *intervals: Interval, witness: bool = True) -> None:
         """Commit the intervals' batches: one fenced, atomic checkpoint each, all in one
-        round trip to the store; then send each accepted checkpoint's productions."""
+        round trip to the store; write the witness (``witness``: now, asynchronously;
+        else the caller does) and send what it covers."""
         prepared: list[tuple[Interval, Checkpoint]] = []
         for interval in intervals:
             if interval.batch.productions:  # the zombie test pauses on a batch that has some
@@ -459,7 +490,19 @@ class Worker:
                 self.latencies.add(now_ms, interval.batch_timestamps, interval.batch_arrivals)
             self.faults.point("after_commit", functools.partial(dict, interval=str(interval.id)))
             interval.committed(cp, result)
+            self.witness.want(interval.id.index, result, dict(interval.committed_positions))
             self._send(interval)
+        if witness and self.consumer is not None:
+            self.witness.flush(self.consumer)
+
+    def _release_witnessed(self) -> None:
+        """Hand each interval what the witness now covers (its held productions)."""
+        confirmed = self.witness.confirmed
+        for index in self.witness.newly_confirmed:
+            interval = self.intervals.get(index)
+            if interval is not None:
+                interval.outbox.witness(confirmed[index])
+        self.witness.newly_confirmed.clear()
 
     def _fenced(self, interval: Interval, exc: FencedError) -> None:
         """Drop the interval's soft state; stop reading it; try to take it back later.
@@ -472,6 +515,7 @@ class Worker:
         index = interval.id.index
         self.counters.fenced += 1
         self.intervals.pop(index, None)
+        self.witness.forget(index)
         if self.consumer is not None:
             self.consumer.pause(self._partitions(index))
         delay = 0.0 if exc.store_restarted else self.cfg.refence_backoff_s
@@ -543,14 +587,30 @@ class Worker:
         """Commit the intervals' batches, wait (once, for all) for Kafka's
         acknowledgements, then commit their deletion. Unacknowledged batches stay
         pending in the checkpoint and are re-sent by the next owner."""
-        self._commit(*intervals)
+        self._commit(*intervals, witness=False)
+        self._witness_now(intervals)
         self.producer.flush(flush_s)
         self.producer.poll(0)
         live = [i for i in intervals if i.id.index in self.intervals]
-        self._commit(*[i for i in live if i.outbox.has_cleanup])  # delete the acknowledged
+        self._commit(*[i for i in live if i.outbox.has_cleanup], witness=False)  # delete the acknowledged
+        self._witness_now(live)  # (reports show witnessed state only)
         self._report(time.monotonic(), force=True)
         # delete the segments just reported
         self._commit(*[i for i in live if i.outbox.has_cleanup and i.id.index in self.intervals])
+
+    def _witness_now(self, intervals: list[Interval]) -> None:
+        """Write the witness and wait for it (no callback is served in a hand-over),
+        then send what it releases."""
+        if self.consumer is None:
+            return
+        for interval in intervals:  # also what asynchronous writes in flight cover
+            if interval.id.index in self.intervals and not interval.witnessed():
+                self.witness.want(interval.id.index, interval.commits, dict(interval.committed_positions))
+        self.witness.flush_sync(self.consumer)
+        self._release_witnessed()
+        for interval in intervals:
+            if interval.id.index in self.intervals:
+                self._send(interval)
 
     def _release(self, intervals: list[Interval]) -> None:
         """Handed over cleanly: Redis no longer names this worker as their owner (best
@@ -560,20 +620,6 @@ class Worker:
                 self.store.release(interval.id, interval.token)
             except Exception as exc:
                 log.warning("release_failed", interval=str(interval.id), error=str(exc))
-
-    def _mirror_offsets(self) -> None:
-        if self.consumer is None:
-            return
-        offsets = []
-        for interval in self.intervals.values():
-            for fld, off in interval.committed_positions.items():
-                topic, _, part = fld.rpartition(":")
-                offsets.append(TopicPartition(topic, int(part), off))
-        if offsets:
-            try:
-                self.consumer.commit(offsets=offsets, asynchronous=True)
-            except Exception as exc:  # lag mirroring is best effort
-                log.debug("offset_mirror_failed", error=str(exc))
 
     def abort(self) -> None:
         """After an error: drop every interval uncommitted (its batch may be half built),
