@@ -204,3 +204,68 @@ def test_mw_tail_prints_a_stream_decoded(stack: LocalStack, registry: SchemaRegi
     unknown = mw_tail("no-such-stream", "--no-follow")
     assert unknown.returncode == 2
     assert "no stream 'no-such-stream'" in unknown.stderr
+
+
+def _health(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            return int(resp.status), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError as exc:  # not listening yet
+        return 0, str(exc)
+
+
+def _health_through_a_redis_restart(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path, watch_s: float, **env: str
+) -> list[tuple[int, str]]:
+    """A worker (``MW_METRICS_STALL_S=3``) with input coming at 500 records/s; Redis
+    restarted under it. Returns every /healthz answer of the ``watch_s`` after."""
+    from tests.support.running_sum import Injector, make_inputs
+
+    dep = Deployment.on(stack, namespace, tmp_path, worker_env=dict(env))
+    port = free_port()
+    worker = dep.add_worker("h0").start(
+        MW_METRICS_PORT=str(port), MW_METRICS_HOST="127.0.0.1", MW_METRICS_STALL_S="3"
+    )
+    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    injector = Injector(writer, make_inputs(60_000, 100, dup_rate=0.0, seed=5), rate=500)
+    injector.start()
+    answers = []
+    try:
+        wait_until(lambda: min(dep.commits()) >= 2, 60, 0.2, "two checkpoints per interval")
+        wait_until(lambda: _health(port)[0] == 200, 30, 0.2, "/healthz to answer 200")
+        stack.redis.stop()
+        stack.redis.start()
+        deadline = time.monotonic() + watch_s
+        while time.monotonic() < deadline:
+            answers.append(_health(port))
+            time.sleep(0.5)
+    finally:
+        injector.release.set()
+        worker.terminate()
+    return answers
+
+
+@pytest.mark.fencing
+def test_healthz_names_an_interval_that_stopped_progressing(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    """Intervals fenced by a Redis restart and never taken back (``MW_UNSAFE_NO_RETAKE``:
+    the kind of stall issue 14 found) while their input keeps coming: the loop turns,
+    but /healthz answers 503 and names an interval and the records waiting."""
+    answers = _health_through_a_redis_restart(
+        stack, registry, namespace, tmp_path, 15, MW_UNSAFE_NO_RETAKE="1"
+    )
+    stuck = [body for code, body in answers if code == 503]
+    assert stuck and "has not committed for" in stuck[-1] and "records wait" in stuck[-1], answers
+
+
+@pytest.mark.fencing
+def test_healthz_stays_ok_when_the_worker_takes_its_intervals_back(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    """The same restart with the intervals taken back at once: no false alarm (the
+    control that the rule above reacts to the stall, not to the restart)."""
+    answers = _health_through_a_redis_restart(stack, registry, namespace, tmp_path, 15)
+    assert all(code == 200 for code, _ in answers), answers

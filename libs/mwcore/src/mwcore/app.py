@@ -87,6 +87,7 @@ def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
         session_timeout_ms=settings.session_timeout_ms,
         latency_out=settings.latency_out,
         witness_gate=settings.witness_gate,
+        health_stall_s=settings.metrics_stall_s,
         report_interval_ms=settings.report_interval_ms,
         seen_gc_slack_ms=settings.seen_gc_slack_ms,
         unsafe_keep_fired_timers=settings.unsafe_keep_fired_timers,

@@ -54,6 +54,7 @@ def _run(args: argparse.Namespace) -> int:
 
         instrument_workers(metrics, workers)
         runner.on_step = metrics.liveness.tick
+        metrics.liveness.checks += [w.health.problem for w in workers]
 
     def _stop(signum: int, frame: FrameType | None) -> None:
         runner.stop()

@@ -3,8 +3,9 @@
 Counters are read from the runtime's own counters when Prometheus scrapes (nothing is
 added to the per-record path); batch and commit latencies are histograms observed once
 per commit. ``GET /metrics`` serves the text format, ``GET /healthz`` answers 200 while
-the process's loop is turning and 503 when it has stalled (the health check of the
-compose file and of an orchestrator).
+the process's loop is turning and its checks (``Liveness.checks``: a worker's are in
+``health.py``) find nothing wrong, and 503 with the reason otherwise (the health check
+of the compose file and of an orchestrator).
 """
 
 from __future__ import annotations
@@ -25,17 +26,28 @@ STALL_S = 60.0  # a loop that has not turned for this long is unhealthy (MW_METR
 
 
 class Liveness:
-    """When the process's loop last turned."""
+    """When the process's loop last turned, and what else says it is not doing its job."""
 
     def __init__(self, stall_s: float = STALL_S) -> None:
         self.stall_s = stall_s
         self.beat = time.monotonic()
+        self.checks: list[Callable[[], str | None]] = []  # each: a reason, or None
 
     def tick(self) -> None:
         self.beat = time.monotonic()
 
+    def problem(self) -> str | None:
+        stalled = time.monotonic() - self.beat
+        if stalled >= self.stall_s:
+            return f"stalled: the loop has not turned for {stalled:.0f} s"
+        for check in self.checks:
+            reason = check()
+            if reason:
+                return reason
+        return None
+
     def healthy(self) -> bool:
-        return time.monotonic() - self.beat < self.stall_s
+        return self.problem() is None
 
 
 class FamiliesCollector(Collector):
@@ -95,8 +107,9 @@ class ProcessMetrics:
                 if path == "/metrics":
                     self._answer(200, CONTENT_TYPE_LATEST, generate_latest(registry))
                 elif path == "/healthz":
-                    ok = liveness.healthy()
-                    self._answer(200 if ok else 503, "text/plain", b"ok\n" if ok else b"stalled\n")
+                    problem = liveness.problem()
+                    body = b"ok\n" if problem is None else problem.encode() + b"\n"
+                    self._answer(200 if problem is None else 503, "text/plain", body)
                 else:
                     self._answer(404, "text/plain", b"try /metrics or /healthz\n")
 

@@ -41,6 +41,7 @@ from mwcore.checkpoint import Checkpoint, position_field
 from mwcore.computation import Computation
 from mwcore.errors import ConfigError, FencedError
 from mwcore.faults import NO_FAULTS, Faults
+from mwcore.health import Health, group_state
 from mwcore.interval import Counters, InputBinding, Interval, IntervalDeps
 from mwcore.latency import LatencyRecorder
 from mwcore.record import ID_HEADER
@@ -74,6 +75,7 @@ class WorkerConfig:
     # productions and watermark reports of a checkpoint wait until the commit witness
     # covers it (witness.py); off: the witness only detects (no added latency)
     witness_gate: bool = True
+    health_stall_s: float = 60.0  # no progress this long while input waits: unhealthy (health.py)
     session_timeout_ms: int = 2000  # also sets the heartbeat: a quarter of it
     poll_records: int = 5000
     max_cache_keys: int = 100_000
@@ -177,6 +179,7 @@ class Worker:
         self.producer = Producer(producer_config(config.bootstrap))
         self.consumer: Consumer | None = None
         self.witness = Witness(self.topics)
+        self.health = Health(config.health_stall_s)
         self._refence: dict[int, float] = {}  # fenced interval -> when to try to take it back
         self.input_watermark = MIN_WATERMARK  # as last read, for metrics
         # (batch seconds, commit seconds) of each commit, when metrics are on
@@ -262,6 +265,7 @@ class Worker:
         interval = Interval(iid, snapshot, self.deps)
         interval.outbox.witness(witnessed)
         self.intervals[index] = interval
+        self.health.progressed(index)
         if witnessed < snapshot.commits:  # re-sent productions wait for the witness to catch up
             self.witness.want(index, snapshot.commits, interval.committed_positions)
         log.info(
@@ -295,6 +299,7 @@ class Worker:
         for index in indexes:
             self._refence.pop(index, None)
             self.witness.forget(index)
+            self.health.forget(index)
         self._drain([self.intervals[i] for i in sorted(indexes) if i in self.intervals], 3.0)
         self._release([self.intervals.pop(index) for index in indexes if index in self.intervals])
         consumer.unassign()
@@ -305,6 +310,7 @@ class Worker:
             self.intervals.pop(tp.partition, None)
             self._refence.pop(tp.partition, None)
             self.witness.forget(tp.partition)
+            self.health.forget(tp.partition)
         log.warning("partitions_lost", computation=self.comp.name)
 
     # -- the loop --------------------------------------------------------------------------
@@ -366,6 +372,29 @@ class Worker:
             self._commit(*due)
         self._report(now)
         self.witness.flush(self.consumer)  # e.g. an interval recovered ahead of its witness
+        if self.health.due(now):
+            self._check_health(now)
+
+    def _check_health(self, now: float) -> None:
+        """Is this worker doing its job (``health.py``)? Read by ``/healthz``."""
+        consumer = self.consumer
+        assert consumer is not None
+        assigned = consumer.assignment()
+        if not assigned:
+            self.health.check_unassigned(
+                now, lambda: group_state(consumer, self.topics, self.comp.partitions)
+            )
+            return
+        waiting: dict[int, int] = defaultdict(int)
+        for tp in assigned:
+            _, high = consumer.get_watermark_offsets(tp, cached=True)
+            interval = self.intervals.get(tp.partition)
+            fld = position_field(tp.topic, tp.partition)
+            pos = None if interval is None else interval.committed_positions.get(fld)
+            if pos is None:
+                pos = consumer.position([tp])[0].offset
+            waiting[tp.partition] += max(0, high - max(0, pos)) if high >= 0 else 0
+        self.health.check_assigned(now, waiting.items())
 
     def _report(self, now: float, force: bool = False) -> None:
         """Every ``report_interval_ms``, report each interval to the watermark authority
@@ -483,6 +512,7 @@ class Worker:
                 self._fenced(interval, result)
                 continue
             self.counters.commits += 1
+            self.health.progressed(interval.id.index, done)
             if self.on_commit is not None:
                 opened = interval.batch_started
                 self.on_commit(done - (began if opened is None else opened), done - began)
