@@ -241,6 +241,9 @@ class Run:
     workers: list[WorkerProc] = field(default_factory=list)
     authority: WorkerProc | None = None
     faults: list[tuple[float, str, str]] = field(default_factory=list)  # (t, kind, target)
+    outages: list[tuple[float, float]] = field(default_factory=list)  # broker or Redis down: (t, wall t)
+    outage_s: list[float] = field(default_factory=list)  # each: until every interval committed again
+    takeover_overlapped_s: list[float] = field(default_factory=list)  # a takeover during an outage
     takeover_s: list[float] = field(default_factory=list)
     handover_s: list[float] = field(default_factory=list)
     pending_checks: list[tuple[str, float, str, list[int]]] = field(default_factory=list)
@@ -330,6 +333,7 @@ class Run:
                 w.resume()
         elif kind in ("redis_term", "redis_kill"):
             target = "redis"
+            self.outages.append((t0, time.time()))
             (self.stack.redis.stop if kind == "redis_term" else self.stack.redis.kill)()
             self.stack.redis.start()
         elif kind == "authority_kill":
@@ -339,11 +343,18 @@ class Run:
             self.authority.start(MW_AUTHORITY_BLOCK_MS="10")
         elif kind == "broker_kill":
             target = "broker"
+            self.outages.append((t0, time.time()))
             self.stack.broker.kill()
             self.stack.broker.start()
         self.faults.append((t0, kind, target))
 
     def measure(self, monitor: Monitor) -> None:
+        """Takeover and handover times. One that overlaps an outage of the broker or
+        Redis (nothing moves until it is back) is counted apart: it measures the outage."""
+        for t0, _ in self.outages:
+            back = [monitor.progressed(i, t0) for i in range(INTERVALS)]
+            self.outage_s.append(max((b if b is not None else 1e9) for b in back))
+        windows = [(t, t + d) for (t, _), d in zip(self.outages, self.outage_s, strict=True)]
         for what, t0, target, owned in self.pending_checks:
             if not owned:
                 continue  # it held nothing (e.g. restarted again before it was assigned)
@@ -351,7 +362,21 @@ class Run:
             slowest = max((t for t in times if t is not None), default=None)
             if None in times or slowest is None:
                 slowest = 1e9  # never taken over while measured (JSON has no infinity)
-            (self.takeover_s if what == "takeover" else self.handover_s).append(slowest)
+            overlapped = any(a <= t0 + slowest and t0 <= b for a, b in windows)
+            if overlapped:
+                self.takeover_overlapped_s.append(slowest)
+            else:
+                (self.takeover_s if what == "takeover" else self.handover_s).append(slowest)
+
+    def lateness_outside_outages(self, f: Findings) -> list[float]:
+        """The lateness of wall timers due outside every outage of the broker or Redis
+        (from 1 s before it: a timer just fired may have to fire again after it)."""
+        windows = [(w - 1, w + d) for (_, w), d in zip(self.outages, self.outage_s, strict=True)]
+        return [
+            float(late)
+            for late, due in zip(f.timer_lateness_ms, f.timer_due_ms, strict=True)
+            if not any(a <= due / 1000 <= b for a, b in windows)
+        ]
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -471,7 +496,14 @@ def _result(
         "progress_after_last_fault_s": round(max((p if p is not None else 1e9) for p in progress), 2),
         "takeover_s": _quantiles(run_.takeover_s, 0.5, 0.95),
         "handover_s": _quantiles(run_.handover_s, 0.5, 0.95),
+        "takeover_during_outage_s": _quantiles(run_.takeover_overlapped_s, 0.5),
+        "outage_s": _quantiles(run_.outage_s, 0.5),
         "timer_lateness_ms": _quantiles([float(x) for x in f.timer_lateness_ms], 0.5, 0.99),
+        "timer_lateness_outside_outages_ms": _quantiles(
+            run_.lateness_outside_outages(f),
+            0.5,
+            0.99,
+        ),
         "catch_up_s": round(catch_up, 2),
         "logs": str(log_dir),
         "verdict": "exactly_once" if f.ok else "violated",

@@ -53,6 +53,7 @@ class Findings:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CHECKS, 0))
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     timer_lateness_ms: list[int] = field(default_factory=list)
+    timer_due_ms: list[int] = field(default_factory=list)  # each firing's due time (wall clock)
     late_inputs: int = 0
 
     def add(self, check: str, n: int = 1, example: str = "") -> None:
@@ -135,6 +136,7 @@ def check(
         if late < 0:
             f.add("early_timers", example=f"{v['key']} {v['tag']} {late} ms")
         f.timer_lateness_ms.append(late)
+        f.timer_due_ms.append(v["due"])
     want_timers = {
         (k, f"t{c}") for k, (_, n) in final.items() for c in range(TIMER_EVERY, n + 1, TIMER_EVERY)
     }
