@@ -1,0 +1,193 @@
+"""The soak run: the Zeitgeist pipeline at the injector's full speed for ``--seconds``.
+
+Run: ``.venv/bin/python bench/soak.py [--seconds 600] [--queries 10]``.
+
+Starts the local stack and every service of ``services/`` (as ``mw up`` does), with the
+traffic generator kept ``--lead`` seconds of event time ahead of the injector's
+watermark, so the injector always has files waiting and runs as fast as it can. Every
+100 ms it reads the watermark topic; every 10 s it counts the records injected and
+reads each process's memory.
+
+The last line is JSON: ``records``, ``rate_per_10s`` (records/s in each 10 s),
+``longest_watermark_stall_s`` (the longest wall time any computation's published input
+watermark stood still, after the first ``--warmup`` seconds), the same per computation,
+``memory_mb`` of every process at the start (after the warm-up) and at the end, and
+``"verdict": "live"`` when the longest stall is at most 5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mwcore.localstack import LocalStack
+from mwcore.transport import end_offsets, ensure_topics
+from mwcore.watermark import MIN_WATERMARK
+from mwcore.watermarks.feed import WatermarkFeed
+from services.injector.generator import write_scenario
+from services.injector.logs import file_name, record_line, write_atomically
+from services.injector.scenario import Scenario, Traffic
+from services.up import PARTITIONS, service_names
+
+ROOT = Path(__file__).resolve().parent.parent
+STREAMS = ("queries", "window_counts", "anomalies", "model_updates")
+STALL_LIMIT_S = 5.0
+
+
+class Generator(threading.Thread):
+    """Writes the scenario's one-second files as fast as they are taken: never more
+    than ``lead_s`` seconds of event time ahead of the injector's watermark."""
+
+    def __init__(self, directory: Path, scenario: Scenario, start_ms: int, lead_s: int) -> None:
+        super().__init__(daemon=True, name="generator")
+        self.directory = directory
+        self.traffic = Traffic(scenario, start_ms)
+        self.start_ms = start_ms
+        self.lead_ms = lead_s * 1000
+        self.injector_wm = MIN_WATERMARK
+        self.stopping = threading.Event()
+        self.seconds = 0
+
+    def run(self) -> None:
+        write_scenario(self.directory, self.traffic, 10**6)
+        while not self.stopping.is_set():
+            next_ms = self.start_ms + self.seconds * 1000
+            if next_ms - max(self.injector_wm, self.start_ms) > self.lead_ms:
+                self.stopping.wait(0.05)
+                continue
+            records = self.traffic.second(self.seconds)
+            write_atomically(self.directory / file_name(next_ms), [record_line(*r) for r in records])
+            self.seconds += 1
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def longest_still(series: list[tuple[float, int]], t0: float, t1: float) -> float:
+    """The longest time in [t0, t1] a sampled value did not change."""
+    worst, since, last = 0.0, t0, None
+    for t, v in series:
+        if t < t0 or t > t1:
+            continue
+        if last is not None and v != last:
+            worst = max(worst, t - since)
+            since = t
+        last = v
+    return max(worst, t1 - since)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument("--warmup", type=float, default=30)
+    parser.add_argument("--queries", type=int, default=10, help="keys of the scenario")
+    parser.add_argument("--rate", type=float, default=2000.0, help="records per event-time second")
+    parser.add_argument("--lead", type=int, default=30, help="event-time seconds the files run ahead")
+    args = parser.parse_args()
+    result = run(args)
+    print(json.dumps(result))
+    return 0 if result["verdict"] == "live" else 1
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="mw-soak-"))
+    logs_dir = workdir / "querylogs"
+    start_ms = (int(time.time()) - 3600) * 1000  # event time starts an hour back: no waiting on the clock
+    gen = Generator(logs_dir, Scenario(queries=args.queries, rate=args.rate), start_ms, args.lead)
+    series: dict[str, list[tuple[float, int]]] = {}
+    rates: list[float] = []
+    memory: dict[str, dict[str, float | None]] = {}
+    with LocalStack(workdir=workdir) as stack:
+        ensure_topics(stack.bootstrap, dict.fromkeys(STREAMS, PARTITIONS))
+        env = {
+            **os.environ,
+            "MW_BOOTSTRAP": stack.bootstrap,
+            "MW_REDIS_URL": stack.redis_url,
+            "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
+            "MW_INJECTOR_DIR": str(logs_dir),
+            "MW_LOG_LEVEL": "warning",
+            "PYTHONPATH": str(ROOT),
+        }
+        procs: dict[str, subprocess.Popen[bytes]] = {}
+        for name in service_names():
+            with open(workdir / f"{name}.log", "wb") as log:
+                procs[name] = subprocess.Popen(
+                    [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=log, cwd=ROOT
+                )
+        pids = {name: p.pid for name, p in procs.items()}
+        assert stack.broker.proc is not None and stack.redis.proc is not None
+        pids |= {"kafka": stack.broker.proc.pid, "redis": stack.redis.proc.pid}
+        feed = WatermarkFeed(stack.bootstrap, "default")
+        gen.start()
+        began = time.monotonic()
+        next_tick, last_count = began + 10, 0
+        try:
+            while time.monotonic() - began < args.seconds:
+                feed.poll(0.1)
+                now = time.monotonic()
+                for name, wm in feed.latest.items():
+                    series.setdefault(name, []).append((now, wm.input))
+                inj = feed.latest.get("injector")
+                if inj is not None:
+                    gen.injector_wm = inj.output
+                if now >= next_tick:
+                    next_tick += 10
+                    count = sum(end_offsets(stack.bootstrap, {"queries": PARTITIONS}).values())
+                    rates.append(round((count - last_count) / 10))
+                    last_count = count
+                    if now - began >= args.warmup and not memory:
+                        memory = {n: {"start": rss_mb(pid)} for n, pid in pids.items()}
+                    dead = [n for n, p in procs.items() if p.poll() is not None]
+                    print(f"{now - began:5.0f}s {count:,} records, {rates[-1]:,}/s, dead: {dead}", flush=True)
+            ended = time.monotonic()
+            for n, pid in pids.items():
+                memory.setdefault(n, {"start": None})["end"] = rss_mb(pid)
+            records = sum(end_offsets(stack.bootstrap, {"queries": PARTITIONS}).values())
+        finally:
+            gen.stopping.set()
+            feed.close()
+            for p in procs.values():
+                p.send_signal(signal.SIGTERM)
+            for p in procs.values():
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    computations = {n: s for n, s in series.items() if n != "injector"}
+    t0 = began + args.warmup
+    stalls = {n: round(longest_still(s, t0, ended), 2) for n, s in sorted(computations.items())}
+    longest = max(stalls.values(), default=float(args.seconds))
+    return {
+        "seconds": args.seconds,
+        "queries": args.queries,
+        "records": records,
+        "event_seconds_generated": gen.seconds,
+        "rate_per_10s": rates,
+        "longest_watermark_stall_s": longest,
+        "watermark_stall_s": stalls,
+        "memory_mb": memory,
+        "logs": str(workdir),
+        "verdict": "live" if computations and longest <= STALL_LIMIT_S else "stalled",
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
