@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from mwcore.errors import ConfigError, StoreRollbackError
+from mwcore.errors import ConfigError, RefusedError, StoreRollbackError
 
 if TYPE_CHECKING:
     from mwcore.metrics import ProcessMetrics
@@ -128,6 +128,18 @@ def _schemas_dir(args: argparse.Namespace) -> str:
     return str(schemas)
 
 
+def _redis_url(args: argparse.Namespace) -> str:
+    """--redis-url, else $MW_REDIS_URL, else the Redis of a running `mw up`."""
+    from mwcore.up import running
+
+    redis_url = args.redis_url or os.environ.get("MW_REDIS_URL") or running().get("redis_url")
+    if not redis_url:
+        raise ConfigError(
+            "no Redis: pass --redis-url redis://host:port/0, set MW_REDIS_URL, or start `mw up`"
+        )
+    return str(redis_url)
+
+
 def _watermarks(args: argparse.Namespace) -> int:
     from mwcore.watermarks import view
 
@@ -239,14 +251,9 @@ def _replay(args: argparse.Namespace) -> int:
     from mwcore.progress import Bar
     from mwcore.replay import Progress, Replay, parse_time
     from mwcore.serde import SchemaRegistry
-    from mwcore.up import running
 
     bootstrap = _bootstrap(args)
-    redis_url = args.redis_url or os.environ.get("MW_REDIS_URL") or running().get("redis_url")
-    if not redis_url:
-        raise ConfigError(
-            "no Redis: pass --redis-url redis://host:port/0, set MW_REDIS_URL, or start `mw up`"
-        )
+    redis_url = _redis_url(args)
     schemas = _schemas_dir(args)
     source = args.source_namespace or os.environ.get("MW_NAMESPACE", "default")
     replay = Replay(
@@ -273,6 +280,16 @@ def _replay(args: argparse.Namespace) -> int:
         bar.update(p.sent, p.total, p.elapsed_s, p.watermark, final=True)
     print(json.dumps(summary), flush=True)
     return 0
+
+
+def _retire(args: argparse.Namespace) -> int:
+    from mwcore.watermarks import retire
+
+    bootstrap, redis_url = _bootstrap(args), _redis_url(args)
+    namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
+    _preflight(bootstrap, redis_url, durable=False)  # it writes no checkpoint
+    quiet_s = retire.QUIET_S if args.quiet_s is None else args.quiet_s
+    return retire.main(redis_url, bootstrap, namespace, args.computation, quiet_s)
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -345,6 +362,14 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
     rp.set_defaults(func=_replay)
+    rt = sub.add_parser("retire", help="take a computation whose workers are gone out of the watermarks")
+    rt.add_argument("computation", help="the computation's name, as `mw watermarks` shows it")
+    rt.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
+    rt.add_argument("--redis-url", help="Redis (default: $MW_REDIS_URL or a running `mw up`)")
+    rt.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
+    quiet = "refuse if its workers were heard from within SECONDS (default 15, at least 12)"
+    rt.add_argument("--quiet-s", type=float, default=None, help=quiet)
+    rt.set_defaults(func=_retire)
     stack = sub.add_parser("stack", help="start a local broker and Redis and print their addresses")
     stack.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
     stack.set_defaults(func=_stack)
@@ -368,6 +393,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except StoreRollbackError as exc:
         print(f"mw: stopped: {exc}", file=sys.stderr)
+        return 2
+    except RefusedError as exc:
+        print(f"mw {args.command}: refused: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

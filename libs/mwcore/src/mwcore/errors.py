@@ -11,6 +11,11 @@ class ConfigError(MwError):
     """The configuration is invalid; the message says what to fix."""
 
 
+class RefusedError(MwError):
+    """An operator's command was refused as unsafe or pointless now; the message says
+    why and what to do (``mw retire`` while the computation's workers still run)."""
+
+
 class FencedError(MwError):
     """A write carried a sequencer token that is no longer the interval's current one.
 

@@ -3,9 +3,10 @@
 Workers: records in and out, timers fired, commits, fenced commits, duplicates
 dropped, dead letters, late records, intervals owned, input watermark and its lag
 behind wall time, batch and commit latency. The watermark authority: reports, grants,
-rejected reports, watermarks published, journal writes, gaps, and each computation's
-published watermark lag. Injectors: records sent, late, dead letters, failed sends and
-the watermark they promised.
+rejected reports, watermarks published, journal writes, gaps, retirements taken up,
+retired computations declared again, and each computation's published watermark lag.
+Injectors: records sent, late, dead letters, failed sends and the watermark they
+promised.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ AUTHORITY_COUNTERS = (
     ("published", "mw_authority_published_total", "Watermark records published"),
     ("journaled", "mw_authority_journal_writes_total", "Journal writes (before each publish)"),
     ("gaps", "mw_authority_gaps_total", "Report streams trimmed past the authority's position"),
+    ("retired", "mw_authority_retired_total", "Computations retired (mw retire) the authority took up"),
+    ("revived", "mw_authority_revived_total", "Retired computations declared again (started anew)"),
 )
 
 

@@ -4,7 +4,10 @@ segments, computes watermarks, journals, publishes.
 One step:
 
 1. every ``topology_refresh_s``: read the topology hash (computations and injectors
-   declare themselves there; new ones are picked up while running);
+   declare themselves there; new ones are picked up while running) and the
+   retirements (``mw retire``: a retired computation's report stream is applied to its
+   end, then it leaves the graph, keeping only what it left unread; declared again, it
+   comes back);
 2. read new entries of every known report stream, in order, from the journaled
    positions: grants set an interval's current token, reports with any other token
    are rejected (counted);
@@ -20,7 +23,6 @@ agree on the graph.
 
 from __future__ import annotations
 
-import json
 import time
 import zlib
 from collections.abc import Callable
@@ -32,9 +34,19 @@ import structlog
 from confluent_kafka import Producer
 
 from mwcore.transport import producer_config
+from mwcore.watermarks import journal
 from mwcore.watermarks.feed import WatermarkFeed, Watermarks, ensure_watermark_topic
-from mwcore.watermarks.model import Graph, IntervalView, Node, Options, Published
-from mwcore.watermarks.reports import Grant, NodeSpec, Segment, decode_entry, report_stream, topology_key
+from mwcore.watermarks.model import MIN, Graph, Node, Options, Published
+from mwcore.watermarks.reports import (
+    Grant,
+    NodeSpec,
+    Segment,
+    decode_entry,
+    report_stream,
+    retired_key,
+    topology_key,
+)
+from mwcore.watermarks.retire import Retirement
 
 log = structlog.get_logger("mwcore.authority")
 
@@ -63,6 +75,8 @@ class AuthorityCounters:
     journaled: int = 0
     steps: int = 0
     gaps: int = 0
+    retired: int = 0
+    revived: int = 0
     by_node: dict[str, int] = field(default_factory=dict)
 
 
@@ -106,9 +120,13 @@ class Authority:
         try:
             feed.read_to_end()
             for name, wm in feed.latest.items():
-                if self.owns(name):
-                    self._clamp(name, wm)
-                    self._last_sent[name] = wm
+                if not self.owns(name):
+                    continue
+                if name in self.graph.retired:  # its removal may not have reached the topic
+                    self._tombstone(name)
+                    continue
+                self._clamp(name, wm)
+                self._last_sent[name] = wm
         finally:
             feed.close()
         self._refresh_topology(force=True)
@@ -126,8 +144,8 @@ class Authority:
         """Apply new reports, then compute, journal and publish if needed. True if
         anything was published."""
         self.counters.steps += 1
-        self._refresh_topology()
-        changed = self._read(self.cfg.block_ms)
+        changed = self._refresh_topology()
+        changed = self._read(self.cfg.block_ms) or changed
         now = time.monotonic()
         # Every heartbeat_s each computation is published again, changed or not (a
         # follower sees that the authority is alive), whatever else was published since.
@@ -144,17 +162,72 @@ class Authority:
             self._heartbeat_at = now
         return sent > 0
 
-    def _refresh_topology(self, force: bool = False) -> None:
+    def _refresh_topology(self, force: bool = False) -> bool:
+        """Take up declarations and retirements; True if a node was retired or came back."""
         now = time.monotonic()
         if not force and now - self._topology_at < self.cfg.topology_refresh_s:
-            return
+            return False
         self._topology_at = now
-        for name, raw in self._r.hgetall(topology_key(self.cfg.namespace)).items():
-            n = name.decode() if isinstance(name, bytes) else str(name)
-            spec = NodeSpec.decode(n, raw)
-            if n not in self.graph.nodes:
+        pipe = self._r.pipeline(transaction=True)  # one snapshot of both hashes
+        pipe.hgetall(topology_key(self.cfg.namespace))
+        pipe.hgetall(retired_key(self.cfg.namespace))
+        declared, retired = pipe.execute()
+        changed = False
+        specs = {_text(n): NodeSpec.decode(_text(n), raw) for n, raw in declared.items()}
+        for n, spec in specs.items():
+            if n in self.graph.retired:
+                self._revive(spec)
+                changed = True
+            elif n not in self.graph.nodes:
                 log.info("node_declared", node=n, kind=spec.kind, inputs=spec.inputs, outputs=spec.outputs)
             self.graph.declare(spec)
+        for n, raw in retired.items():
+            name = _text(n)
+            if name not in specs and name not in self.graph.retired:
+                self._retire(Retirement.decode(name, raw))
+                changed = True
+        return changed
+
+    def _retire(self, rec: Retirement) -> None:
+        """Apply what is left on the retired computation's stream, then drop it from the
+        graph, keeping its backlog segments and, per output partition, one up to the end
+        it had when retired at its last published output watermark: nothing it wrote,
+        reported or not, can be older than that (a node never known: MIN)."""
+        node = self.graph.nodes.get(rec.name)
+        floor = MIN
+        position = None
+        if node is not None:
+            self._drain(node)
+            floor = node.published.output
+            position = self.positions.pop(rec.name, None)
+        handover = [Segment(t, p, end, floor, 1) for (t, p), end in sorted(rec.ends.items())]
+        gone = self.graph.retire(rec.name, rec.spec, handover)
+        gone.position = position or gone.position
+        self._gap_checked.discard(rec.name)
+        waiting = sorted({c.name for t in rec.spec.outputs for c in self.graph.consumers(t)})
+        log.warning("node_retired", node=rec.name, retired_at=rec.at_ms, floor=floor, waiting=waiting)
+        self.counters.retired += 1
+        if self.owns(rec.name):
+            self._tombstone(rec.name)
+
+    def _revive(self, spec: NodeSpec) -> None:
+        """Declared again after its retirement: back in the graph with what it left
+        (segments, published values), reading its stream on from where it stopped."""
+        gone = self.graph.retired[spec.name]
+        if gone.position is not None:
+            self.positions[spec.name] = gone.position
+        log.warning("node_revived", node=spec.name, inputs=spec.inputs, outputs=spec.outputs)
+        self.counters.revived += 1
+
+    def _drain(self, node: Node) -> None:
+        """Apply every entry of ``node``'s report stream not applied yet."""
+        key = report_stream(self.cfg.namespace, node.name)
+        while True:
+            after = self.positions.get(node.name, "0-0")
+            entries = self._r.xrange(key, min=f"({after}", max="+", count=10_000)
+            if not entries:
+                return
+            self._apply_entries(node, entries, self._clock())
 
     def _read(self, block_ms: int) -> bool:
         streams = {
@@ -176,12 +249,15 @@ class Authority:
                 if self._gap(k, self.positions.get(name, "0-0")):
                     log.error("report_stream_gap", node=name, after=self.positions[name])
                     self.counters.gaps += 1
-            for entry_id, fields in entries:
-                raw = fields.get(b"r") or fields.get("r")
-                self._apply(node, decode_entry(raw), now_ms)
-                self.positions[name] = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-                changed = True
+            self._apply_entries(node, entries, now_ms)
+            changed = changed or bool(entries)
         return changed
+
+    def _apply_entries(self, node: Node, entries: Any, now_ms: int) -> None:
+        for entry_id, fields in entries:
+            raw = fields.get(b"r") or fields.get("r")
+            self._apply(node, decode_entry(raw), now_ms)
+            self.positions[node.name] = _text(entry_id)
 
     def _gap(self, key: str, position: str) -> bool:
         """Were entries after ``position`` trimmed before this authority read them?
@@ -199,7 +275,7 @@ class Authority:
         journals = [self._r.get(f"mw:wma:{self.cfg.namespace}:{i}") for i in range(self.cfg.shards)]
         if any(j is None for j in journals):
             return  # a shard has not journaled yet: it may still need everything
-        positions = [json.loads(j)["positions"] for j in journals if j is not None]
+        positions = [journal.positions(j) for j in journals if j is not None]
         for name in self.graph.nodes:
             if not self.owns(name):
                 continue
@@ -228,44 +304,19 @@ class Authority:
     # -- journal -------------------------------------------------------------------------
 
     def _journal(self) -> None:
-        data = {
-            "positions": self.positions,
-            "nodes": {
-                n.name: {
-                    "intervals": {str(i): v.__dict__ for i, v in n.intervals.items()},
-                    "segments": {
-                        f: [[s.end, s.min_ts, s.count] for s in segs] for f, segs in n.segments.items()
-                    },
-                    "published": n.published.__dict__,
-                }
-                for n in self.graph.nodes.values()
-            },
-        }
-        self._r.set(self._journal_key, json.dumps(data, separators=(",", ":")))
+        self._r.set(self._journal_key, journal.encode(self.graph, self.positions))
         self.counters.journaled += 1
 
     def _restore(self) -> None:
         raw = self._r.get(self._journal_key)
         if raw is None:
             return
-        data = json.loads(raw)
-        self.positions = dict(data["positions"])
         specs = {
-            (n.decode() if isinstance(n, bytes) else str(n)): NodeSpec.decode(
-                n.decode() if isinstance(n, bytes) else str(n), v
-            )
+            _text(n): NodeSpec.decode(_text(n), v)
             for n, v in self._r.hgetall(topology_key(self.cfg.namespace)).items()
         }
-        for name, nd in data["nodes"].items():
-            spec = specs.get(name) or NodeSpec(name, "computation", (), (), 1)
-            node = self.graph.declare(spec)
-            node.intervals = {int(i): IntervalView(**v) for i, v in nd["intervals"].items()}
-            node.segments = {
-                f: [Segment(f.rpartition(":")[0], int(f.rpartition(":")[2]), e, m, c) for e, m, c in segs]
-                for f, segs in nd["segments"].items()
-            }
-            node.published = Published(**nd["published"])
-        log.info("journal_restored", nodes=len(data["nodes"]))
+        self.positions = journal.restore(self.graph, raw, specs)
+        log.info("journal_restored", nodes=len(self.graph.nodes), retired=len(self.graph.retired))
 
     def _clamp(self, name: str, wm: Watermarks) -> None:
         node = self.graph.nodes.get(name)
@@ -304,6 +355,13 @@ class Authority:
         self.counters.published += sent
         return sent
 
+    def _tombstone(self, name: str) -> None:
+        """Delete a retired computation's watermarks from the compacted topic (followers
+        forget it; ``mw watermarks`` no longer shows it)."""
+        assert self._producer is not None
+        self._producer.produce(self._topic, value=None, key=name.encode())
+        self._last_sent.pop(name, None)
+
     def latest(self) -> dict[str, int]:
         """Each computation's last published input watermark (an injector's: what it
         promised), for metrics; safe to call from another thread."""
@@ -314,6 +372,10 @@ class Authority:
         while not should_stop():
             self.step()
             on_step()
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
 def _id(stream_id: str) -> tuple[int, int]:

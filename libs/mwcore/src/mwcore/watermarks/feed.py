@@ -9,7 +9,8 @@ Values are small JSON objects::
 ``input`` is the computation's input low watermark (its timers fire on it);
 ``output`` bounds what it may still produce. ``*_pct`` are the percentile ones.
 A follower keeps the highest value it has seen for each field, so a reader never
-sees a watermark go back even if it reads an older copy after a newer one.
+sees a watermark go back even if it reads an older copy after a newer one. A record
+without a value (a tombstone) removes a retired computation.
 """
 
 from __future__ import annotations
@@ -92,7 +93,10 @@ class WatermarkFeed:
                     self.at_end = True
                 continue
             value = m.value()
-            if not value:
+            if not value:  # a tombstone: the computation was retired (``mw retire``)
+                key = m.key()
+                if key and self.latest.pop(key.decode(), None) is not None:
+                    changed = True
                 continue
             wm = Watermarks.decode(value)
             self.received += 1

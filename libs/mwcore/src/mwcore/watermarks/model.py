@@ -11,6 +11,12 @@ For a computation A (semantics section 4):
 - out(A) = min(in(A), oldest(A)); an injector's out is the minimum of its processes'
   reported watermarks (a missing process holds it).
 
+A retired computation (``mw retire``) is no node any more: its intervals and its own
+watermarks are gone, it consumes nothing (segments no longer wait for it), and it
+holds its consumers only by the records it left in their input partitions (its
+backlog segments, kept until they have read past them). A topic whose producers are
+all retired is finished: it holds its consumers by that backlog alone.
+
 Published values never go back (I-7): each is the maximum of what was published
 before and what is computed now. Cycles are fine: the equations are solved by
 relaxing from the upper bound until nothing changes.
@@ -122,6 +128,24 @@ class Node:
 
 
 @dataclass
+class Retired:
+    """What is left of a retired computation: what it wrote (its output topics) and
+    the records it left there that a consumer has not read yet."""
+
+    spec: NodeSpec
+    segments: dict[str, list[Segment]] = field(default_factory=dict)
+    published: Published = field(default_factory=Published)  # its last values (I-7 if it comes back)
+    position: str | None = None  # how far its report stream was applied
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+Producer = Node | Retired
+
+
+@dataclass
 class Options:
     backlog: bool = True  # False only for the negative control: ignores the Kafka backlog
     check_tokens: bool = True  # False only for the negative control: accepts stale reports
@@ -148,35 +172,64 @@ class Graph:
 
     def __init__(self, options: Options | None = None) -> None:
         self.nodes: dict[str, Node] = {}
+        self.retired: dict[str, Retired] = {}
         self.options = options or Options()
         self._producers: dict[str, list[Node]] = {}
+        self._retired_producers: dict[str, list[Retired]] = {}
         self._consumers: dict[str, list[Node]] = {}
 
     def declare(self, spec: NodeSpec) -> Node:
+        """A node as it declares itself. A retired one comes back with what it left:
+        its backlog segments (still unread records) and its published values (I-7)."""
         node = self.nodes.get(spec.name)
         if node is None:
             node = self.nodes[spec.name] = Node(spec)
+            gone = self.retired.pop(spec.name, None)
+            if gone is not None:
+                node.segments, node.published = gone.segments, gone.published
         else:
             node.spec = spec
         self._index()
         return node
 
+    def retire(self, name: str, spec: NodeSpec, handover: Iterable[Segment] = ()) -> Retired:
+        """Drop node ``name`` (its intervals, its oldest work, its inputs) and keep, as a
+        retired producer of ``spec.outputs``, its backlog segments plus ``handover``:
+        what it may have written without reporting it yet."""
+        node = self.nodes.pop(name, None)
+        gone = self.retired.get(name) or Retired(spec)
+        if node is not None:
+            gone.published = node.published
+            for fld, segs in node.segments.items():
+                gone.segments.setdefault(fld, []).extend(segs)
+        for s in handover:
+            gone.segments.setdefault(f"{s.topic}:{s.partition}", []).append(s)
+        self.retired[name] = gone
+        self._index()
+        return gone
+
     def _index(self) -> None:
-        self._producers, self._consumers = {}, {}
+        self._producers, self._consumers, self._retired_producers = {}, {}, {}
         for n in self.nodes.values():
             for t in n.spec.outputs:
                 self._producers.setdefault(t, []).append(n)
             if n.spec.kind == "computation":
                 for t in n.spec.inputs:
                     self._consumers.setdefault(t, []).append(n)
+        for r in self.retired.values():
+            for t in r.spec.outputs:
+                self._retired_producers.setdefault(t, []).append(r)
 
     def producers(self, topic: str) -> list[Node]:
         return self._producers.get(topic, [])
 
+    def retired_producers(self, topic: str) -> list[Retired]:
+        return self._retired_producers.get(topic, [])
+
     def consumers(self, topic: str) -> list[Node]:
         return self._consumers.get(topic, [])
 
-    def _backlog(self, producer: Node, topic: str, consumer: Node) -> Iterable[Segment]:
+    def _backlog(self, producer: Producer, topic: str, consumer: Node) -> Iterable[Segment]:
         prefix = topic + ":"
         for fld, segs in producer.segments.items():
             if fld.startswith(prefix):
@@ -185,10 +238,10 @@ class Graph:
                     if s.end > pos:
                         yield s
 
-    def _floor(self, producer: Node, topic: str, consumer: Node) -> int:
+    def _floor(self, producer: Producer, topic: str, consumer: Node) -> int:
         return min((s.min_ts for s in self._backlog(producer, topic, consumer)), default=MAX)
 
-    def _quantile(self, producer: Node, topic: str, consumer: Node) -> int:
+    def _quantile(self, producer: Producer, topic: str, consumer: Node) -> int:
         segs = sorted(self._backlog(producer, topic, consumer), key=lambda s: s.min_ts)
         total = sum(s.count for s in segs)
         if not total:
@@ -220,7 +273,8 @@ class Graph:
             for a in nodes:
                 if a.spec.kind == "computation":
                     for topic in a.spec.inputs:
-                        for p in self.producers(topic):
+                        writers: list[Producer] = [*self.producers(topic), *self.retired_producers(topic)]
+                        for p in writers:
                             floors[(a.name, topic, p.name)] = (
                                 self._floor(p, topic, a),
                                 self._quantile(p, topic, a),
@@ -235,13 +289,19 @@ class Graph:
                     w = wp = MIN  # known only from the journal or the topic: hold
                 for topic in a.spec.inputs:
                     producers = self.producers(topic)
-                    if not producers:
+                    retired = self.retired_producers(topic)
+                    if not producers and not retired:
                         w = wp = MIN  # nobody declared writing it yet: hold
                     for p in producers:
                         w = min(w, out[p.name])
                         wp = min(wp, out_pct[p.name])
                         if opts.backlog:
                             f, fp = floors[(a.name, topic, p.name)]
+                            w = min(w, f)
+                            wp = min(wp, fp)
+                    if opts.backlog:
+                        for gone in retired:  # writes nothing more: only what it left holds
+                            f, fp = floors[(a.name, topic, gone.name)]
                             w = min(w, f)
                             wp = min(wp, fp)
                 new_out = min(w, oldest[a.name])
@@ -274,8 +334,10 @@ class Graph:
     def _collect(self) -> None:
         """Drop segments every consumer of their stream has committed past. A stream
         nobody declares reading yet (a consumer may still be starting) keeps its
-        segments, merged into one per partition: safe, and of constant size."""
-        for p in self.nodes.values():
+        segments, merged into one per partition: safe, and of constant size. A retired
+        producer stays known (its topics are finished) with no segments left."""
+        producers: list[Producer] = [*self.nodes.values(), *self.retired.values()]
+        for p in producers:
             for fld in list(p.segments):
                 topic = fld.rpartition(":")[0]
                 segs = p.segments[fld]

@@ -36,6 +36,17 @@ def topology_key(namespace: str) -> str:
     return f"mw:topo:{namespace}"
 
 
+def declared_key(namespace: str) -> str:
+    """Hash: node name -> when a process last declared it (Redis's clock, ms)."""
+    return f"mw:topo-at:{namespace}"
+
+
+def retired_key(namespace: str) -> str:
+    """Hash: name -> the retirement of a computation (``mw retire``), until it is
+    declared again."""
+    return f"mw:retired:{namespace}"
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     """Records handed to one output partition: every offset below ``end`` that the

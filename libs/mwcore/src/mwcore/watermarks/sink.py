@@ -6,13 +6,38 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import redis
+import structlog
 
-from mwcore.watermarks.reports import STREAM_MAXLEN, NodeSpec, Report, report_stream, topology_key
+from mwcore.watermarks.reports import (
+    STREAM_MAXLEN,
+    NodeSpec,
+    Report,
+    declared_key,
+    report_stream,
+    retired_key,
+    topology_key,
+)
+
+log = structlog.get_logger("mwcore.reports")
+
+# KEYS[1] topology  KEYS[2] declaration times  KEYS[3] retirements
+# ARGV[1] name  ARGV[2] spec
+# One step: the spec, when it was declared (Redis's clock: ``mw retire`` compares it
+# with its own reading of that clock), and the end of a retirement, if there was one
+# (a declared node is in the topology again). Returns 1 if it ended a retirement.
+DECLARE = """
+local t = redis.call('TIME')
+local ms = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ms)
+return redis.call('HDEL', KEYS[3], ARGV[1])
+"""
 
 
 class ReportSink(Protocol):
     def declare(self, spec: NodeSpec) -> None:
-        """Tell the authority what this node reads and writes (idempotent)."""
+        """Tell the authority what this node reads and writes (idempotent; also what
+        ``mw retire`` takes for a sign of life)."""
         ...
 
     def send(self, name: str, reports: Sequence[Report]) -> None:
@@ -32,9 +57,13 @@ class RedisReportSink:
     def __init__(self, client: redis.Redis, namespace: str) -> None:
         self._r = client
         self._ns = namespace
+        self._declare = client.register_script(DECLARE)
 
     def declare(self, spec: NodeSpec) -> None:
-        self._r.hset(topology_key(self._ns), spec.name, spec.encode())
+        keys = [topology_key(self._ns), declared_key(self._ns), retired_key(self._ns)]
+        if self._declare(keys=keys, args=[spec.name, spec.encode()]):
+            # Someone started it again after `mw retire`: it is back in the topology.
+            log.warning("declared_after_retirement", node=spec.name, namespace=self._ns)
 
     def send(self, name: str, reports: Sequence[Report]) -> None:
         if not reports:

@@ -1,0 +1,248 @@
+"""``mw retire``: a computation stopped for good stops holding its consumers' watermarks.
+
+The pipeline: injector ``src`` -> ``events`` -> ``forward`` (A) -> ``forwarded`` ->
+``stage_count`` (B, 1 s windows on event-time timers), and a second, live writer of
+``forwarded``: the injector ``side``. B is stopped while A forwards 100 records
+(timestamps 3,000 to 3,099) into its backlog; then A is SIGKILLed, its input goes on
+(50 records from 5,000 that it will never read), and both injectors promise 20,000.
+
+- While A's worker runs, ``mw retire forward`` is refused: exit code 2, one line on
+  stderr, no traceback.
+- Without the retirement B's input watermark is held for good at A's output
+  watermark, which A's unread input holds at 5,000 (the negative control shows the
+  check failing).
+- With it (the real command, in a subprocess, once A has been silent for the quiet
+  period), while B is still stopped, A's records in B's backlog still hold B at
+  3,000; restarted, B reads them and its watermark goes to 20,000 (the live writer's
+  promise) within seconds; no window is early and every count is exact; no published
+  watermark went back; ``mw watermarks`` no longer shows A. Started again, A is back
+  in the topology (retire is not a ban).
+- An unknown computation is refused (exit code 2, one line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from mwcore.injector import Injector
+from mwcore.localstack import LocalStack
+from mwcore.serde import SchemaRegistry
+from mwcore.watermarks.feed import WatermarkFeed
+from mwcore.watermarks.reports import retired_key, topology_key
+from tests.conftest import ROOT
+from tests.support.procs import WorkerProc, wait_until, worker_env
+from tests.test_watermarks import Published, authority, injector, windows
+
+pytestmark = pytest.mark.watermarks
+
+A, B = "forward", "stage_count"
+LIVE_PROMISE = 20_000
+
+
+@pytest.fixture
+def log_dir(tmp_path: Path) -> Iterator[Path]:
+    d = tmp_path / "logs"
+    d.mkdir()
+    yield d
+
+
+def live_writer(stack: LocalStack, registry: SchemaRegistry, namespace: str) -> Injector:
+    """An injector writing straight into ``forwarded``: B's other, live, input."""
+    inj = Injector(
+        bootstrap=stack.bootstrap,
+        client=redis.Redis.from_url(stack.redis_url),
+        registry=registry,
+        name="side",
+        outputs={"forwarded": "mw.examples.Number"},
+        namespace=namespace,
+        partitions=2,
+        report_interval_ms=50,
+    )
+    inj.start()
+    return inj
+
+
+def mw_retire(stack: LocalStack, namespace: str, name: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MW_BOOTSTRAP": stack.bootstrap, "MW_REDIS_URL": stack.redis_url}
+    return subprocess.run(
+        [sys.executable, "-m", "mwcore.cli", "retire", name, "--namespace", namespace],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def stderr_lines(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("%")]
+
+
+@dataclass
+class Observed:
+    held_stopped: int = 0  # B's input, A killed, B stopped, before any retirement
+    held_retired: int | None = None  # the same once A is retired (B still stopped)
+    final: int = 0  # B's input, a while after B came back
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    refused: subprocess.CompletedProcess[str] | None = None
+    retired: subprocess.CompletedProcess[str] | None = None
+
+
+def scenario(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path, retire: bool
+) -> Observed:
+    seen = Observed()
+    r = redis.Redis.from_url(stack.redis_url)
+    auth = authority(stack, namespace, log_dir).start()
+    env = worker_env(
+        stack.bootstrap, stack.redis_url, namespace, MW_WATERMARK="authority", MW_REPORT_INTERVAL_MS="50"
+    )
+    a = WorkerProc("tests.support.windows:Forward", env, log_dir, "forward")
+    b = WorkerProc("tests.support.windows:StageCount", env, log_dir, "stage_count")
+    pub = Published(stack.bootstrap, namespace)
+    src = injector(stack, registry, namespace, partitions=2)
+    side = live_writer(stack, registry, namespace)
+    try:
+        a.start()
+        b.start()
+        wait_until(lambda: a.ready and b.ready, 90, what="both workers to join")
+        for i in range(10):
+            src.send("events", "k", {"n": i}, 1000 + i * 100)
+        src.advance(2000)
+        src.flush()
+        side.advance(2000)
+        side.flush()
+        wait_until(lambda: pub.input(B) >= 2000, 60, what="B's watermark to reach 2000")
+        assert b.terminate() == 0  # B stops; A goes on, into B's backlog
+        for i in range(100):
+            src.send("events", "k", {"n": i}, 3000 + i)
+        src.advance(4000)
+        src.flush()
+        wait_until(lambda: pub.output(A) >= 4000, 60, what="A to forward and hand over its records")
+        seen.refused = mw_retire(stack, namespace, A)  # A still runs
+        a.kill()  # stopped for good; its input goes on
+        for i in range(50):
+            src.send("events", "k", {"n": i}, 5000 + i)
+        src.advance(LIVE_PROMISE)
+        src.flush()
+        side.advance(LIVE_PROMISE)
+        side.flush()
+        wait_until(lambda: pub.output("side") >= LIVE_PROMISE, 30, what="the live writer's promise")
+        seen.held_stopped = pub.after_reports(r, namespace, B).input
+        if retire:
+            deadline = time.monotonic() + 60
+            while True:  # refused until A has been silent for the quiet period (15 s)
+                seen.retired = mw_retire(stack, namespace, A)
+                if seen.retired.returncode != 2 or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            assert seen.retired.returncode == 0, seen.retired.stderr
+            wait_until(lambda: auth.log_has('"node_retired"'), 10, what="the authority to take it up")
+            seen.held_retired = pub.after_reports(r, namespace, B).input
+        b.start()
+        with contextlib.suppress(TimeoutError):  # the check says where it stayed
+            wait_until(
+                lambda: pub.input(B) >= LIVE_PROMISE, 30, 0.2, "B's watermark to follow the live writer"
+            )
+        seen.final = pub.input(B)
+        wait_until(
+            lambda: sum(w["count"] for w in windows(stack, registry, namespace)) >= 110,
+            60,
+            0.3,
+            "the windows of every record",
+        )
+        seen.windows = windows(stack, registry, namespace)
+        pub.assert_monotonic()
+        if retire:
+            feed = WatermarkFeed(stack.bootstrap, namespace)  # what `mw watermarks` shows
+            try:
+                feed.read_to_end()
+                assert A not in feed.latest and B in feed.latest
+                # Started again, A is back: its declaration ends the retirement.
+                a.start()
+                wait_until(lambda: auth.log_has('"node_revived"'), 60, what="the authority to take A back")
+                assert r.hexists(topology_key(namespace), A) and not r.hexists(retired_key(namespace), A)
+                assert a.log_has('"declared_after_retirement"')
+
+                def shown() -> bool:
+                    feed.poll(0.1)
+                    return A in feed.latest
+
+                wait_until(shown, 60, what="A's watermarks again")
+                pub.assert_monotonic()  # A's too: it came back with the values it had
+            finally:
+                feed.close()
+        return seen
+    finally:
+        src.close()
+        side.close()
+        for w in (a, b, auth):
+            w.terminate()
+        pub.close()
+
+
+def problems(seen: Observed) -> list[str]:
+    """What went wrong (empty: A's unread records held B until read, and then only the
+    live writer did)."""
+    out = []
+    if seen.held_stopped > 3000:
+        out.append(
+            f"B's watermark passed A's records in its backlog before the retirement: {seen.held_stopped}"
+        )
+    if seen.held_retired is not None and seen.held_retired > 3000:
+        out.append(f"B's watermark passed A's unread records once A was retired: {seen.held_retired}")
+    if seen.final < LIVE_PROMISE:
+        out.append(f"B's watermark stayed at {seen.final}, its live input is at {LIVE_PROMISE}")
+    early = [w for w in seen.windows if w["early"]]
+    if early:
+        out.append(f"{len(early)} records came after their window's timer fired (early)")
+    counts = {(w["start"], w["count"]) for w in seen.windows if not w["early"]}
+    if counts != {(1000, 10), (3000, 100)}:
+        out.append(f"the windows are {sorted(counts)}, not [(1000, 10), (3000, 100)]")
+    return out
+
+
+def test_retiring_a_stopped_computation_lets_its_consumers_watermark_advance(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    seen = scenario(stack, registry, namespace, log_dir, retire=True)
+    assert problems(seen) == [], problems(seen)
+    assert seen.refused is not None and seen.refused.returncode == 2
+    [line] = stderr_lines(seen.refused)
+    assert line.startswith(f"mw retire: refused: workers of {A} reported ") and "stop them first" in line
+    assert "Traceback" not in seen.refused.stderr + seen.refused.stdout
+    assert seen.retired is not None
+    [done] = [ln for ln in seen.retired.stdout.splitlines() if ln.strip()]
+    assert done.startswith(f"mw retire: retired {A} from namespace '{namespace}' (last heard from ")
+    assert done.endswith(f"; {B} no longer waits for it beyond the records it left unread")
+
+
+@pytest.mark.negative_control
+def test_negative_control_without_the_retirement_the_consumer_stays_held(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    """The same scenario and check, without ``mw retire``: A's last output watermark
+    holds B for good."""
+    seen = scenario(stack, registry, namespace, log_dir, retire=False)
+    assert problems(seen) == [f"B's watermark stayed at {seen.final}, its live input is at {LIVE_PROMISE}"]
+    assert seen.final <= 5000
+
+
+def test_an_unknown_computation_is_refused(stack: LocalStack, namespace: str) -> None:
+    proc = mw_retire(stack, namespace, "nosuch")
+    assert proc.returncode == 2
+    assert stderr_lines(proc) == [
+        f"mw retire: refused: no computation 'nosuch' in namespace '{namespace}' (known: none)"
+    ]
+    assert proc.stdout == ""
