@@ -241,8 +241,9 @@ class Run:
     workers: list[WorkerProc] = field(default_factory=list)
     authority: WorkerProc | None = None
     faults: list[tuple[float, str, str]] = field(default_factory=list)  # (t, kind, target)
-    outages: list[tuple[float, float]] = field(default_factory=list)  # broker or Redis down: (t, wall t)
-    outage_s: list[float] = field(default_factory=list)  # each: until every interval committed again
+    # broker or Redis down: (t, wall t, t when it answered again)
+    outages: list[tuple[float, float, float]] = field(default_factory=list)
+    outage_s: list[float] = field(default_factory=list)  # each: until every interval committed after
     takeover_overlapped_s: list[float] = field(default_factory=list)  # a takeover during an outage
     takeover_s: list[float] = field(default_factory=list)
     handover_s: list[float] = field(default_factory=list)
@@ -333,9 +334,10 @@ class Run:
                 w.resume()
         elif kind in ("redis_term", "redis_kill"):
             target = "redis"
-            self.outages.append((t0, time.time()))
+            wall0 = time.time()
             (self.stack.redis.stop if kind == "redis_term" else self.stack.redis.kill)()
             self.stack.redis.start()
+            self.outages.append((t0, wall0, time.monotonic()))
         elif kind == "authority_kill":
             target = "authority"
             assert self.authority is not None
@@ -343,18 +345,19 @@ class Run:
             self.authority.start(MW_AUTHORITY_BLOCK_MS="10")
         elif kind == "broker_kill":
             target = "broker"
-            self.outages.append((t0, time.time()))
+            wall0 = time.time()
             self.stack.broker.kill()
             self.stack.broker.start()
+            self.outages.append((t0, wall0, time.monotonic()))
         self.faults.append((t0, kind, target))
 
     def measure(self, monitor: Monitor) -> None:
         """Takeover and handover times. One that overlaps an outage of the broker or
         Redis (nothing moves until it is back) is counted apart: it measures the outage."""
-        for t0, _ in self.outages:
-            back = [monitor.progressed(i, t0) for i in range(INTERVALS)]
-            self.outage_s.append(max((b if b is not None else 1e9) for b in back))
-        windows = [(t, t + d) for (t, _), d in zip(self.outages, self.outage_s, strict=True)]
+        for t0, _, up in self.outages:
+            back = [monitor.progressed(i, up) for i in range(INTERVALS)]
+            self.outage_s.append(up - t0 + max((b if b is not None else 1e9) for b in back))
+        windows = [(t, t + d) for (t, _, _), d in zip(self.outages, self.outage_s, strict=True)]
         for what, t0, target, owned in self.pending_checks:
             if not owned:
                 continue  # it held nothing (e.g. restarted again before it was assigned)
@@ -371,7 +374,7 @@ class Run:
     def lateness_outside_outages(self, f: Findings) -> list[float]:
         """The lateness of wall timers due outside every outage of the broker or Redis
         (from 1 s before it: a timer just fired may have to fire again after it)."""
-        windows = [(w - 1, w + d) for (_, w), d in zip(self.outages, self.outage_s, strict=True)]
+        windows = [(w - 1, w + d) for (_, w, _), d in zip(self.outages, self.outage_s, strict=True)]
         return [
             float(late)
             for late, due in zip(f.timer_lateness_ms, f.timer_due_ms, strict=True)

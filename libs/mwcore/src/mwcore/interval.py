@@ -123,6 +123,8 @@ class Interval:
         )
         self._outbox_ck: tuple[int, bytes | None, list[Segment], int] = (0, None, [], 0)
         self.weak_buffer: list[Production] = []
+        # a watermark report waiting for the commit witness: (its commit count, report, segment keys)
+        self.held_report: tuple[int, Report, list[bytes]] | None = None
         self._batch_seq = 0
         self._failed_state: Exception = SerializationError("")
         self.committed_positions: dict[str, int] = dict(snapshot.positions)

@@ -57,7 +57,7 @@ from mwcore.transport import (
     topic_name,
 )
 from mwcore.watermark import MIN_WATERMARK, WatermarkSource
-from mwcore.watermarks.reports import NodeSpec
+from mwcore.watermarks.reports import NodeSpec, Report
 from mwcore.watermarks.sink import NullReportSink, ReportSink
 from mwcore.witness import Witness
 
@@ -401,7 +401,10 @@ class Worker:
         as soon as it has no open batch (its committed state is then its soft state).
         Acknowledged productions' segments are in the checkpoint by then; they leave the
         oldest work in the report that hands them to the backlog, and are deleted from
-        the checkpoint only once that report is written."""
+        the checkpoint only once that report is written. A report shows only witnessed
+        state (``witness.py``): one made before the witness covers its checkpoint is held
+        and sent once it does (under load a newer commit is always in flight, so waiting
+        for an idle, witnessed moment could starve the reports)."""
         if now >= self._next_declare:  # again and again: survives a wiped topology
             self._next_declare = now + 10.0
             self.reports.declare(self.spec())
@@ -413,22 +416,27 @@ class Worker:
             self._next_report = now + self.cfg.report_interval_ms / 1000
         if not self._report_wanted:
             return
-        taken: list[tuple[Interval, list[bytes]]] = []
-        reports = []
+        ready: list[tuple[Interval, Report, list[bytes]]] = []
         now_ms = self.clock.now_ms()
         for index in list(self._report_wanted):
             interval = self.intervals.get(index)
             if interval is None:
                 self._report_wanted.discard(index)
-            elif interval.idle() and interval.witnessed():
+            elif interval.idle():
                 report, keys = interval.report(now_ms)
-                reports.append(report)
-                taken.append((interval, keys))
+                if interval.witnessed():
+                    interval.held_report = None
+                    ready.append((interval, report, keys))
+                else:
+                    interval.held_report = (interval.commits, report, keys)
                 self._report_wanted.discard(index)
-        if not reports:
+        self._send_reports(ready)
+
+    def _send_reports(self, ready: list[tuple[Interval, Report, list[bytes]]]) -> None:
+        if not ready:
             return
-        self.reports.send(self.comp.name, reports)  # if this fails, they stay stored
-        for interval, keys in taken:
+        self.reports.send(self.comp.name, [r for _, r, _ in ready])  # if this fails, they stay stored
+        for interval, _, keys in ready:
             interval.outbox.reported(keys)
 
     def _poll(self) -> list[Message]:
@@ -528,11 +536,17 @@ class Worker:
     def _release_witnessed(self) -> None:
         """Hand each interval what the witness now covers (its held productions)."""
         confirmed = self.witness.confirmed
+        ready = []
         for index in self.witness.newly_confirmed:
             interval = self.intervals.get(index)
             if interval is not None:
                 interval.outbox.witness(confirmed[index])
+                held = interval.held_report
+                if held is not None and held[0] <= confirmed[index]:
+                    interval.held_report = None
+                    ready.append((interval, held[1], held[2]))
         self.witness.newly_confirmed.clear()
+        self._send_reports(ready)
 
     def _fenced(self, interval: Interval, exc: FencedError) -> None:
         """Drop the interval's soft state; stop reading it; try to take it back later.
