@@ -297,3 +297,35 @@ def test_an_incompatible_schema_is_refused_at_the_producers_start(
     topic.close()
     names = sorted((d["name"], d.get("version")) for d in topic.documents.values())
     assert names == [("mw.tests.Reading", 1)]  # the refused v2 was never published
+
+
+def test_a_replay_carries_the_writer_schemas_into_its_namespace(
+    stack: LocalStack, redis_client: redis.Redis, namespace: str, tmp_path: Path
+) -> None:
+    """Replayed records keep their encoding, so their writer schemas go with them: a v1
+    reader in the replay's namespace resolves the v2 records it is sent."""
+    from mwcore.replay import Replay
+
+    v1, v2 = schemas_dir(tmp_path, V1), schemas_dir(tmp_path, V2)
+    sent = produce(stack, redis_client, namespace, v2, 20, 0)
+    backfill = f"{namespace}-backfill"
+    summary = Replay(
+        bootstrap=stack.bootstrap,
+        client=redis_client,
+        registry=SchemaRegistry.from_directory(v1),  # the reader's: v2 comes from the source topic
+        stream="readings",
+        namespace=backfill,
+        source_namespace=namespace,
+    ).run()
+    assert summary["records"] == 20
+    reader = SchemaRegistry.from_directory(v1)
+    lookup = SchemaTopic(stack.bootstrap, backfill, wait_s=0)
+    reader.use_source(lookup)
+    try:
+        copied = [
+            decode_any(reader, m.value) for m in read_topic(stack.bootstrap, topic_name(backfill, "readings"))
+        ]
+    finally:
+        lookup.close()
+    assert sorted(v["n"] for _, v in copied) == sorted(s.value["n"] for s in sent)
+    assert {v["unit"] for _, v in copied} == {"kg"}  # decoded with the writer's own v2
