@@ -28,7 +28,7 @@ import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from mwcore.avrogen import Codec, compile_codec
-from mwcore.errors import ConfigError, MwError, SerializationError, UnknownSchemaError
+from mwcore.errors import ConfigError, SerializationError, UnknownSchemaError
 from mwcore.schema_doc import standalone
 
 MAGIC = b"\xc3\x01"
@@ -143,16 +143,11 @@ class SchemaRegistry:
         label = f"schema {fp:016x}" if fp is not None else "schema"
         try:
             parsed = fastavro.parse_schema(document, named_schemas={})
-        except Exception as exc:
+            version = int(document.get("version", 1)) if isinstance(document, dict) else 1
+        except Exception as exc:  # fastavro raises several types for bad schemas
             raise ConfigError(f"{label}: invalid Avro schema: {exc}") from exc
-        sv = SchemaVersion(
-            parsed["name"] if isinstance(parsed, dict) else str(parsed),
-            int(document.get("version", 1)) if isinstance(document, dict) else 1,
-            parsed,
-            _fingerprint(parsed),
-            None,
-            document,
-        )
+        name = parsed["name"] if isinstance(parsed, dict) else str(parsed)
+        sv = SchemaVersion(name, version, parsed, _fingerprint(parsed), None, document)
         if fp is not None and sv.fingerprint != fp:
             raise ConfigError(f"{label}: its document has fingerprint {sv.fingerprint:016x}")
         return self._by_fp.setdefault(sv.fingerprint, sv)
@@ -226,8 +221,6 @@ class AvroSerde:
         try:
             return fastavro.schemaless_reader(io.BytesIO(data[HEADER_LEN:]), writer.parsed, resolve_into)
         except Exception as exc:
-            if isinstance(exc, MwError):
-                raise
             what = f"{reader.name} v{reader.version}"
             if writer is not reader:
                 what += f" (written with v{writer.version}, {fp:016x})"
