@@ -123,3 +123,16 @@ class DropLateForward(Forward):
 
     name = "forward_drop"
     options = Options(late="drop")
+
+
+class ReadingEcho(Computation):
+    """Produces each ``readings`` record as it decoded it (resolved into its reader
+    schema, ``mw.tests.Reading`` of whichever version its schemas directory holds) to
+    ``echoes``: the schema-upgrade tests read back what a reader made of each record."""
+
+    name = "reading_echo"
+    inputs = (Input("readings", schema="mw.tests.Reading"),)
+    outputs = (Output("echoes", schema="mw.tests.Reading"),)
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        ctx.produce("echoes", record.value, record.timestamp)

@@ -12,6 +12,7 @@ from mwcore.computation import Computation
 from mwcore.errors import ConfigError
 from mwcore.faults import Faults
 from mwcore.redis_store import RedisCheckpointStore
+from mwcore.schema_topic import SchemaTopic
 from mwcore.serde import SchemaRegistry
 from mwcore.settings import AuthoritySettings, WorkerSettings
 from mwcore.store import IntervalId
@@ -41,11 +42,23 @@ def load_computation(spec: str) -> type[Computation]:
 
 
 def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Worker]:
-    """The computation's worker, then one for each of its rekey stages."""
+    """The computation's worker, then one for each of its rekey stages; they share the
+    schema registry and the schemas topic (its lookups and what it has read)."""
     from mwcore.rekey import rekey_stages
 
     stages = rekey_stages(cls, unsafe_keep_key=settings.unsafe_rekey_keep_key)
-    return [build_worker(c, settings) for c in (cls, *stages)]
+    registry, schemas = build_schemas(settings)
+    return [build_worker(c, settings, registry, schemas) for c in (cls, *stages)]
+
+
+def build_schemas(settings: WorkerSettings) -> tuple[SchemaRegistry, SchemaTopic]:
+    """The schemas directory, with the namespace's schemas topic plugged in for writer
+    schemas it lacks (unless ``MW_UNSAFE_NO_SCHEMA_LOOKUP``, a negative control)."""
+    registry = SchemaRegistry.from_directory(settings.schemas_dir)
+    schemas = SchemaTopic(settings.bootstrap, settings.namespace)
+    if not settings.unsafe_no_schema_lookup:
+        registry.use_source(schemas)
+    return registry, schemas
 
 
 def redis_client(url: str) -> redis.Redis:
@@ -64,10 +77,11 @@ def redis_client(url: str) -> redis.Redis:
     )
 
 
-def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
+def build_worker(
+    cls: type[Computation], settings: WorkerSettings, registry: SchemaRegistry, schemas: SchemaTopic
+) -> Worker:
     client = redis_client(settings.redis_url)
     store = RedisCheckpointStore(client, fencing=not settings.unsafe_disable_fencing, retries=REDIS_RETRIES)
-    registry = SchemaRegistry.from_directory(settings.schemas_dir)
     watermarks: WatermarkSource
     if settings.watermark == "authority":
         watermarks = TopicWatermark(WatermarkFeed(settings.bootstrap, settings.namespace))
@@ -106,6 +120,7 @@ def build_worker(cls: type[Computation], settings: WorkerSettings) -> Worker:
         faults=Faults(settings.faults, settings.fault_log),
         exactly_once=False if settings.unsafe_disable_dedup else None,
         reports=RedisReportSink(client, settings.namespace),
+        schemas=schemas,
     )
 
 

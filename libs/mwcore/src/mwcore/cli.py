@@ -149,16 +149,19 @@ def _watermarks(args: argparse.Namespace) -> int:
 
 def _tail(args: argparse.Namespace) -> int:
 
+    from mwcore.schema_topic import SchemaTopic
     from mwcore.serde import SchemaRegistry
     from mwcore.tail import tail
 
     bootstrap = _bootstrap(args)
-    schemas = _schemas_dir(args)
+    namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
+    registry = SchemaRegistry.from_directory(_schemas_dir(args))
+    registry.use_source(SchemaTopic(bootstrap, namespace))  # writers newer than the directory
     tail(
         bootstrap,
         args.stream,
-        SchemaRegistry.from_directory(schemas),
-        namespace=args.namespace or os.environ.get("MW_NAMESPACE", "default"),
+        registry,
+        namespace=namespace,
         last=args.lines,
         from_beginning=args.from_beginning,
         follow=not args.no_follow,

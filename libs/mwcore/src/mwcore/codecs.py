@@ -75,6 +75,11 @@ class AvroCodec:
         self._schema = schema
         self._serde: AvroSerde | None = None
 
+    @property
+    def schema(self) -> str:
+        """The Avro schema the state is written with (the runtime publishes it)."""
+        return self._schema
+
     def bind(self, registry: SchemaRegistry) -> None:
         self._serde = AvroSerde(registry, self._schema)
 

@@ -32,6 +32,7 @@ from mwcore import ids
 from mwcore.errors import FencedError
 from mwcore.record import ID_HEADER, LATE_HEADER
 from mwcore.redis_store import RedisCheckpointStore
+from mwcore.schema_topic import SchemaTopic
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.store import IntervalId
 from mwcore.transport import dead_letter_stream, end_offsets, ensure_topics, producer_config, topic_name
@@ -58,6 +59,7 @@ class Injector:
         skew_ms: int | None = None,
         skew_of: str | None = None,  # computation whose input watermark bounds the skew
         linger_ms: int = 5,
+        schemas: SchemaTopic | None = None,  # where start() publishes the writer schemas
     ) -> None:
         if not 0 <= index < processes:
             raise ValueError(f"injector process index {index} not in 0..{processes - 1}")
@@ -70,6 +72,7 @@ class Injector:
         self._store = RedisCheckpointStore(client)
         self._sink = RedisReportSink(client, namespace)
         self._serdes = {s: AvroSerde(registry, schema) for s, schema in outputs.items() if schema}
+        self.schemas = schemas or SchemaTopic(bootstrap, namespace)
         self._topics = {s: topic_name(namespace, s) for s in outputs}
         self.dead_letter_topic = topic_name(namespace, dead_letter_stream(name))
         self._partitions = partitions
@@ -94,11 +97,14 @@ class Injector:
         self._retry: list[tuple[int, int, Any]] = []
 
     def start(self) -> None:
-        """Declare, take this process's token, and pick up where a former run of it left
-        off: its promise (so what it promised stays late) and, as segments up to the
-        partitions' current ends, whatever it may have had in flight when it stopped."""
+        """Publish the writer schemas (``ConfigError`` if one is incompatible with an
+        earlier version), declare, take this process's token, and pick up where a former
+        run of it left off: its promise (so what it promised stays late) and, as segments
+        up to the partitions' current ends, whatever it may have had in flight when it
+        stopped."""
         topics = {t: self._partitions for t in self._topics.values()}
         ensure_topics(self._bootstrap, {**topics, self.dead_letter_topic: 1})
+        self.schemas.publish([serde.schema for serde in self._serdes.values()])
         outputs = (*self._topics.values(), self.dead_letter_topic)
         spec = NodeSpec(self.name, "injector", (), outputs, self.processes)
         self._sink.declare(spec)
@@ -284,3 +290,4 @@ class Injector:
         self.flush()
         if self._feed is not None:
             self._feed.close()
+        self.schemas.close()

@@ -16,6 +16,11 @@ sent late again, as the live pipeline saw it). At the end the watermark goes to
 sent and promised is sent late this time, and the copy's computations drop what they
 have already seen (a repeat shows at most in their late streams); what it had not
 sent yet goes out as the first time.
+
+Records are sent as they were encoded, so their writer schemas go with them: the
+first record of each writer schema is preceded by that schema, copied to the target
+namespace's schemas topic (from the reader's directory, else from the source
+namespace's schemas topic), so that the copy's readers can resolve it.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ from mwcore.archive import Range, Slice, plan
 from mwcore.errors import ConfigError
 from mwcore.injector import Injector
 from mwcore.record import ID_HEADER, LATE_HEADER
-from mwcore.serde import SchemaRegistry
+from mwcore.schema_topic import SchemaTopic
+from mwcore.serde import _FP, HEADER_LEN, MAGIC, SchemaRegistry, SchemaVersion
 from mwcore.transport import consumer_config, partition_counts, topic_name
 from mwcore.watermark import MAX_WATERMARK
 
@@ -146,6 +152,30 @@ def _consume_slices(
         c.close()
 
 
+class _SchemaCopier:
+    """Publishes the writer schema of each record's value to the target namespace before
+    the first record that uses it."""
+
+    def __init__(self, registry: SchemaRegistry, source: SchemaTopic, target: SchemaTopic) -> None:
+        self.registry, self.source, self.target = registry, source, target
+        self.done: set[int] = set()
+
+    def before(self, value: bytes) -> None:
+        if len(value) < HEADER_LEN or value[:2] != MAGIC:
+            return
+        (fp,) = _FP.unpack_from(value, 2)
+        if fp in self.done:
+            return
+        self.done.add(fp)
+        sv: SchemaVersion | None = self.registry.by_fingerprint(fp) if self.registry.knows(fp) else None
+        if sv is None:
+            document = self.source.lookup(fp)
+            if document is None:
+                return  # unknown there too: its readers dead-letter it, as in the source
+            sv = SchemaRegistry().add_writer(document, fp)
+        self.target.publish([sv], check=False)  # accepted where it was written
+
+
 class Replay:
     def __init__(
         self,
@@ -223,6 +253,7 @@ class Replay:
             partitions=counts.get(topic, 4),
         )
         inj.start()
+        copier = _SchemaCopier(self.registry, SchemaTopic(self.bootstrap, self.source), inj.schemas)
         start = time.monotonic()
         sent = late = 0
         keeps = self.range.keeps
@@ -243,7 +274,9 @@ class Replay:
                     rid = ids.from_position(piece.topic, piece.partition, offset)
                 late_ms = _late_ms(headers)
                 late += late_ms is not None
-                inj.send_encoded(self.stream, m.key(), m.value() or b"", ts, rid, late_ms)  # type: ignore[attr-defined]
+                value = m.value() or b""  # type: ignore[attr-defined]
+                copier.before(value)
+                inj.send_encoded(self.stream, m.key(), value, ts, rid, late_ms)  # type: ignore[attr-defined]
                 sent += 1
             part.passed(offset + 1)
             tick()
@@ -265,6 +298,7 @@ class Replay:
         _consume_slices(self.bootstrap, pieces, send, finished)
         inj.advance(end)
         inj.close()  # flushes, then reports the final watermark
+        copier.source.close()
         elapsed = time.monotonic() - start
         if on_progress is not None:
             on_progress(Progress(sent, self.total, inj.reported, elapsed))

@@ -7,6 +7,12 @@ reader looks the writer schema up by fingerprint and resolves it against its own
 
 Several versions of one named schema may live side by side; each file may carry an
 integer ``"version"`` attribute and the highest version is the one written and read.
+
+Writer schemas a reader's directory does not have (a producer upgraded first) come
+from a ``SchemaSource`` the runtime plugs in where it has a broker: the schemas topic
+(``schema_topic``). Without one (Spark executors, tests) the registry is what its
+directory holds. Either way a writer is resolved against the reader's schema by
+fastavro; the writer that is the reader's own schema takes the generated codec.
 """
 
 from __future__ import annotations
@@ -16,13 +22,14 @@ import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from mwcore.avrogen import Codec, compile_codec
 from mwcore.errors import ConfigError, SerializationError, UnknownSchemaError
+from mwcore.schema_doc import standalone
 
 MAGIC = b"\xc3\x01"
 HEADER_LEN = 10
@@ -35,7 +42,19 @@ class SchemaVersion:
     version: int
     parsed: Any  # fastavro parsed schema
     fingerprint: int
-    path: Path | None
+    path: Path | None  # None: learnt by fingerprint (the schemas topic), never written
+    document: Any = field(default=None, compare=False, repr=False)  # self-contained JSON
+
+
+class SchemaSource(Protocol):
+    """Where writer schemas the directory lacks are found, by fingerprint."""
+
+    def lookup(self, fingerprint: int) -> Any | None:
+        """The schema's self-contained JSON document, or None if there is none.
+
+        Raises ``SchemaLookupError`` if the source cannot be read (not the record's
+        fault: the caller must not dead-letter it)."""
+        ...
 
 
 def _fingerprint(parsed: Any) -> int:
@@ -51,6 +70,7 @@ class SchemaRegistry:
     _by_fp: dict[int, SchemaVersion] = field(default_factory=dict)
     _named: dict[str, Any] = field(default_factory=dict)
     _codecs: dict[int, Codec | None] = field(default_factory=dict)
+    _source: SchemaSource | None = None
 
     @classmethod
     def from_directory(cls, root: str | Path) -> SchemaRegistry:
@@ -68,13 +88,19 @@ class SchemaRegistry:
 
     def add(self, raw: dict[str, Any], path: Path | None = None) -> SchemaVersion:
         version = int(raw.get("version", 1))
+        named = dict(self._named)  # fastavro adds every named type it defines
         try:
-            parsed = fastavro.parse_schema(dict(raw), named_schemas=dict(self._named))
+            parsed = fastavro.parse_schema(dict(raw), named_schemas=named)
         except Exception as exc:  # fastavro raises several types for bad schemas
             raise ConfigError(f"{path or raw.get('name')}: invalid Avro schema: {exc}") from exc
         name = parsed["name"] if isinstance(parsed, dict) else str(parsed)
-        sv = SchemaVersion(name, version, parsed, _fingerprint(parsed), path)
+        document = standalone(parsed, named)
+        # The fingerprint of the whole schema, as any Avro implementation computes it
+        # (types of other files inlined). Before, a schema using another file's types
+        # was fingerprinted without them: data written then stays readable.
+        sv = SchemaVersion(name, version, parsed, _fingerprint(document), path, document)
         self._by_fp[sv.fingerprint] = sv
+        self._by_fp.setdefault(_fingerprint(parsed), sv)
         current = self._latest.get(name)
         if current is None or version >= current.version:
             self._latest[name] = sv
@@ -88,19 +114,52 @@ class SchemaRegistry:
             known = ", ".join(sorted(self._latest)) or "none"
             raise ConfigError(f"unknown Avro schema {name!r} (known: {known})") from None
 
+    def knows(self, fp: int) -> bool:
+        """Whether a writer schema is known here (no lookup)."""
+        return fp in self._by_fp
+
+    def use_source(self, source: SchemaSource | None) -> None:
+        """Look writer schemas the directory lacks up in ``source`` (None: offline)."""
+        self._source = source
+
     def by_fingerprint(self, fp: int) -> SchemaVersion:
+        sv = self._by_fp.get(fp)
+        if sv is not None:
+            return sv
+        if self._source is None:
+            raise UnknownSchemaError(f"no schema with fingerprint {fp:016x}")
+        document = self._source.lookup(fp)
+        if document is None:
+            where = "neither in the schemas directory nor on the schemas topic"
+            raise UnknownSchemaError(f"no schema with fingerprint {fp:016x} ({where})")
         try:
-            return self._by_fp[fp]
-        except KeyError:
-            raise UnknownSchemaError(f"no schema with fingerprint {fp:016x}") from None
+            return self.add_writer(document, fp)
+        except ConfigError as exc:
+            raise UnknownSchemaError(str(exc)) from exc
+
+    def add_writer(self, document: Any, fp: int | None = None) -> SchemaVersion:
+        """A writer schema known by fingerprint only (from the schemas topic): read with,
+        never written, and never the reader's schema of its name."""
+        label = f"schema {fp:016x}" if fp is not None else "schema"
+        try:
+            parsed = fastavro.parse_schema(document, named_schemas={})
+            version = int(document.get("version", 1)) if isinstance(document, dict) else 1
+        except Exception as exc:  # fastavro raises several types for bad schemas
+            raise ConfigError(f"{label}: invalid Avro schema: {exc}") from exc
+        name = parsed["name"] if isinstance(parsed, dict) else str(parsed)
+        sv = SchemaVersion(name, version, parsed, _fingerprint(parsed), None, document)
+        if fp is not None and sv.fingerprint != fp:
+            raise ConfigError(f"{label}: its document has fingerprint {sv.fingerprint:016x}")
+        return self._by_fp.setdefault(sv.fingerprint, sv)
 
     def names(self) -> list[str]:
         return sorted(self._latest)
 
     def __getstate__(self) -> dict[str, Any]:
         # Generated codecs are rebuilt where the registry lands (e.g. on Spark
-        # executors); they hold compiled code that does not pickle.
-        return {**self.__dict__, "_codecs": {}}
+        # executors); they hold compiled code that does not pickle. A source holds
+        # broker clients: the copy is offline, with the writers learnt so far.
+        return {**self.__dict__, "_codecs": {}, "_source": None}
 
     def codec(self, sv: SchemaVersion) -> Codec | None:
         """The generated codec of a schema version (None: fastavro handles it)."""
@@ -154,17 +213,18 @@ class AvroSerde:
                 return self._decode_body(data, HEADER_LEN)
             except Exception as exc:
                 raise SerializationError(f"cannot decode as {self._schema.name}: {exc!r}") from exc
-        body = io.BytesIO(data[HEADER_LEN:])
         reader = self._schema
+        # An unknown writer: UnknownSchemaError (a dead letter), or SchemaLookupError
+        # (the source cannot be read: raised on, the record is not at fault).
+        writer = reader if fp == reader.fingerprint else self._registry.by_fingerprint(fp)
+        resolve_into = None if writer is reader else reader.parsed
         try:
-            if fp == reader.fingerprint:
-                return fastavro.schemaless_reader(body, reader.parsed, None)
-            writer = self._registry.by_fingerprint(fp)
-            return fastavro.schemaless_reader(body, writer.parsed, reader.parsed)
-        except SerializationError:
-            raise
+            return fastavro.schemaless_reader(io.BytesIO(data[HEADER_LEN:]), writer.parsed, resolve_into)
         except Exception as exc:
-            raise SerializationError(f"cannot decode as {reader.name}: {exc}") from exc
+            what = f"{reader.name} v{reader.version}"
+            if writer is not reader:
+                what += f" (written with v{writer.version}, {fp:016x})"
+            raise SerializationError(f"cannot decode as {what}: {exc}") from exc
 
 
 def _serde(registry: SchemaRegistry, name: str, generated: bool) -> AvroSerde:

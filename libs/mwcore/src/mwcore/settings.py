@@ -75,6 +75,7 @@ class WorkerSettings(MetricsSettings):
     unsafe_skip_drain: bool = False  # SIGTERM exits without committing or draining
     unsafe_no_retake: bool = False  # a fenced interval is never taken back
     unsafe_ignore_rollback: bool = False  # a store behind the commit witness is used anyway
+    unsafe_no_schema_lookup: bool = False  # writer schemas are not looked up on the schemas topic
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)

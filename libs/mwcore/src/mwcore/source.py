@@ -12,14 +12,28 @@ from confluent_kafka import Producer
 
 from mwcore import ids
 from mwcore.record import ID_HEADER
+from mwcore.schema_topic import SchemaTopic
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.transport import producer_config
 
 
 class SourceWriter:
-    def __init__(self, bootstrap: str, registry: SchemaRegistry, topic: str, schema: str) -> None:
+    """``schemas``: the namespace's schemas topic, to publish the writer schema on before
+    the first record, as the kit's producers do (without it, readers must have the
+    schema in their own directory)."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        registry: SchemaRegistry,
+        topic: str,
+        schema: str,
+        schemas: SchemaTopic | None = None,
+    ) -> None:
         self.topic = topic
         self.serde = AvroSerde(registry, schema)
+        if schemas is not None:
+            schemas.publish([self.serde.schema])
         self.producer = Producer(producer_config(bootstrap, **{"linger.ms": 20}))
         self.errors = 0
         self.end_offsets: dict[int, int] = {}  # partition -> offset after the last acked record

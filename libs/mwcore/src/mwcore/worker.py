@@ -38,6 +38,7 @@ from confluent_kafka import (
 )
 
 from mwcore.checkpoint import Checkpoint, position_field
+from mwcore.codecs import AvroCodec
 from mwcore.computation import Computation
 from mwcore.errors import ConfigError, FencedError
 from mwcore.faults import NO_FAULTS, Faults
@@ -45,7 +46,8 @@ from mwcore.health import Health, group_state
 from mwcore.interval import Counters, InputBinding, Interval, IntervalDeps
 from mwcore.latency import LatencyRecorder
 from mwcore.record import ID_HEADER
-from mwcore.serde import AvroSerde, SchemaRegistry
+from mwcore.schema_topic import SchemaTopic
+from mwcore.serde import AvroSerde, SchemaRegistry, SchemaVersion
 from mwcore.store import CheckpointStore, IntervalId
 from mwcore.transport import (
     consumer_config,
@@ -121,12 +123,16 @@ class Worker:
         faults: Faults = NO_FAULTS,
         exactly_once: bool | None = None,
         reports: ReportSink | None = None,
+        schemas: SchemaTopic | None = None,
     ) -> None:
         computation.validate()
         self.comp = computation
         self.cfg = config
         self.store = store
         self.registry = registry
+        # where start() publishes the writer schemas (looking writers up is the
+        # registry's source, which the process plugs in: app.build_workers)
+        self.schemas = schemas or SchemaTopic(config.bootstrap, config.namespace)
         self.watermarks = watermarks
         self.clock = clock or Clock()
         self.faults = faults
@@ -196,6 +202,14 @@ class Worker:
         if self.comp.options.late == "route":
             topics[self.late_topic] = 1
         ensure_topics(self.cfg.bootstrap, topics)
+
+    def writer_schemas(self) -> list[SchemaVersion]:
+        """Every schema this worker encodes with: its outputs', its inputs' (a record
+        that fails is dead-lettered re-encoded with its reader schema) and its state's."""
+        names = [o.schema for o in self.comp.outputs] + [i.schema for i in self.comp.inputs if i.schema]
+        if isinstance(self.comp.state, AvroCodec):
+            names.append(self.comp.state.schema)
+        return [self.registry.latest(name) for name in dict.fromkeys(names)]
 
     def spec(self) -> NodeSpec:
         """What this computation reads and writes, for the watermark authority."""
@@ -316,10 +330,12 @@ class Worker:
     # -- the loop --------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Create the topics, join the group. Idempotent."""
+        """Create the topics, publish the writer schemas (``ConfigError`` if one is
+        incompatible with an earlier version), join the group. Idempotent."""
         if self.consumer is not None:
             return
         self.create_topics()
+        self.schemas.publish(self.writer_schemas())
         self.reports.declare(self.spec())
         session = self.cfg.session_timeout_ms
         conf = consumer_config(

@@ -34,6 +34,7 @@ from pyspark.sql.types import StructType
 from mwcore.errors import ConfigError
 from mwcore.ids import ID_BYTES
 from mwcore.record import ID_HEADER
+from mwcore.schema_topic import SchemaTopic
 from mwcore.serde import SchemaRegistry
 from mwcore.transport import ensure_topics, partition_counts, topic_name
 
@@ -107,6 +108,11 @@ class StreamWriter(DataSourceWriter):
         partitions = int(opts.get("partitions", 4))
         existing = partition_counts(bootstrap, [self.topic]).get(self.topic)
         ensure_topics(bootstrap, {self.topic: existing or partitions})
+        schemas = SchemaTopic(bootstrap, namespace)  # before any task writes with it
+        try:
+            schemas.publish([registry.latest(self.avro_schema)])
+        finally:
+            schemas.close()
 
     def write(self, iterator: Iterator[Row]) -> Written:
         from confluent_kafka import Producer

@@ -57,6 +57,7 @@ from mwcore.archive import Range, Slice, bounds, read_slice
 from mwcore.errors import ConfigError
 from mwcore.ids import ID_BYTES, from_position
 from mwcore.record import ID_HEADER
+from mwcore.schema_topic import SchemaTopic
 from mwcore.serde import _FP, HEADER_LEN, MAGIC, AvroSerde, SchemaRegistry
 from mwcore.spark.types import struct_of
 
@@ -105,6 +106,11 @@ def read_archive(
     if not bootstrap:
         raise ConfigError("no Kafka bootstrap servers given (MW_BOOTSTRAP)")
     registry = SchemaRegistry.from_directory(_schemas_dir(opts.get("schemasdir") or schemas_dir))
+    schemas = SchemaTopic(bootstrap, namespace)  # executors read offline: take every writer along
+    try:
+        schemas.learn_all(registry)
+    finally:
+        schemas.close()
     what = Range(
         starting=_offsets(opts.get("startingoffsets"), "earliest", names, namespace),
         ending=_offsets(opts.get("endingoffsets"), "latest", names, namespace),
