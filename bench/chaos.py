@@ -63,7 +63,7 @@ KINDS = (
     "authority_kill",
     "broker_kill",
 )
-SESSION_TIMEOUT_S = 2.0  # the kit's consumer session timeout (MW_SESSION_TIMEOUT_MS)
+SESSION_TIMEOUT_S = 1.5  # the kit's consumer session timeout (MW_SESSION_TIMEOUT_MS)
 INTERVALS = ChaosCount.partitions
 KEYS = 500
 DISORDER_MS = 2000  # input timestamps up to this far behind the clock
@@ -245,6 +245,7 @@ class Run:
     outages: list[tuple[float, float, float]] = field(default_factory=list)
     outage_s: list[float] = field(default_factory=list)  # each: until every interval committed after
     takeover_overlapped_s: list[float] = field(default_factory=list)  # a takeover during an outage
+    fault_walls: list[float] = field(default_factory=list)  # when each fault began (wall clock, s)
     takeover_s: list[float] = field(default_factory=list)
     handover_s: list[float] = field(default_factory=list)
     pending_checks: list[tuple[str, float, str, list[int]]] = field(default_factory=list)
@@ -350,6 +351,7 @@ class Run:
             self.stack.broker.start()
             self.outages.append((t0, wall0, time.monotonic()))
         self.faults.append((t0, kind, target))
+        self.fault_walls.append(round(time.time() - (time.monotonic() - t0), 3))
 
     def measure(self, monitor: Monitor) -> None:
         """Takeover and handover times. One that overlaps an outage of the broker or
@@ -371,12 +373,12 @@ class Run:
             else:
                 (self.takeover_s if what == "takeover" else self.handover_s).append(slowest)
 
-    def lateness_outside_outages(self, f: Findings) -> list[float]:
-        """The lateness of wall timers due outside every outage of the broker or Redis
-        (from 1 s before it: a timer just fired may have to fire again after it)."""
+    def lateness_outside_outages(self, f: Findings) -> list[tuple[float, int]]:
+        """(lateness, due) of the wall timers due outside every outage of the broker or
+        Redis (from 1 s before it: a timer just fired may have to fire again after it)."""
         windows = [(w - 1, w + d) for (_, w, _), d in zip(self.outages, self.outage_s, strict=True)]
         return [
-            float(late)
+            (float(late), due)
             for late, due in zip(f.timer_lateness_ms, f.timer_due_ms, strict=True)
             if not any(a <= due / 1000 <= b for a, b in windows)
         ]
@@ -486,6 +488,7 @@ def _result(
     catch_up: float,
     log_dir: Path,
 ) -> dict[str, Any]:
+    outside = run_.lateness_outside_outages(f)
     return {
         "scenario": args.scenario,
         "seed": args.seed,
@@ -502,11 +505,15 @@ def _result(
         "takeover_during_outage_s": _quantiles(run_.takeover_overlapped_s, 0.5),
         "outage_s": _quantiles(run_.outage_s, 0.5),
         "timer_lateness_ms": _quantiles([float(x) for x in f.timer_lateness_ms], 0.5, 0.99),
-        "timer_lateness_outside_outages_ms": _quantiles(
-            run_.lateness_outside_outages(f),
-            0.5,
-            0.99,
-        ),
+        "timer_lateness_outside_outages_ms": _quantiles([x for x, _ in outside], 0.5, 0.99),
+        # the latest of them (due: wall clock, s) beside the faults (wall clock, s)
+        "latest_timers_outside_outages": [
+            {"due_s": round(due / 1000, 3), "late_ms": late} for late, due in sorted(outside)[-3:]
+        ],
+        "fault_times": [
+            {"at_s": w, "kind": kind, "target": target}
+            for w, (_, kind, target) in zip(run_.fault_walls, run_.faults, strict=True)
+        ],
         "catch_up_s": round(catch_up, 2),
         "logs": str(log_dir),
         "verdict": "exactly_once" if f.ok else "violated",

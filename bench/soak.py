@@ -43,6 +43,7 @@ from services.up import PARTITIONS, service_names
 ROOT = Path(__file__).resolve().parent.parent
 STREAMS = ("queries", "window_counts", "anomalies", "model_updates")
 STALL_LIMIT_S = 5.0
+ONE_SHOT = ("model_trainer",)  # trains once from what is archived, publishes, exits
 
 
 class Generator(threading.Thread):
@@ -81,17 +82,20 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
-def longest_still(series: list[tuple[float, int]], t0: float, t1: float) -> float:
-    """The longest time in [t0, t1] a sampled value did not change."""
-    worst, since, last = 0.0, t0, None
+def longest_still(series: list[tuple[float, int]], t0: float, t1: float) -> tuple[float, float]:
+    """The longest time in [t0, t1] a sampled value did not change, and when it began."""
+    worst, at, since, last = 0.0, t0, t0, None
     for t, v in series:
         if t < t0 or t > t1:
             continue
         if last is not None and v != last:
-            worst = max(worst, t - since)
+            if t - since > worst:
+                worst, at = t - since, since
             since = t
         last = v
-    return max(worst, t1 - since)
+    if t1 - since > worst:
+        worst, at = t1 - since, since
+    return worst, at
 
 
 def main() -> int:
@@ -155,7 +159,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     last_count = count
                     if now - began >= args.warmup and not memory:
                         memory = {n: {"start": rss_mb(pid)} for n, pid in pids.items()}
-                    dead = [n for n, p in procs.items() if p.poll() is not None]
+                    dead = [n for n, p in procs.items() if p.poll() is not None and n not in ONE_SHOT]
                     print(f"{now - began:5.0f}s {count:,} records, {rates[-1]:,}/s, dead: {dead}", flush=True)
             ended = time.monotonic()
             for n, pid in pids.items():
@@ -173,8 +177,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     p.kill()
     computations = {n: s for n, s in series.items() if n != "injector"}
     t0 = began + args.warmup
-    stalls = {n: round(longest_still(s, t0, ended), 2) for n, s in sorted(computations.items())}
+    still = {n: longest_still(s, t0, ended) for n, s in sorted(computations.items())}
+    stalls = {n: round(d, 2) for n, (d, _) in still.items()}
     longest = max(stalls.values(), default=float(args.seconds))
+    worst = max(still.items(), key=lambda kv: kv[1][0], default=None)
     return {
         "seconds": args.seconds,
         "queries": args.queries,
@@ -183,6 +189,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rate_per_10s": rates,
         "longest_watermark_stall_s": longest,
         "watermark_stall_s": stalls,
+        # where the longest stall began, in seconds from the start
+        "longest_stall_at_s": None if worst is None else round(worst[1][1] - began, 1),
         "memory_mb": memory,
         "logs": str(workdir),
         "verdict": "live" if computations and longest <= STALL_LIMIT_S else "stalled",

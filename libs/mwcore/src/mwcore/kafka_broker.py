@@ -45,8 +45,8 @@ GUARANTEE_SETTINGS: dict[str, str] = {
     "share.coordinator.state.topic.replication.factor": "1",
     "share.coordinator.state.topic.min.isr": "1",
     "group.initial.rebalance.delay.ms": "0",
-    # Takeover: the kit's consumers use a 2 s session timeout (a dead worker's
-    # intervals move on within about 3 s); Kafka refuses one below this bound.
+    # Takeover: the kit's consumers use a 1.5 s session timeout (a dead worker's
+    # intervals move on within 3 s); Kafka refuses one below this bound.
     "group.min.session.timeout.ms": "1000",
 }
 

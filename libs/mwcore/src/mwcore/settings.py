@@ -44,7 +44,7 @@ class WorkerSettings(MetricsSettings):
     max_batch_delay_ms: int = Field(default=10, ge=0)
     # how soon a dead worker's intervals move on; the broker's group.min.session.timeout.ms
     # must allow it (1 s in the local stack and compose, 6 s by Kafka's default)
-    session_timeout_ms: int = Field(default=2000, ge=500, le=300_000)
+    session_timeout_ms: int = Field(default=1500, ge=500, le=300_000)
     # authority: follow the watermark authority's topic; redis: read mw:wm:<ns>:<name>
     # (set by hand, for tests); none: event timers never fire; max: they all fire
     watermark: Literal["authority", "redis", "none", "max"] = "authority"

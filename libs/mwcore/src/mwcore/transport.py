@@ -2,8 +2,8 @@
 
 Configs are tuned for low latency: producers are idempotent with ``acks=all`` and
 partition with murmur2 (what Java clients use, so keys land where Kafka Streams or
-Flink would put them); consumers use a 2 s session timeout (a dead worker's
-intervals move on in about 3 s) and large fetches. Topics are created
+Flink would put them); consumers use a 1.5 s session timeout (a dead worker's
+intervals move on in under 3 s) and large fetches. Topics are created
 explicitly (brokers should run with ``auto.create.topics.enable=false``: an
 auto-created topic gets the broker's partition count, not the computation's).
 """
@@ -62,12 +62,12 @@ def consumer_config(
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "partition.assignment.strategy": "range",  # co-partitioned inputs stay together
-        # A dead worker's intervals move on after the session timeout: 2 s (brokers
+        # A dead worker's intervals move on after the session timeout: 1.5 s (brokers
         # must allow it: group.min.session.timeout.ms, 6 s by default, is 1 s in the
         # local stack and compose). Heartbeats come from librdkafka's own thread, so
         # a busy Python loop does not miss them.
-        "session.timeout.ms": 2000,
-        "heartbeat.interval.ms": 500,
+        "session.timeout.ms": 1500,
+        "heartbeat.interval.ms": 150,
         # Also the rebalance timeout: how long a stopped member can hold up a rebalance.
         "max.poll.interval.ms": 10_000,
         "fetch.max.bytes": 52_428_800,
