@@ -1,6 +1,7 @@
 """Every service stops at start, within 15 s, with exit code 2 and one line naming the
 setting to fix, when its broker or Redis cannot be used: a closed port, a password
-missing or wrong, a database that does not exist."""
+missing or wrong, a database that does not exist; and the processes that keep state in
+Redis when it can lose acknowledged writes (unless accepted on purpose)."""
 
 from __future__ import annotations
 
@@ -106,3 +107,52 @@ def test_a_session_timeout_the_broker_refuses_is_one_line(stack: LocalStack, tmp
     assert code == 2, err
     assert "the broker refuses MW_SESSION_TIMEOUT_MS=600" in err and "Traceback" not in err, err
     assert took < 20
+
+
+@pytest.fixture(scope="module")
+def volatile_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis that can lose acknowledged writes in a crash (``appendfsync everysec``)."""
+    server = RedisServer(directory=tmp_path_factory.mktemp("volatile"), appendfsync="everysec")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("service", ["authority", "dip_detector", "mw run", "windower"])
+def test_a_volatile_store_is_refused_at_start(
+    service: str, stack: LocalStack, volatile_redis: RedisServer, tmp_path: Path
+) -> None:
+    """The processes that keep state in Redis (workers, the authority's journal) refuse
+    a store that can lose what it acknowledged, and say how to accept it."""
+    code, err, took = run(service, tmp_path, MW_BOOTSTRAP=stack.bootstrap, MW_REDIS_URL=volatile_redis.url)
+    assert code == 2, f"{service}: exit {code}: {err}"
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "appendfsync everysec" in err and "MW_ALLOW_VOLATILE_STORE=1" in err, err
+    assert took < 15
+
+
+def test_a_volatile_store_accepted_on_purpose_runs(
+    stack: LocalStack, volatile_redis: RedisServer, tmp_path: Path
+) -> None:
+    """With ``MW_ALLOW_VOLATILE_STORE=1`` the same worker starts and keeps running (the
+    control that the refusal above comes from the check, not from something else)."""
+    env = {
+        **os.environ,
+        "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
+        "PYTHONPATH": str(ROOT),
+        "MW_BOOTSTRAP": stack.bootstrap,
+        "MW_REDIS_URL": volatile_redis.url,
+        "MW_NAMESPACE": f"volatile{os.getpid()}",
+        "MW_ALLOW_VOLATILE_STORE": "1",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, *SERVICES["mw run"]], env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        time.sleep(8)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -148,8 +148,17 @@ class RedisCheckpointStore:
         scores = self._r.zmscore(self.keys(interval).seen, list(record_ids))  # type: ignore[arg-type]
         return [s is not None for s in scores]
 
-    def seen_ids(self, interval: IntervalId) -> list[bytes]:
-        return [member for member, _ in self._r.zscan_iter(self.keys(interval).seen, count=10_000)]
+    def seen_ids(self, interval: IntervalId, chunk: int = 50_000) -> list[bytes]:
+        """Every seen id (recovery fills the Bloom filter with them), in chunks by rank:
+        a takeover reads tens of thousands at once, and a chunk keeps Redis responsive.
+        (A scan cursor is slower: a round trip, and a score, per ten thousand ids.)"""
+        key = self.keys(interval).seen
+        out: list[bytes] = []
+        while True:
+            part: list[bytes] = self._r.zrange(key, len(out), len(out) + chunk - 1)  # type: ignore[assignment]
+            out += part
+            if len(part) < chunk:
+                return out
 
     def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
         result = self.commit_many([(interval, token, checkpoint)])[0]

@@ -273,9 +273,12 @@ class Worker:
 
     def _acquire(self, index: int) -> Interval:
         iid = self._interval_id(index)
+        t0 = time.monotonic()
         token = self.store.grant(iid, self.cfg.worker_id)
         snapshot = self.store.recover(iid, token)
+        t1 = time.monotonic()
         witnessed = self._witnessed_commits(iid, snapshot.commits)
+        t2 = time.monotonic()
         interval = Interval(iid, snapshot, self.deps)
         interval.outbox.witness(witnessed)
         self.intervals[index] = interval
@@ -290,6 +293,10 @@ class Worker:
             pending=len(snapshot.pending),
             timers=len(snapshot.timers),
             seen=len(snapshot.seen),
+            # where a takeover's time goes: grant and recovery, the witness, the rest
+            store_ms=round((t1 - t0) * 1000),
+            witness_ms=round((t2 - t1) * 1000),
+            build_ms=round((time.monotonic() - t2) * 1000),
         )
         self._send(interval)
         return interval
