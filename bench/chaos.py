@@ -246,6 +246,7 @@ class Run:
     outage_s: list[float] = field(default_factory=list)  # each: until every interval committed after
     takeover_overlapped_s: list[float] = field(default_factory=list)  # a takeover during an outage
     fault_walls: list[float] = field(default_factory=list)  # when each fault began (wall clock, s)
+    affected: list[tuple[float, float]] = field(default_factory=list)  # takeovers hit by an outage (wall)
     takeover_s: list[float] = field(default_factory=list)
     handover_s: list[float] = field(default_factory=list)
     pending_checks: list[tuple[str, float, str, list[int]]] = field(default_factory=list)
@@ -370,13 +371,18 @@ class Run:
             overlapped = any(a <= t0 + slowest and t0 <= b for a, b in windows)
             if overlapped:
                 self.takeover_overlapped_s.append(slowest)
+                # its intervals' timers wait for the outage too
+                wall0 = time.time() - (time.monotonic() - t0)
+                self.affected.append((wall0 - 1, wall0 + min(slowest, 1e6)))
             else:
                 (self.takeover_s if what == "takeover" else self.handover_s).append(slowest)
 
     def lateness_outside_outages(self, f: Findings) -> list[tuple[float, int]]:
         """(lateness, due) of the wall timers due outside every outage of the broker or
-        Redis (from 1 s before it: a timer just fired may have to fire again after it)."""
+        Redis (from 1 s before it: a timer just fired may have to fire again after it)
+        and every takeover an outage overlapped."""
         windows = [(w - 1, w + d) for (_, w, _), d in zip(self.outages, self.outage_s, strict=True)]
+        windows += self.affected
         return [
             (float(late), due)
             for late, due in zip(f.timer_lateness_ms, f.timer_due_ms, strict=True)
