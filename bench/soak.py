@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mwcore.localproc import stop_processes
 from mwcore.localstack import LocalStack
 from mwcore.transport import end_offsets, ensure_topics
 from mwcore.watermark import MIN_WATERMARK
@@ -168,13 +168,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             gen.stopping.set()
             feed.close()
-            for p in procs.values():
-                p.send_signal(signal.SIGTERM)
-            for p in procs.values():
-                try:
-                    p.wait(30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop_processes(procs.values(), 30)
     computations = {n: s for n, s in series.items() if n != "injector"}
     t0 = began + args.warmup
     still = {n: longest_still(s, t0, ended) for n, s in sorted(computations.items())}

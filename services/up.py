@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from confluent_kafka import Consumer, TopicPartition
 
+from mwcore.localproc import stop_processes
 from mwcore.localstack import LocalStack, free_port
 from mwcore.serde import AvroSerde, SchemaRegistry
 from mwcore.transport import consumer_config, ensure_topics
@@ -227,13 +228,7 @@ def run(duration: float | None, rate: int) -> dict[str, Any]:
             finally:
                 watcher.close()
                 feed.close()
-                for p in procs.values():
-                    p.send_signal(signal.SIGTERM)
-                for p in procs.values():
-                    try:
-                        p.wait(30)
-                    except subprocess.TimeoutExpired:
-                        p.kill()
+                stop_processes(procs.values(), 30)
     finally:
         stop.set()
         withdraw()

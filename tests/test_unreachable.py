@@ -27,15 +27,18 @@ SERVICES = {
 }
 
 
-@pytest.fixture(scope="module")
-def locked_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """A Redis that requires the password ``sekret``."""
-    server = RedisServer(directory=tmp_path_factory.mktemp("locked"), password="sekret")
-    server.start()
+def _redis(directory: Path, **kwargs: str) -> Iterator[RedisServer]:
+    server = RedisServer(directory=directory, **kwargs).start()  # type: ignore[arg-type]
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def locked_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis that requires the password ``sekret``."""
+    yield from _redis(tmp_path_factory.mktemp("locked"), password="sekret")
 
 
 def run(service: str, tmp_path: Path, **env: str) -> tuple[int, str, float]:
@@ -112,12 +115,7 @@ def test_a_session_timeout_the_broker_refuses_is_one_line(stack: LocalStack, tmp
 @pytest.fixture(scope="module")
 def volatile_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A Redis that can lose acknowledged writes in a crash (``appendfsync everysec``)."""
-    server = RedisServer(directory=tmp_path_factory.mktemp("volatile"), appendfsync="everysec")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _redis(tmp_path_factory.mktemp("volatile"), appendfsync="everysec")
 
 
 @pytest.mark.parametrize("service", ["authority", "dip_detector", "mw run", "windower"])

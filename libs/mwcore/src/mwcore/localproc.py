@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterable
 
 
 def free_port() -> int:
@@ -42,14 +43,21 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child between f
 
 def stop_process(proc: subprocess.Popen[bytes] | None, timeout: float = 10) -> None:
     """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop_processes([proc] if proc is not None else [], timeout)
+
+
+def stop_processes(procs: Iterable[subprocess.Popen[bytes]], timeout: float = 10) -> None:
+    """SIGTERM them all (they drain side by side), then SIGKILL any still running after
+    ``timeout`` seconds each."""
+    running = [p for p in procs if p.poll() is None]
+    for p in running:
+        p.send_signal(signal.SIGTERM)
+    for p in running:
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def kill_process(proc: subprocess.Popen[bytes] | None) -> None:
