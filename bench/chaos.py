@@ -255,6 +255,7 @@ class Run:
     supervising: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)  # a fault, or a restart
     extra_env: dict[str, str] = field(default_factory=dict)
+    supervisor: threading.Thread | None = None
 
     def env(self) -> dict[str, str]:
         return (
@@ -301,6 +302,24 @@ class Run:
             if now - since >= restart_after:
                 del self.down_since[p.name]
                 p.start(MW_AUTHORITY_BLOCK_MS="10") if p is self.authority else p.start()
+
+    def launch(self, n_workers: int, restart_after: float, feeder: Feeder, monitor: Monitor) -> None:
+        """Start the authority and the workers, their supervisor, the feeder and the
+        monitor; return once every interval has committed twice."""
+        self.start(n_workers)
+        self.supervisor = threading.Thread(target=self.supervise, args=(restart_after,), daemon=True)
+        self.supervisor.start()
+        feeder.start()
+        monitor.start()
+        _wait(lambda: all(_commits(monitor, i) >= 2 for i in range(INTERVALS)), 90, "a first checkpoint")
+
+    def halt(self, feeder: Feeder, monitor: Monitor) -> None:
+        """Stop everything ``launch`` started."""
+        self.stop()
+        if self.supervisor is not None and self.supervisor.is_alive():
+            self.supervisor.join(5)
+        feeder.stopping.set()
+        monitor.stopping.set()
 
     def stop(self) -> None:
         self.supervising.set()
@@ -441,13 +460,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         run_ = Run(stack, namespace, log_dir, extra_env=args.worker_env)
         feeder = Feeder(stack, registry, namespace, args.rate, args.seed)
         monitor = Monitor(stack.redis_url, namespace)
-        supervisor = threading.Thread(target=run_.supervise, args=(args.restart_after,), daemon=True)
         try:
-            run_.start(args.workers)
-            supervisor.start()
-            feeder.start()
-            monitor.start()
-            _wait(lambda: all(_commits(monitor, i) >= 2 for i in range(INTERVALS)), 90, "a first checkpoint")
+            run_.launch(args.workers, args.restart_after, feeder, monitor)
             first_fault = time.monotonic()
             for n, kind in enumerate(plan, 1):
                 run_.inject(kind, rng, monitor)
@@ -473,11 +487,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             progress = [monitor.progressed(i, last_fault) for i in range(INTERVALS)]
             stall = monitor.longest_stall(first_fault, input_end)
         finally:
-            run_.stop()
-            if supervisor.is_alive():
-                supervisor.join(5)
-            feeder.stopping.set()
-            monitor.stopping.set()
+            run_.halt(feeder, monitor)
         findings = check(
             stack.bootstrap, redis.Redis.from_url(stack.redis_url), registry, namespace, feeder.malformed
         )

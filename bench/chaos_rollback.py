@@ -27,14 +27,13 @@ import os
 import random
 import shutil
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from bench.chaos import INTERVALS, Feeder, Monitor, Run, _commits, _drained, _wait
+from bench.chaos import INTERVALS, Feeder, Monitor, Run, _drained, _wait
 from bench.chaos_check import check
 from mwcore.localstack import LocalStack, RedisServer
 from mwcore.serde import SchemaRegistry
@@ -63,14 +62,9 @@ def run_rollback(args: argparse.Namespace) -> dict[str, Any]:
         run_ = Run(stack, namespace, log_dir, extra_env=env)
         feeder = Feeder(stack, registry, namespace, args.rate, args.seed)
         monitor = Monitor(stack.redis_url, namespace)
-        supervisor = threading.Thread(target=run_.supervise, args=(args.restart_after,), daemon=True)
         detected_at: float | None = None
         try:
-            run_.start(args.workers)
-            supervisor.start()
-            feeder.start()
-            monitor.start()
-            _wait(lambda: all(_commits(monitor, i) >= 2 for i in range(INTERVALS)), 90, "a first checkpoint")
+            run_.launch(args.workers, args.restart_after, feeder, monitor)
             time.sleep(random.Random(args.seed).uniform(2, 4))  # windows and timers under way
             assert stack.redis.directory is not None
             copy = Path(tempfile.mkdtemp(prefix="mw-aof-")) / "appendonlydir"
@@ -99,11 +93,7 @@ def run_rollback(args: argparse.Namespace) -> dict[str, Any]:
                 except TimeoutError as exc:
                     print(f"{exc}; checking what there is", flush=True)
         finally:
-            run_.stop()
-            if supervisor.is_alive():
-                supervisor.join(5)
-            feeder.stopping.set()
-            monitor.stopping.set()
+            run_.halt(feeder, monitor)
         stops = [w.name for w in run_.workers if DETECTED in w.logs()]
         findings = check(
             stack.bootstrap, redis.Redis.from_url(stack.redis_url), registry, namespace, feeder.malformed
