@@ -27,9 +27,9 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.throughput import PARTITIONS, ROOT, load, run_worker, steady_latency
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
-from mwcore.transport import ensure_topics, topic_name
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import ensure_topics, topic_name
 
 
 def main() -> None:

@@ -41,12 +41,12 @@ from pyspark.sql import SparkSession
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*, services.*
 
 from bench.throughput import PARTITIONS, positions, raw_consume, worker_env
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
-from mwcore.source import SourceWriter
-from mwcore.spark.source import read_archive
-from mwcore.transport import end_offsets, ensure_topics, topic_name
-from mwcore.watermark import MIN_WATERMARK
+from mwcore.api.clock import MIN_WATERMARK
+from mwcore.archive.spark.source import read_archive
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import end_offsets, ensure_topics, topic_name
+from mwcore.transport.writer import SourceWriter
 from services.injector.scenario import Scenario, Traffic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +113,7 @@ def spark_kafka_read(spark: SparkSession, stack: LocalStack, topic: str) -> tupl
 
 
 def batch_windower(spark: SparkSession, stack: LocalStack, namespace: str, end_ms: int) -> tuple[float, int]:
-    from mwcore.spark.batch import run_computation
+    from mwcore.archive.spark.batch import run_computation
 
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     df = read_archive(spark, stack.bootstrap, "queries", namespace, ROOT / "schemas")
@@ -175,7 +175,7 @@ def main() -> None:
     parser.add_argument("--skip-spark", action="store_true", help="only the plain consumer and the worker")
     args = parser.parse_args()
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
-    from mwcore.spark.session import local_session
+    from mwcore.archive.spark.session import local_session
 
     with LocalStack() as stack:
         namespace = f"arch{os.getpid()}"

@@ -29,8 +29,8 @@ def child(bootstrap: str, namespace: str) -> None:
     """Read the stream with whichever archive reader the library on the path has."""
     from pyspark.sql import functions as F
 
-    from mwcore.spark import source
-    from mwcore.spark.session import local_session
+    from mwcore.archive.spark import source
+    from mwcore.archive.spark.session import local_session
 
     old = hasattr(source, "ArchiveReader")  # the Python data source: format("mw")
     spark = local_session("local[2]", ROOT)
@@ -75,9 +75,9 @@ def main() -> None:
     args = parser.parse_args()
     from bench.archive import load
     from bench.throughput import PARTITIONS
-    from mwcore.localstack import LocalStack
-    from mwcore.serde import SchemaRegistry
-    from mwcore.transport import ensure_topics, topic_name
+    from mwcore.serde.avro import SchemaRegistry
+    from mwcore.tools.localstack import LocalStack
+    from mwcore.transport.topics import ensure_topics, topic_name
 
     runs = []
     with LocalStack() as stack:

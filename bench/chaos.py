@@ -46,12 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*, test
 
 from bench.chaos_check import COMPUTATION, Findings, check
 from bench.chaos_pipeline import ChaosCount
-from mwcore import ids
-from mwcore.injector import Injector
-from mwcore.localstack import LocalStack, RedisServer
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.transport import end_offsets, topic_name
-from mwcore.watermark import MAX_WATERMARK
+from mwcore.api import ids
+from mwcore.api.clock import MAX_WATERMARK
+from mwcore.runtime.injector import Injector
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.tools.localstack import LocalStack, RedisServer
+from mwcore.transport.topics import end_offsets, topic_name
 from tests.support.procs import ROOT, WorkerProc, worker_env
 
 KINDS = (

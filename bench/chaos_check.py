@@ -27,10 +27,10 @@ from typing import Any
 import redis
 
 from bench.chaos_pipeline import TIMER_EVERY, WINDOW_MS, ChaosCount
-from mwcore import ids
-from mwcore.record import LATE_HEADER
-from mwcore.serde import AvroSerde, SchemaRegistry, SerializationError
-from mwcore.transport import dead_letter_stream, topic_name
+from mwcore.api import ids
+from mwcore.api.record import LATE_HEADER
+from mwcore.serde.avro import AvroSerde, SchemaRegistry, SerializationError
+from mwcore.transport.topics import dead_letter_stream, topic_name
 from tests.support.topics import Msg, read_topic
 
 COMPUTATION = ChaosCount.name

@@ -35,9 +35,9 @@ import redis
 
 from bench.chaos import INTERVALS, Feeder, Monitor, Run, _drained, _wait
 from bench.chaos_check import check
-from mwcore.localstack import LocalStack, RedisServer
-from mwcore.serde import SchemaRegistry
-from mwcore.transport import end_offsets, topic_name
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack, RedisServer
+from mwcore.transport.topics import end_offsets, topic_name
 from tests.support.procs import ROOT
 
 DETECTED = "committed checkpoints"  # in the one line a worker stops with (StoreRollbackError)

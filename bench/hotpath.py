@@ -24,7 +24,7 @@ numbers of records from the same messages, divided by the difference in records
     # (Collected of the second - Collected of the first) / 10000
 
 ``--codecs`` times the Avro codecs instead: decode of ``mw.bench.Event`` and encode of
-``mw.bench.Count``, the generated code (``mwcore.avrogen``) against fastavro
+``mw.bench.Count``, the generated code (``mwcore.serde.codegen``) against fastavro
 (``AvroSerde(..., generated=False)``), best of 5 ``timeit`` repeats.
 """
 
@@ -48,16 +48,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.keyed_count import KeyedCount  # noqa: E402
-from mwcore.interval import InputBinding, Interval, IntervalDeps  # noqa: E402
-from mwcore.memory_store import MemoryCheckpointStore  # noqa: E402
-from mwcore.redis_store import RedisCheckpointStore  # noqa: E402
-from mwcore.resp import pack_command  # noqa: E402
-from mwcore.serde import AvroSerde, SchemaRegistry  # noqa: E402
-from mwcore.store import IntervalId  # noqa: E402
+from mwcore.runtime.interval import InputBinding, Interval, IntervalDeps  # noqa: E402
+from mwcore.serde.avro import AvroSerde, SchemaRegistry  # noqa: E402
+from mwcore.store.interface import IntervalId  # noqa: E402
+from mwcore.store.memory_store import MemoryCheckpointStore  # noqa: E402
+from mwcore.store.redis_store import RedisCheckpointStore  # noqa: E402
+from mwcore.store.resp import pack_command  # noqa: E402
 
 KEYS = 10_000
 BATCH = 5_000
-GC_THRESHOLD = 50_000  # the default of MW_GC_THRESHOLD (mwcore.settings.WorkerSettings)
+GC_THRESHOLD = 50_000  # the default of MW_GC_THRESHOLD (mwcore.process.settings.WorkerSettings)
 
 
 def interval_path(
@@ -98,7 +98,7 @@ def interval_path(
     gc.collect()
     gc.freeze()
     if gc_threshold > 0:
-        from mwcore.runner import tune_gc
+        from mwcore.runtime.runner import tune_gc
 
         tune_gc(gc_threshold)
 

@@ -37,10 +37,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.throughput import PARTITIONS, feed_steadily, worker_env
-from mwcore.localproc import free_port
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
-from mwcore.transport import consumer_config, ensure_topics, producer_config, topic_name
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localproc import free_port
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import consumer_config, ensure_topics, producer_config, topic_name
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -136,7 +136,7 @@ def worker(stack: LocalStack, rate: int, seconds: int) -> dict[str, float]:
     port = free_port()
     env = worker_env(stack, namespace, MW_LATENCY_OUT=str(out), MW_METRICS_PORT=str(port))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mwcore.cli", "run", "bench.keyed_count:KeyedCount"],
+        [sys.executable, "-m", "mwcore", "run", "bench.keyed_count:KeyedCount"],
         env={**env, "MW_METRICS_HOST": "127.0.0.1"},
         cwd=ROOT,
     )

@@ -21,9 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*, services.*
 
 from bench.archive import START_MS, load
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
-from mwcore.transport import ensure_topics
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import ensure_topics
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,7 @@ def main() -> None:
         }
         argv = ["--stream", "queries", "--from", iso(START_MS + 5_000), "--to", iso(START_MS + 100_000)]
         done = subprocess.run(
-            [sys.executable, "-m", "mwcore.cli", "replay", *argv, "--namespace", "backfill"],
+            [sys.executable, "-m", "mwcore", "replay", *argv, "--namespace", "backfill"],
             env=env,
             capture_output=True,
             text=True,

@@ -30,11 +30,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mwcore.localproc import stop_processes
-from mwcore.localstack import LocalStack
-from mwcore.transport import end_offsets, ensure_topics
-from mwcore.watermark import MIN_WATERMARK
-from mwcore.watermarks.feed import WatermarkFeed
+from mwcore.api.clock import MIN_WATERMARK
+from mwcore.tools.localproc import stop_processes
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import end_offsets, ensure_topics
+from mwcore.transport.watermark_topic import WatermarkFeed
 from services.injector.generator import write_scenario
 from services.injector.logs import file_name, record_line, write_atomically
 from services.injector.scenario import Scenario, Traffic

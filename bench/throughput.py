@@ -39,11 +39,11 @@ from pathlib import Path
 import redis
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
-from mwcore import ids
-from mwcore.localstack import LocalStack
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.source import SourceWriter
-from mwcore.transport import consumer_config, ensure_topics, producer_config, topic_name
+from mwcore.api import ids
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import consumer_config, ensure_topics, producer_config, topic_name
+from mwcore.transport.writer import SourceWriter
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 4
@@ -170,7 +170,7 @@ def run_worker(
     r = redis.Redis.from_url(stack.redis_url)
     computation = "keyed_count" if cls == "KeyedCount" else "keyed_count_every"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mwcore.cli", "run", f"bench.keyed_count:{cls}"],
+        [sys.executable, "-m", "mwcore", "run", f"bench.keyed_count:{cls}"],
         env=worker_env(stack, namespace, **env),
         cwd=ROOT,
     )
@@ -208,7 +208,7 @@ def steady_latency(
     ensure_topics(stack.bootstrap, {topic: PARTITIONS})
     out = Path(tempfile.mkdtemp()) / "latency.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mwcore.cli", "run", "bench.keyed_count:KeyedCount"],
+        [sys.executable, "-m", "mwcore", "run", "bench.keyed_count:KeyedCount"],
         env=worker_env(stack, namespace, MW_LATENCY_OUT=str(out), **env),
         cwd=ROOT,
     )

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import redis
 
-from mwcore.injector import Injector
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
-from mwcore.watermarks.feed import WatermarkFeed
+from mwcore.runtime.injector import Injector
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.watermark_topic import WatermarkFeed
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGES = ("stage1", "stage2", "stage3")
@@ -64,10 +64,12 @@ def main() -> None:
     namespace = f"wmlag{os.getpid()}"
     with LocalStack() as stack:
         e = env(stack, namespace)
-        procs = [subprocess.Popen([sys.executable, "-m", "mwcore.cli", "authority"], env=e, cwd=ROOT)]
+        procs = [subprocess.Popen([sys.executable, "-m", "mwcore", "authority"], env=e, cwd=ROOT)]
         procs += [
             subprocess.Popen(
-                [sys.executable, "-m", "mwcore.cli", "run", f"bench.stages:{s.title()}"], env=e, cwd=ROOT
+                [sys.executable, "-m", "mwcore", "run", f"bench.stages:{s.title()}"],
+                env=e,
+                cwd=ROOT,
             )
             for s in ("stage1", "stage2", "stage3")
         ]

@@ -55,10 +55,10 @@ say "pip install mwcore[spark] and the dev tools into $VENV"
 "$VENV/bin/python" -c "import mwcore, confluent_kafka, fastavro, redis, pyspark" \
   || { say "install failed"; exit 1; }
 # The broker: a pinned Apache Kafka from Maven Central, cached (see mwcore/kafka_broker.py).
-"$VENV/bin/python" -m mwcore.kafka_broker fetch
+"$VENV/bin/python" -m mwcore.tools.kafka_broker fetch
 # Spark's Kafka source (archive reads go through it): resolved by Spark into its Ivy
 # cache (~/.ivy2*), once; later sessions find it there.
 say "Spark's Kafka source into Spark's package cache (the first time: about 30 MB)"
-"$VENV/bin/python" -m mwcore.spark.session 2>&1 | grep -E "^Spark|downloading|ERROR" | sed 's/^/bootstrap:   /' >&2 || true
+"$VENV/bin/python" -m mwcore.archive.spark.session 2>&1 | grep -E "^Spark|downloading|ERROR" | sed 's/^/bootstrap:   /' >&2 || true
 touch "$stamp"
 say "ready"

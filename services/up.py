@@ -25,13 +25,13 @@ from typing import Any, TextIO
 
 from confluent_kafka import Consumer, TopicPartition
 
-from mwcore.localproc import stop_processes
-from mwcore.localstack import LocalStack, free_port
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.transport import consumer_config, ensure_topics
-from mwcore.up import announce, withdraw
-from mwcore.watermark import MAX_WATERMARK, MIN_WATERMARK
-from mwcore.watermarks.feed import WatermarkFeed
+from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.tools.localproc import stop_processes
+from mwcore.tools.localstack import LocalStack, free_port
+from mwcore.tools.up import announce, withdraw
+from mwcore.transport.topics import consumer_config, ensure_topics
+from mwcore.transport.watermark_topic import WatermarkFeed
 from services.injector.generator import generate
 from services.injector.scenario import Scenario
 from services.injector.truth import load_truth, score

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,8 +56,8 @@ def spark() -> Iterator[object]:
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     from pyspark.sql import SparkSession
 
-    from mwcore.spark import register
-    from mwcore.spark.session import KAFKA_CONNECTOR
+    from mwcore.archive.spark import register
+    from mwcore.archive.spark.session import KAFKA_CONNECTOR
 
     session = (
         SparkSession.builder.master("local[2]")

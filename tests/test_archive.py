@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
-from mwcore.source import SourceWriter
-from mwcore.spark.source import read_archive
-from mwcore.transport import ensure_topics, topic_name
+from mwcore.archive.spark.source import read_archive
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import ensure_topics, topic_name
+from mwcore.transport.writer import SourceWriter
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.spark

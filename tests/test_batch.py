@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from mwcore.cli import main
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.cli import main
+from mwcore.tools.localstack import LocalStack
 from services.injector.generator import generate
 from services.injector.scenario import Scenario
 from tests.conftest import ROOT

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from mwcore import ids
-from mwcore.context import MAX_VALUE_BYTES
-from mwcore.localstack import LocalStack
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.source import SourceWriter
-from mwcore.transport import topic_name
+from mwcore.api import ids
+from mwcore.api.context import MAX_VALUE_BYTES
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import topic_name
+from mwcore.transport.writer import SourceWriter
 from tests.support.computations import filler
 from tests.support.procs import wait_until
 from tests.support.running_sum import Deployment, InputRecord, verify

@@ -22,10 +22,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
-from mwcore.source import SourceWriter
-from mwcore.transport import topic_name
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import topic_name
+from mwcore.transport.writer import SourceWriter
 from tests.support.procs import joined, wait_until
 from tests.support.running_sum import Deployment, Injector, make_inputs, verify
 

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from mwcore.localstack import LocalStack
-from mwcore.redis_store import RedisCheckpointStore
-from mwcore.serde import SchemaRegistry
-from mwcore.source import SourceWriter
-from mwcore.store import IntervalId
-from mwcore.transport import topic_name
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.interface import IntervalId
+from mwcore.store.redis_store import RedisCheckpointStore
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import topic_name
+from mwcore.transport.writer import SourceWriter
 from tests.support.procs import joined, wait_until
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, make_inputs, verify
 from tests.support.topics import read_topic

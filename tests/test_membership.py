@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
 from tests.support.procs import WorkerProc, wait_until
 from tests.support.running_sum import PARTITIONS, Deployment
 

@@ -24,10 +24,10 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from mwcore.localstack import LocalStack, free_port
-from mwcore.serde import SchemaRegistry
-from mwcore.source import SourceWriter
-from mwcore.transport import ensure_topics
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack, free_port
+from mwcore.transport.topics import ensure_topics
+from mwcore.transport.writer import SourceWriter
 from tests.conftest import ROOT
 from tests.support.computations import STALL_N
 from tests.support.procs import listening_ports, wait_until
@@ -179,7 +179,7 @@ def test_mw_tail_prints_a_stream_decoded(stack: LocalStack, registry: SchemaRegi
 
     def mw_tail(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "mwcore.cli", "tail", *args, "--namespace", namespace],
+            [sys.executable, "-m", "mwcore", "tail", *args, "--namespace", namespace],
             env={**os.environ, "MW_BOOTSTRAP": stack.bootstrap, "MW_SCHEMAS_DIR": str(ROOT / "schemas")},
             capture_output=True,
             text=True,

@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
-from mwcore.spark.batch import decoded as batch_decoded
-from mwcore.spark.batch import run_computation
-from mwcore.spark.source import read_archive
-from mwcore.transport import end_offsets, topic_name
+from mwcore.archive.spark.batch import decoded as batch_decoded
+from mwcore.archive.spark.batch import run_computation
+from mwcore.archive.spark.source import read_archive
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import end_offsets, topic_name
 from services.injector.generator import generate
 from services.injector.scenario import Scenario, Traffic
 from services.injector.truth import score

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from mwcore.localstack import LocalStack
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.transport import topic_name
-from mwcore.watermark import MIN_WATERMARK
+from mwcore.api.clock import MIN_WATERMARK
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import topic_name
 from services.injector.generator import generate
 from services.injector.scenario import Scenario
 from tests.conftest import ROOT
@@ -58,7 +58,7 @@ def test_a_generated_service_joins_the_running_pipeline(
 ) -> None:
     project = copy_project(tmp_path / "project")
     made = in_project(
-        project, sys.executable, "-m", "mwcore.cli", "new-service", "trends", "--input", "window_counts"
+        project, sys.executable, "-m", "mwcore", "new-service", "trends", "--input", "window_counts"
     )
     assert made.returncode == 0, made.stderr
     assert (project / "services/trends/computation.py").is_file()
@@ -96,7 +96,7 @@ def test_a_generated_service_joins_the_running_pipeline(
         trends.start()  # while the pipeline runs
         wait_until(lambda: pub.input("trends") > MIN_WATERMARK, 60, 0.2, "the authority to pick trends up")
         watermarks = ("watermarks", "--once", "--namespace", namespace, "--bootstrap", stack.bootstrap)
-        shown = in_project(project, sys.executable, "-m", "mwcore.cli", *watermarks)
+        shown = in_project(project, sys.executable, "-m", "mwcore", *watermarks)
         assert shown.returncode == 0, shown.stderr
         rows = {r["name"]: r for r in json.loads(shown.stdout)}
         assert rows["trends"]["kind"] == "computation" and rows["trends"]["input"] > MIN_WATERMARK

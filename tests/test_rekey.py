@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from mwcore.localstack import LocalStack
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.source import SourceWriter
-from mwcore.transport import ensure_topics, topic_name
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import ensure_topics, topic_name
+from mwcore.transport.writer import SourceWriter
 from tests.support.computations import residue_of
 from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.topics import Msg, read_topic

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import redis
 
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
-from mwcore.transport import end_offsets, topic_name
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import end_offsets, topic_name
 from services.dip_detector.offline import detect
 from services.injector.generator import generate
 from services.injector.scenario import Scenario, Traffic
@@ -76,7 +76,7 @@ def test_a_replay_into_a_namespace_backfills_beside_the_live_pipeline(
 
         def replay() -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
             done = subprocess.run(
-                [sys.executable, "-m", "mwcore.cli", "replay", *argv],
+                [sys.executable, "-m", "mwcore", "replay", *argv],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -142,7 +142,7 @@ def test_a_replay_into_a_namespace_backfills_beside_the_live_pipeline(
 def test_a_replay_into_its_own_namespace_or_of_an_unknown_stream_is_refused(
     stack: LocalStack, namespace: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mwcore.cli import main
+    from mwcore.tools.cli import main
 
     for k, v in {
         "MW_BOOTSTRAP": stack.bootstrap,

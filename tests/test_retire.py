@@ -35,10 +35,10 @@ from typing import Any
 import pytest
 import redis
 
-from mwcore.injector import Injector
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
-from mwcore.watermarks.feed import WatermarkFeed
+from mwcore.runtime.injector import Injector
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.watermark_topic import WatermarkFeed
 from mwcore.watermarks.reports import retired_key, topology_key
 from tests.conftest import ROOT
 from tests.support.procs import WorkerProc, wait_until, worker_env
@@ -76,7 +76,7 @@ def live_writer(stack: LocalStack, registry: SchemaRegistry, namespace: str) -> 
 def mw_retire(stack: LocalStack, namespace: str, name: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MW_BOOTSTRAP": stack.bootstrap, "MW_REDIS_URL": stack.redis_url}
     return subprocess.run(
-        [sys.executable, "-m", "mwcore.cli", "retire", name, "--namespace", namespace],
+        [sys.executable, "-m", "mwcore", "retire", name, "--namespace", namespace],
         env=env,
         cwd=ROOT,
         capture_output=True,

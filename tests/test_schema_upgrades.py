@@ -35,14 +35,14 @@ from typing import Any
 import pytest
 import redis
 
-from mwcore import ids
+from mwcore.api import ids
 from mwcore.errors import ConfigError
-from mwcore.injector import Injector
-from mwcore.localstack import LocalStack
-from mwcore.schema_topic import SchemaTopic
-from mwcore.serde import SchemaRegistry, decode_any
-from mwcore.source import SourceWriter
-from mwcore.transport import end_offsets, topic_name
+from mwcore.runtime.injector import Injector
+from mwcore.serde.avro import SchemaRegistry, decode_any
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.schema_topic import SchemaTopic
+from mwcore.transport.topics import end_offsets, topic_name
+from mwcore.transport.writer import SourceWriter
 from tests.support.procs import ROOT, WorkerProc, wait_until, worker_env
 from tests.support.topics import read_topic
 
@@ -282,7 +282,7 @@ def test_an_incompatible_schema_is_refused_at_the_producers_start(
         "PYTHONUNBUFFERED": "1",
     }
     proc = subprocess.run(
-        [sys.executable, "-m", "mwcore.cli", "run", ECHO],
+        [sys.executable, "-m", "mwcore", "run", ECHO],
         env={**os.environ, **env},
         cwd=ROOT,
         capture_output=True,
@@ -304,7 +304,7 @@ def test_a_replay_carries_the_writer_schemas_into_its_namespace(
 ) -> None:
     """Replayed records keep their encoding, so their writer schemas go with them: a v1
     reader in the replay's namespace resolves the v2 records it is sent."""
-    from mwcore.replay import Replay
+    from mwcore.archive.replay import Replay
 
     v1, v2 = schemas_dir(tmp_path, V1), schemas_dir(tmp_path, V2)
     sent = produce(stack, redis_client, namespace, v2, 20, 0)

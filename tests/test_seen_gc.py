@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from mwcore.injector import Injector
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
+from mwcore.runtime.injector import Injector
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
 from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.test_watermarks import authority
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from mwcore.localstack import LocalStack
-from mwcore.serde import SchemaRegistry
-from mwcore.source import SourceWriter
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.writer import SourceWriter
 from tests.support.procs import joined, wait_until
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, make_inputs, verify
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from mwcore.localstack import LocalStack
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.spark.sink import content_id
-from mwcore.transport import end_offsets
+from mwcore.archive.spark.sink import content_id
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import end_offsets
 from tests.conftest import ROOT
 from tests.support.running_sum import PARTITIONS, Deployment, InputRecord, verify
 from tests.support.topics import read_topic

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from mwcore.checkpoint import Checkpoint
 from mwcore.errors import FencedError
-from mwcore.localstack import RedisServer
-from mwcore.redis_store import RedisCheckpointStore, TokenScheme
-from mwcore.store import IntervalId
+from mwcore.store.checkpoint import Checkpoint
+from mwcore.store.interface import IntervalId
+from mwcore.store.redis_store import RedisCheckpointStore, TokenScheme
+from mwcore.tools.localstack import RedisServer
 
 IV = IntervalId("tok", "comp", 0)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mwcore.localproc import free_port
-from mwcore.localstack import LocalStack, RedisServer
+from mwcore.tools.localproc import free_port
+from mwcore.tools.localstack import LocalStack, RedisServer
 from tests.conftest import ROOT
 
 SERVICES = {
@@ -23,7 +23,7 @@ SERVICES = {
     "dip_detector": ["-m", "services.dip_detector"],
     "authority": ["-m", "services.watermark_authority"],
     "injector": ["-m", "services.injector"],
-    "mw run": ["-m", "mwcore.cli", "run", "bench.keyed_count:KeyedCount"],
+    "mw run": ["-m", "mwcore", "run", "bench.keyed_count:KeyedCount"],
 }
 
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_mw_up_runs_the_pipeline_and_detects_the_scripted_anomalies() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "mwcore.cli", "up", "--duration", "140"],
+        [sys.executable, "-m", "mwcore", "up", "--duration", "140"],
         cwd=ROOT,
         env={k: v for k, v in os.environ.items() if not k.startswith("MW_")},
         capture_output=True,
@@ -30,7 +30,7 @@ def test_mw_up_runs_the_pipeline_and_detects_the_scripted_anomalies() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"mw up summary: {json.dumps(summary)}")
-    from mwcore.kafka_broker import KAFKA_VERSION
+    from mwcore.tools.kafka_broker import KAFKA_VERSION
 
     assert summary["broker"] == {"product": "Apache Kafka", "version": KAFKA_VERSION}  # as it logged
     assert set(summary["services"]) >= {"watermark_authority", "injector", "windower", "dip_detector"}

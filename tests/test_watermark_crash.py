@@ -27,12 +27,12 @@ from pathlib import Path
 import pytest
 import redis
 
-from mwcore import ids
-from mwcore.injector import Injector
-from mwcore.interval import LATE_INDEX
-from mwcore.localstack import LocalStack
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.transport import late_stream, topic_name
+from mwcore.api import ids
+from mwcore.runtime.injector import Injector
+from mwcore.runtime.interval import LATE_INDEX
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import late_stream, topic_name
 from tests.support.procs import Background, WorkerProc, joined, wait_until, worker_env
 from tests.support.topics import read_topic
 from tests.support.windows import ROLLUP_MS, WINDOW_MS

@@ -24,10 +24,10 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from mwcore.localstack import LocalStack
-from mwcore.transport import producer_config
-from mwcore.watermarks import feed
-from mwcore.watermarks.feed import Watermarks, ensure_watermark_topic
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport import watermark_topic as feed
+from mwcore.transport.topics import producer_config
+from mwcore.transport.watermark_topic import Watermarks, ensure_watermark_topic
 from tests.support.procs import wait_until
 from tests.support.topics import read_topic
 

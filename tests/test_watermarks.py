@@ -27,14 +27,14 @@ import pytest
 import redis
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from mwcore import ids
+from mwcore.api import ids
+from mwcore.api.clock import MIN_WATERMARK
 from mwcore.errors import FencedError
-from mwcore.injector import Injector
-from mwcore.localstack import LocalStack, free_port
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.transport import consumer_config, late_stream, partition_counts, topic_name
-from mwcore.watermark import MIN_WATERMARK
-from mwcore.watermarks.feed import Watermarks, ensure_watermark_topic
+from mwcore.runtime.injector import Injector
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.tools.localstack import LocalStack, free_port
+from mwcore.transport.topics import consumer_config, late_stream, partition_counts, topic_name
+from mwcore.transport.watermark_topic import Watermarks, ensure_watermark_topic
 from mwcore.watermarks.reports import report_stream, topology_key
 from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.topics import read_topic
@@ -303,7 +303,7 @@ def test_reports_under_a_stale_token_are_rejected(
         wait_until(lambda: pub.output("src") == 7000, 30, what="the replacement's report")
         pub.assert_monotonic()
         shown = subprocess.run(
-            [sys.executable, "-m", "mwcore.cli", "watermarks", "--once"],
+            [sys.executable, "-m", "mwcore", "watermarks", "--once"],
             env={**os.environ, "MW_BOOTSTRAP": stack.bootstrap, "MW_NAMESPACE": namespace},
             capture_output=True,
             check=True,

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from mwcore.localstack import LocalStack
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.transport import topic_name
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import topic_name
 from services.dip_detector.offline import detect
 from services.injector.generator import generate
 from services.injector.scenario import Scenario, Traffic

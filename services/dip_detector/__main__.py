@@ -2,7 +2,7 @@
 
 import sys
 
-from mwcore.cli import main
+from mwcore.tools.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["run", "services.dip_detector.computation:DipDetector", *sys.argv[1:]]))

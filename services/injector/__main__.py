@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 from mwcore.errors import ConfigError
 
 if TYPE_CHECKING:
-    from mwcore.injector import Injector
+    from mwcore.runtime.injector import Injector
     from services.injector.settings import InjectorSettings
 
 
 def _run() -> int:
-    from mwcore import logs
-    from mwcore.app import redis_client
-    from mwcore.injector import Injector
-    from mwcore.preflight import check_kafka, check_redis
-    from mwcore.serde import SchemaRegistry
+    from mwcore.process import logs
+    from mwcore.process.preflight import check_kafka, check_redis
+    from mwcore.process.wiring import redis_client
+    from mwcore.runtime.injector import Injector
+    from mwcore.serde.avro import SchemaRegistry
     from services.injector.reader import LogReader, ReaderConfig
     from services.injector.settings import InjectorSettings
 
@@ -66,8 +66,8 @@ def _serve_metrics(s: InjectorSettings, injector: Injector) -> Callable[[], None
     """Serve /metrics and /healthz if MW_METRICS_PORT is set; the liveness tick."""
     if s.metrics_port is None:
         return lambda: None
-    from mwcore.metrics import ProcessMetrics
-    from mwcore.observe import instrument_injector
+    from mwcore.process.metrics import ProcessMetrics
+    from mwcore.process.observe import instrument_injector
 
     metrics = ProcessMetrics(s.metrics_stall_s)
     metrics.serve(s.metrics_port, s.metrics_host)

@@ -21,8 +21,8 @@ from pathlib import Path
 import redis
 import structlog
 
-from mwcore import ids
-from mwcore.injector import Injector
+from mwcore.api import ids
+from mwcore.runtime.injector import Injector
 from services.injector.logs import nominal_second, parse_line
 
 log = structlog.get_logger("services.injector")

@@ -10,7 +10,7 @@ from pydantic import Field, ValidationError
 from pydantic_settings import SettingsConfigDict
 
 from mwcore.errors import ConfigError
-from mwcore.settings import MetricsSettings
+from mwcore.process.settings import MetricsSettings
 
 
 class InjectorSettings(MetricsSettings):

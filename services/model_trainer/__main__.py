@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"model_trainer: {exc}", file=sys.stderr)
         return 2
-    from mwcore.preflight import check_kafka
-    from mwcore.spark.session import spark_session
+    from mwcore.archive.spark.session import spark_session
+    from mwcore.process.preflight import check_kafka
     from services.model_trainer.job import publish, read_counts, train
 
     try:

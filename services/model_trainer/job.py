@@ -22,9 +22,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mwcore.ids import ID_BYTES
-from mwcore.spark.source import read_archive
-from mwcore.transport import partition_counts, topic_name
+from mwcore.api.ids import ID_BYTES
+from mwcore.archive.spark.source import read_archive
+from mwcore.transport.topics import partition_counts, topic_name
 from services.model_trainer.profile import BUCKET_MS, fit_profile
 
 MODEL_SCHEMA = "zeitgeist.ModelUpdate"

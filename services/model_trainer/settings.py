@@ -8,7 +8,7 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mwcore.errors import ConfigError
-from mwcore.settings import _explain
+from mwcore.process.settings import _explain
 
 
 class TrainerSettings(BaseSettings):

@@ -13,7 +13,7 @@ Environment (read once, checked at start):
 
 import sys
 
-from mwcore.cli import main
+from mwcore.tools.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["authority", *sys.argv[1:]]))

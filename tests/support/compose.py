@@ -7,7 +7,7 @@ class that loads); each such service's settings must load from the environment t
 file gives it; its health check must probe its metrics port; every service directory
 must have a compose service; the Dockerfile must ship what the commands need; and the
 ``kafka`` service must run the embedded broker's Apache Kafka version with the broker
-settings the guarantees rest on (``mwcore.kafka_broker``).
+settings the guarantees rest on (``mwcore.tools.kafka_broker``).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import yaml
 from compose_spec import PyCompose
 
 from mwcore.errors import ConfigError
-from mwcore.kafka_broker import GUARANTEE_SETTINGS, KAFKA_VERSION
-from mwcore.settings import AuthoritySettings, WorkerSettings
+from mwcore.process.settings import AuthoritySettings, WorkerSettings
+from mwcore.tools.kafka_broker import GUARANTEE_SETTINGS, KAFKA_VERSION
 from services.injector.settings import InjectorSettings
 from services.model_trainer.settings import TrainerSettings
 
@@ -78,7 +78,7 @@ def _check_command(root: Path, name: str, svc: dict[str, Any], data: Path) -> li
     if not main.is_file():
         return [f"{name}: command runs {module}, but {main.relative_to(root)} does not exist"]
     out = []
-    from mwcore.app import load_computation
+    from mwcore.process.wiring import load_computation
 
     for target in COMPUTATION.findall(main.read_text()):
         try:

@@ -26,7 +26,7 @@ class WorkerProc:
     kills: int = 0
     extra_env: dict[str, str] = field(default_factory=dict)
     command: tuple[str, ...] | None = None  # default: ("run", computation)
-    module: str = "mwcore.cli"  # python -m <module> <command...>
+    module: str = "mwcore"  # python -m <module> <command...>
     cwd: Path = ROOT  # also where `python -m` finds the module
 
     def start(self, **extra: str) -> WorkerProc:

@@ -19,11 +19,11 @@ from typing import Any
 
 import redis
 
-from mwcore import ids
-from mwcore.localstack import LocalStack
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.source import SourceWriter
-from mwcore.transport import ensure_topics, topic_name
+from mwcore.api import ids
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import ensure_topics, topic_name
+from mwcore.transport.writer import SourceWriter
 from tests.support.procs import ROOT, WorkerProc, wait_until, worker_env
 from tests.support.topics import read_topic
 

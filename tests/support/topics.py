@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
-from mwcore.transport import consumer_config, partition_counts
+from mwcore.transport.topics import consumer_config, partition_counts
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60) -> list[Msg]:
 def consumed(bootstrap: str, namespace: str, computation: str, stream: str) -> bool:
     """A computation's committed positions (written to its group with each checkpoint's
     witness) have reached the end of one of its input streams."""
-    from mwcore.transport import end_offsets, topic_name
+    from mwcore.transport.topics import end_offsets, topic_name
 
     topic = topic_name(namespace, stream)
     n = partition_counts(bootstrap, [topic])[topic]

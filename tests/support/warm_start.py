@@ -11,11 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-import mwcore.app
-import mwcore.examples.running_sum
-import mwcore.observe
-import mwcore.settings  # noqa: F401  (imported to be warm)
-from mwcore.cli import main
+from mwcore.tools.cli import main
 
 
 def run(argv: list[str]) -> int:

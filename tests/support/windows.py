@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mwcore import Computation, Context, Input, JsonCodec, Output, Record, TimeDomain, Timer
-from mwcore.watermark import MIN_WATERMARK
+from mwcore.api.clock import MIN_WATERMARK
 
 WINDOW_MS = 1000
 

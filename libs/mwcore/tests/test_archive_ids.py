@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from mwcore.ids import from_position
-from mwcore.record import ID_HEADER
-from mwcore.spark.source import Decoder
+from mwcore.api.ids import from_position
+from mwcore.api.record import ID_HEADER
+from mwcore.archive.spark.source import Decoder
 
 HEADER = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

@@ -10,9 +10,9 @@ from typing import Any
 import fastavro
 import pytest
 
-from mwcore.avrogen import compile_codec
 from mwcore.errors import SerializationError
-from mwcore.serde import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.codegen import compile_codec
 
 ROOT = Path(__file__).resolve().parents[3]
 

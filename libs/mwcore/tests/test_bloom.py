@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 
-from mwcore.bloom import BloomFilter
+from mwcore.runtime.bloom import BloomFilter
 
 
 def test_no_false_negatives_and_few_false_positives() -> None:

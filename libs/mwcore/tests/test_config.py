@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from mwcore.errors import ConfigError
-from mwcore.faults import Faults
-from mwcore.settings import WorkerSettings
+from mwcore.process.settings import WorkerSettings
+from mwcore.runtime.faults import Faults
 
 
 def test_missing_settings_name_the_variables(monkeypatch: pytest.MonkeyPatch) -> None:

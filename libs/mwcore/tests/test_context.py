@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from mwcore import ids
-from mwcore.context import Context
-from mwcore.record import TimeDomain
+from mwcore.api import ids
+from mwcore.api.context import Context
+from mwcore.api.record import TimeDomain
 
 
 def make() -> Context:

@@ -11,13 +11,13 @@ import pytest
 from confluent_kafka import Message
 
 from mwcore import Computation, Context, DataclassCodec, Input, JsonCodec, Options, Output, Record, Timer
-from mwcore.interval import InputBinding, Interval, IntervalDeps
-from mwcore.memory_store import MemoryCheckpointStore
-from mwcore.record import TimeDomain
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.store import IntervalId
-from mwcore.timers import TimerEntry, decode_entry, encode_entry, field_of
-from mwcore.watermark import MAX_WATERMARK
+from mwcore.api.clock import MAX_WATERMARK
+from mwcore.api.record import TimeDomain
+from mwcore.runtime.interval import InputBinding, Interval, IntervalDeps
+from mwcore.runtime.timers import TimerEntry, decode_entry, encode_entry, field_of
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.interface import IntervalId
+from mwcore.store.memory_store import MemoryCheckpointStore
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 IV = IntervalId("unit", "probe", 0)
@@ -102,8 +102,8 @@ def test_unencodable_state_dead_letters_its_record_instead_of_failing_the_commit
 def test_a_self_rearming_timer_fires_max_batch_records_times_a_turn_and_its_batches_commit() -> None:
     """Under the end of time a timer that re-arms itself is always due: the worker's loop
     fires it at most ``max_batch_records`` times a turn, so each turn's batch commits."""
-    from mwcore.watermark import FixedWatermark
-    from mwcore.worker import Worker, WorkerConfig
+    from mwcore.runtime.worker import Worker, WorkerConfig
+    from mwcore.watermarks.source import FixedWatermark
 
     registry = SchemaRegistry.from_directory(SCHEMAS)
     store = MemoryCheckpointStore()
@@ -175,8 +175,8 @@ class FakeConsumer:
 
 
 def test_an_error_mid_batch_commits_nothing() -> None:
-    from mwcore.watermark import FixedWatermark
-    from mwcore.worker import Worker, WorkerConfig
+    from mwcore.runtime.worker import Worker, WorkerConfig
+    from mwcore.watermarks.source import FixedWatermark
 
     registry = SchemaRegistry.from_directory(SCHEMAS)
     store = MemoryCheckpointStore()

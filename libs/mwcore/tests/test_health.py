@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mwcore.health import Health, Offsets
+from mwcore.runtime.health import Health, Offsets
 
 
 def test_an_assigned_interval_with_input_waiting_and_no_commit_is_named() -> None:

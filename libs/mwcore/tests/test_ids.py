@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from mwcore import ids
+from mwcore.api import ids
 
 
 def test_derive_is_blake2b_of_the_cause_and_the_big_endian_index() -> None:

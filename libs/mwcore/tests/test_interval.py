@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Message
 
-from mwcore import Context, Record, TimeDomain, ids
+from mwcore import Context, Record, TimeDomain
+from mwcore.api import ids
+from mwcore.api.clock import MAX_WATERMARK
 from mwcore.examples.running_sum import RunningSum
-from mwcore.interval import InputBinding, Interval, IntervalDeps
-from mwcore.memory_store import MemoryCheckpointStore
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.store import IntervalId
-from mwcore.timers import field_of
-from mwcore.watermark import MAX_WATERMARK
+from mwcore.runtime.interval import InputBinding, Interval, IntervalDeps
+from mwcore.runtime.timers import field_of
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.interface import IntervalId
+from mwcore.store.memory_store import MemoryCheckpointStore
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 IV = IntervalId("unit", "running_sum", 0)

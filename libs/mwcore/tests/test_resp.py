@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mwcore.redis_store import _packed_seen
-from mwcore.resp import pack_command
+from mwcore.store.redis_store import _packed_seen
+from mwcore.store.resp import pack_command
 
 
 def test_a_prepacked_section_packs_like_its_arguments() -> None:

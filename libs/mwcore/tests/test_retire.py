@@ -13,7 +13,8 @@ import pytest
 import redis
 
 from mwcore.errors import ConfigError, RefusedError
-from mwcore.localstack import RedisServer
+from mwcore.store.reports import RedisReportSink
+from mwcore.tools.localstack import RedisServer
 from mwcore.watermarks import journal
 from mwcore.watermarks.model import MAX, MIN, Graph
 from mwcore.watermarks.reports import (
@@ -26,7 +27,6 @@ from mwcore.watermarks.reports import (
     topology_key,
 )
 from mwcore.watermarks.retire import Retirement, Retirer, rekey_stages
-from mwcore.watermarks.sink import RedisReportSink
 
 INJ = NodeSpec("inj", "injector", (), ("events",), 1)
 LIVE = NodeSpec("live", "injector", (), ("mid",), 1)  # a second writer of "mid"

@@ -15,9 +15,9 @@ from typing import Any
 import fastavro
 import pytest
 
-from mwcore.schema_compat import Rule, incompatibilities, upgrade_refusal
-from mwcore.schema_doc import definitions, standalone
-from mwcore.serde import SchemaRegistry, _fingerprint
+from mwcore.serde.avro import SchemaRegistry, _fingerprint
+from mwcore.serde.compat import Rule, incompatibilities, upgrade_refusal
+from mwcore.serde.schema_doc import definitions, standalone
 
 ROOT = Path(__file__).resolve().parents[3]
 

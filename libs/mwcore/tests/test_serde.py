@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from mwcore.errors import ConfigError, SchemaLookupError, SerializationError, UnknownSchemaError
-from mwcore.serde import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
 
 V1 = {
     "type": "record",

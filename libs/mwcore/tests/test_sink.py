@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from mwcore.ids import ID_BYTES
-from mwcore.spark.sink import _key_bytes, _record_id, content_id
+from mwcore.api.ids import ID_BYTES
+from mwcore.archive.spark.sink import _key_bytes, _record_id, content_id
 
 
 def test_keys_keep_their_bytes_and_a_null_key_stays_null() -> None:

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from mwcore.checkpoint import Checkpoint
+from mwcore.api.record import Production, TimeDomain
 from mwcore.errors import FencedError
-from mwcore.localstack import RedisServer
-from mwcore.memory_store import MemoryCheckpointStore
-from mwcore.record import Production, TimeDomain
-from mwcore.redis_store import RedisCheckpointStore
-from mwcore.store import CheckpointStore, IntervalId
-from mwcore.timers import TimerEntry, encode_entry, field_of
+from mwcore.runtime.timers import TimerEntry, encode_entry, field_of
+from mwcore.store.checkpoint import Checkpoint
+from mwcore.store.interface import CheckpointStore, IntervalId
+from mwcore.store.memory_store import MemoryCheckpointStore
+from mwcore.store.redis_store import RedisCheckpointStore
+from mwcore.tools.localstack import RedisServer
 
 IV = IntervalId("contract", "comp", 0)
 

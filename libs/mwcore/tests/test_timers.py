@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from mwcore.record import TimeDomain
-from mwcore.timers import TimerEntry, TimerQueue, decode_entry, encode_entry, field_of
+from mwcore.api.record import TimeDomain
+from mwcore.runtime.timers import TimerEntry, TimerQueue, decode_entry, encode_entry, field_of
 
 
 def entry(key: str, tag: str, ts: int, domain: TimeDomain = TimeDomain.EVENT) -> TimerEntry:

@@ -1,8 +1,9 @@
 """mwcore: MillWheel-style exactly-once stream processing on Kafka and Redis."""
 
-from mwcore.codecs import AvroCodec, DataclassCodec, JsonCodec, StateCodec
-from mwcore.computation import Computation, Input, Options, Output
-from mwcore.context import Context
+from mwcore.api.codecs import AvroCodec, DataclassCodec, JsonCodec, StateCodec
+from mwcore.api.computation import Computation, Input, Options, Output
+from mwcore.api.context import Context
+from mwcore.api.record import Production, Record, TimeDomain, Timer
 from mwcore.errors import (
     CheckpointError,
     ConfigError,
@@ -12,7 +13,6 @@ from mwcore.errors import (
     StoreRollbackError,
     UnknownSchemaError,
 )
-from mwcore.record import Production, Record, TimeDomain, Timer
 
 __all__ = [
     "AvroCodec",

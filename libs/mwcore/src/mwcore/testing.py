@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from mwcore import ids
-from mwcore.computation import Computation
-from mwcore.context import Context, Effects, Encoder
-from mwcore.record import Record, TimeDomain, Timer
-from mwcore.serde import AvroSerde, SchemaRegistry
-from mwcore.timers import TimerEntry, TimerQueue
-from mwcore.watermark import MIN_WATERMARK
+from mwcore.api import ids
+from mwcore.api.clock import MIN_WATERMARK
+from mwcore.api.computation import Computation
+from mwcore.api.context import Context, Effects, Encoder
+from mwcore.api.record import Record, TimeDomain, Timer
+from mwcore.runtime.timers import TimerEntry, TimerQueue
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
 
 
 class Produced(NamedTuple):
@@ -138,7 +138,7 @@ class Harness:
 
     def finish(self) -> int:
         """The end of input: the watermark goes to the end of time."""
-        from mwcore.watermark import MAX_WATERMARK
+        from mwcore.api.clock import MAX_WATERMARK
 
         return self.advance_watermark(MAX_WATERMARK)
 

@@ -33,9 +33,9 @@ import redis
 import structlog
 from confluent_kafka import Producer
 
-from mwcore.transport import producer_config
+from mwcore.transport.topics import producer_config
+from mwcore.transport.watermark_topic import WatermarkFeed, Watermarks, ensure_watermark_topic
 from mwcore.watermarks import journal
-from mwcore.watermarks.feed import WatermarkFeed, Watermarks, ensure_watermark_topic
 from mwcore.watermarks.model import MIN, Graph, Node, Options, Published
 from mwcore.watermarks.reports import (
     Grant,

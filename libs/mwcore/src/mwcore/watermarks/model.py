@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from mwcore.watermark import MAX_WATERMARK, MIN_WATERMARK
+from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.watermarks.reports import NodeSpec, Report, Segment
 
 MIN = MIN_WATERMARK

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mwcore.watermark import MAX_WATERMARK
+from mwcore.api.clock import MAX_WATERMARK
 
 # A safety cap only: the authority trims each stream up to what every authority shard
 # has journaled. An authority down long enough for the cap to bite (hours) loses

@@ -41,7 +41,7 @@ from typing import Any
 import redis
 
 from mwcore.errors import ConfigError, RefusedError
-from mwcore.transport import end_offsets, partition_counts
+from mwcore.transport.topics import end_offsets, partition_counts
 from mwcore.watermarks.reports import (
     NodeSpec,
     declared_key,
@@ -160,7 +160,7 @@ def _topology(client: redis.Redis, namespace: str) -> dict[str, NodeSpec]:
 
 
 def rekey_stages(name: str, topology: dict[str, NodeSpec]) -> list[str]:
-    """The rekey stages a worker of ``name`` runs beside it (``mwcore.rekey``)."""
+    """The rekey stages a worker of ``name`` runs beside it (``mwcore.runtime.rekey``)."""
     prefix = f"{name}-rekey-".replace(".", "-")
     return sorted(n for n in topology if n.startswith(prefix) and n != name)
 

@@ -1,0 +1,145 @@
+"""Wiring: build a worker for a computation class from settings."""
+
+from __future__ import annotations
+
+import importlib
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from mwcore.api.clock import MAX_WATERMARK
+from mwcore.api.computation import Computation
+from mwcore.errors import ConfigError
+from mwcore.process.settings import AuthoritySettings, WorkerSettings
+from mwcore.runtime.faults import Faults
+from mwcore.runtime.worker import Worker, WorkerConfig
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.interface import IntervalId
+from mwcore.store.redis_store import RedisCheckpointStore
+from mwcore.store.reports import RedisReportSink
+from mwcore.transport.schema_topic import SchemaTopic
+from mwcore.transport.watermark_topic import TopicWatermark, WatermarkFeed
+from mwcore.watermarks.authority import Authority, AuthorityConfig
+from mwcore.watermarks.source import FixedWatermark, RedisWatermark, WatermarkSource
+
+REDIS_RETRIES = 10  # about 7 s of backoff in all
+
+
+def load_computation(spec: str) -> type[Computation]:
+    """``package.module:ClassName`` -> the class, with a clear error if it is not one."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"{spec!r}: expected module:Class, e.g. services.windower.app:Windower")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name}: {exc}") from exc
+    cls = getattr(module, attr, None)
+    if not (isinstance(cls, type) and issubclass(cls, Computation)):
+        raise ConfigError(f"{spec!r} is not a Computation subclass")
+    cls.validate()
+    return cls
+
+
+def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Worker]:
+    """The computation's worker, then one for each of its rekey stages; they share the
+    schema registry and the schemas topic (its lookups and what it has read)."""
+    from mwcore.runtime.rekey import rekey_stages
+
+    stages = rekey_stages(cls, unsafe_keep_key=settings.unsafe_rekey_keep_key)
+    registry, schemas = build_schemas(settings)
+    return [build_worker(c, settings, registry, schemas) for c in (cls, *stages)]
+
+
+def build_schemas(settings: WorkerSettings) -> tuple[SchemaRegistry, SchemaTopic]:
+    """The schemas directory, with the namespace's schemas topic plugged in for writer
+    schemas it lacks (unless ``MW_UNSAFE_NO_SCHEMA_LOOKUP``, a negative control)."""
+    registry = SchemaRegistry.from_directory(settings.schemas_dir)
+    schemas = SchemaTopic(settings.bootstrap, settings.namespace)
+    if not settings.unsafe_no_schema_lookup:
+        registry.use_source(schemas)
+    return registry, schemas
+
+
+def redis_client(url: str) -> redis.Redis:
+    # Timeouts: a half-open connection must fail the step (and the worker restarts),
+    # not hang it; a large checkpoint script takes well under the read timeout.
+    # Retries ride out a Redis restart or failover of a few seconds; a longer outage
+    # fails the step, and the worker aborts (its supervisor restarts it).
+    return redis.Redis.from_url(
+        url,
+        socket_keepalive=True,
+        socket_timeout=30,
+        socket_connect_timeout=5,
+        health_check_interval=10,
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_RETRIES),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
+    )
+
+
+def build_worker(
+    cls: type[Computation], settings: WorkerSettings, registry: SchemaRegistry, schemas: SchemaTopic
+) -> Worker:
+    client = redis_client(settings.redis_url)
+    store = RedisCheckpointStore(client, fencing=not settings.unsafe_disable_fencing, retries=REDIS_RETRIES)
+    watermarks: WatermarkSource
+    if settings.watermark == "authority":
+        watermarks = TopicWatermark(WatermarkFeed(settings.bootstrap, settings.namespace))
+    elif settings.watermark == "redis":
+        watermarks = RedisWatermark(client, prefix=f"mw:wm:{settings.namespace}")
+    elif settings.watermark == "max":
+        watermarks = FixedWatermark(MAX_WATERMARK)
+    else:
+        watermarks = FixedWatermark()
+    config = WorkerConfig(
+        bootstrap=settings.bootstrap,
+        namespace=settings.namespace,
+        worker_id=settings.worker_id,
+        instance_id=settings.instance_id,
+        max_batch_records=settings.max_batch_records,
+        max_batch_delay_ms=settings.max_batch_delay_ms,
+        session_timeout_ms=settings.session_timeout_ms,
+        latency_out=settings.latency_out,
+        witness_gate=settings.witness_gate,
+        health_stall_s=settings.metrics_stall_s,
+        report_interval_ms=settings.report_interval_ms,
+        seen_gc_slack_ms=settings.seen_gc_slack_ms,
+        unsafe_keep_fired_timers=settings.unsafe_keep_fired_timers,
+        unsafe_drop_dead_letters=settings.unsafe_drop_dead_letters,
+        unsafe_unchecked_weak=settings.unsafe_unchecked_weak,
+        unsafe_skip_drain=settings.unsafe_skip_drain,
+        unsafe_no_retake=settings.unsafe_no_retake,
+        unsafe_ignore_rollback=settings.unsafe_ignore_rollback,
+    )
+    return Worker(
+        cls(),
+        config,
+        store,
+        registry,
+        watermarks,
+        faults=Faults(settings.faults, settings.fault_log),
+        exactly_once=False if settings.unsafe_disable_dedup else None,
+        reports=RedisReportSink(client, settings.namespace),
+        schemas=schemas,
+    )
+
+
+def build_authority(settings: AuthoritySettings) -> Authority:
+    client = redis_client(settings.redis_url)
+    store = RedisCheckpointStore(client)
+    config = AuthorityConfig(
+        bootstrap=settings.bootstrap,
+        namespace=settings.namespace,
+        shard=settings.authority_shard,
+        shards=settings.authority_shards,
+        block_ms=settings.authority_block_ms,
+        backlog=not settings.unsafe_ignore_backlog,
+        check_tokens=not settings.unsafe_accept_stale_reports,
+        percentile=settings.authority_percentile,
+    )
+
+    def token_of(name: str, index: int) -> str | None:
+        return store.current_token(IntervalId(settings.namespace, name, index))
+
+    return Authority(client, config, token_of)

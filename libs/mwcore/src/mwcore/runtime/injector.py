@@ -1,0 +1,299 @@
+"""Injectors: processes that bring records into the pipeline and report their own
+low watermark (paper section 7.2, figure 10).
+
+An injector is one of an expected set of processes (``index`` of ``processes``); the
+authority's watermark for it is the minimum over all of them, so a process that is
+missing holds the watermark at its last value. Each process has a token, granted like
+an interval's, so a replaced process's reports are rejected.
+
+``advance(w)`` promises that no more records older than ``w`` will be sent (for
+example: the oldest unfinished input file). A record sent older than what was
+already reported is *late*: it carries the ``mw-late-ms`` header, is left out of the
+backlog accounting (it cannot hold any watermark) and meets each consumer's late
+policy. Records in flight and acknowledged-but-unreported hold the reported value down
+exactly as a computation's productions do.
+
+Skew limit (paper 8.4): ``hold_for_skew(ts)`` blocks while ``ts`` is more than
+``skew_ms`` ahead of a downstream computation's input watermark.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+from confluent_kafka import Producer
+
+from mwcore.api import ids
+from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
+from mwcore.api.record import ID_HEADER, LATE_HEADER
+from mwcore.errors import FencedError
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.interface import IntervalId
+from mwcore.store.redis_store import RedisCheckpointStore
+from mwcore.store.reports import RedisReportSink
+from mwcore.transport.schema_topic import SchemaTopic
+from mwcore.transport.topics import (
+    dead_letter_stream,
+    end_offsets,
+    ensure_topics,
+    producer_config,
+    topic_name,
+)
+from mwcore.transport.watermark_topic import WatermarkFeed
+from mwcore.watermarks.reports import NodeSpec, Report, Segment
+
+
+class Injector:
+    def __init__(
+        self,
+        *,
+        bootstrap: str,
+        client: redis.Redis,
+        registry: SchemaRegistry,
+        name: str,
+        outputs: Mapping[str, str | None],  # stream -> Avro schema (None: sent encoded)
+        namespace: str = "default",
+        index: int = 0,
+        processes: int = 1,
+        partitions: int = 4,
+        report_interval_ms: int = 100,
+        skew_ms: int | None = None,
+        skew_of: str | None = None,  # computation whose input watermark bounds the skew
+        linger_ms: int = 5,
+        schemas: SchemaTopic | None = None,  # where start() publishes the writer schemas
+    ) -> None:
+        if not 0 <= index < processes:
+            raise ValueError(f"injector process index {index} not in 0..{processes - 1}")
+        self.name = name
+        self.namespace = namespace
+        self.index = index
+        self.processes = processes
+        self._bootstrap = bootstrap
+        self._client = client
+        self._store = RedisCheckpointStore(client)
+        self._sink = RedisReportSink(client, namespace)
+        self._serdes = {s: AvroSerde(registry, schema) for s, schema in outputs.items() if schema}
+        self.schemas = schemas or SchemaTopic(bootstrap, namespace)
+        self._topics = {s: topic_name(namespace, s) for s in outputs}
+        self.dead_letter_topic = topic_name(namespace, dead_letter_stream(name))
+        self._partitions = partitions
+        self._report_every = report_interval_ms / 1000
+        self._producer = Producer(producer_config(bootstrap, **{"linger.ms": linger_ms}))
+        self.token = ""
+        self.wanted = MIN_WATERMARK  # what advance() asked for
+        self.reported = MIN_WATERMARK  # the promise made to the authority
+        self._inflight: dict[int, int] = {}  # send seq -> timestamp (non-late records)
+        self._seq = itertools.count()
+        self._acked: dict[tuple[str, int], list[int]] = {}  # (topic, part) -> [end, min ts, n]
+        self._next_report = 0.0
+        self.sent = 0
+        self.late = 0
+        self.errors = 0
+        self.dead_letters = 0
+        self.skew_ms = skew_ms
+        self.skew_of = skew_of
+        self._feed: WatermarkFeed | None = None
+        self._promise_key = f"mw:injp:{namespace}:{name}:{index}"
+        self._interval = IntervalId(namespace, name, index)
+        self._retry: list[tuple[int, int, Any]] = []
+
+    def start(self) -> None:
+        """Publish the writer schemas (``ConfigError`` if one is incompatible with an
+        earlier version), declare, take this process's token, and pick up where a former
+        run of it left off: its promise (so what it promised stays late) and, as segments
+        up to the partitions' current ends, whatever it may have had in flight when it
+        stopped."""
+        topics = {t: self._partitions for t in self._topics.values()}
+        ensure_topics(self._bootstrap, {**topics, self.dead_letter_topic: 1})
+        self.schemas.publish([serde.schema for serde in self._serdes.values()])
+        outputs = (*self._topics.values(), self.dead_letter_topic)
+        spec = NodeSpec(self.name, "injector", (), outputs, self.processes)
+        self._sink.declare(spec)
+        self.token = self._store.grant(self._interval, f"injector-{self.index}")
+        raw = self._client.get(self._promise_key)
+        if raw is not None:
+            self.reported = self.wanted = int(raw)
+            for (topic, part), end in end_offsets(self._bootstrap, topics).items():
+                if end > 0:
+                    self._acked[(topic, part)] = [end, self.reported, 1]
+
+    # -- sending -------------------------------------------------------------------------
+
+    def send(self, stream: str, key: str, value: Any, timestamp: int, record_id: bytes | None = None) -> bool:
+        """Send one record; True if it went out late (behind the reported watermark)."""
+        data = self._serdes[stream].encode(value)
+        return self.send_encoded(stream, key.encode(), data, timestamp, record_id)
+
+    def send_encoded(
+        self,
+        stream: str,
+        key: bytes | None,
+        data: bytes,
+        timestamp: int,
+        record_id: bytes | None = None,
+        late_ms: int | None = None,
+    ) -> bool:
+        """Send an already encoded record; ``late_ms`` sends it late whatever the
+        watermark (a replay keeps what was late in the original late)."""
+        rid = record_id or ids.random_id()
+        topic = self._topics[stream]
+        headers: list[tuple[str, str | bytes | None]] = [(ID_HEADER, rid)]
+        late = timestamp < self.reported or late_ms is not None
+        if late:
+            behind = late_ms if late_ms is not None else self.reported - timestamp
+            headers.append((LATE_HEADER, str(behind).encode()))
+            self.late += 1
+            callback: Any = self._on_late_delivery
+        else:
+            seq = next(self._seq)
+            self._inflight[seq] = timestamp
+            callback = functools.partial(self._on_delivery, seq, timestamp)
+        while True:
+            try:
+                self._producer.produce(
+                    topic, data, key, timestamp=timestamp, headers=headers, on_delivery=callback
+                )
+                break
+            except BufferError:
+                self._producer.poll(0.05)
+        self.sent += 1
+        self.poll()
+        return late
+
+    def dead_letter(self, value: bytes, reason: str, record_id: bytes, **source: str) -> None:
+        """Send input that cannot become a record to ``<name>.dead-letters`` with the
+        reason (header ``mw-error``) and where it came from (``mw-source-<name>``)."""
+        headers: list[tuple[str, str | bytes | None]] = [
+            (ID_HEADER, record_id),
+            ("mw-error", reason.encode()),
+        ]
+        headers += [(f"mw-source-{k}", v.encode()) for k, v in source.items()]
+        self.dead_letters += 1
+        while True:
+            try:
+                self._producer.produce(
+                    self.dead_letter_topic, value, None, headers=headers, on_delivery=self._on_late_delivery
+                )
+                return
+            except BufferError:
+                self._producer.poll(0.05)
+
+    def _on_delivery(self, seq: int, ts: int, err: Any, msg: Any) -> None:
+        if err is not None:
+            # Stays in flight (holding the watermark) and is sent again, same id.
+            self.errors += 1
+            self._retry.append((seq, ts, msg))
+            return
+        del self._inflight[seq]
+        k = (msg.topic(), msg.partition())
+        seg = self._acked.get(k)
+        end = msg.offset() + 1
+        if seg is None:
+            self._acked[k] = [end, ts, 1]
+        else:
+            seg[0] = max(seg[0], end)
+            seg[1] = min(seg[1], ts)
+            seg[2] += 1
+
+    def _on_late_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors += 1
+
+    # -- watermark -----------------------------------------------------------------------
+
+    def advance(self, watermark: int) -> None:
+        """Promise: no more records older than ``watermark`` (except late ones)."""
+        self.wanted = max(self.wanted, watermark)
+        self.poll()
+
+    def poll(self) -> None:
+        self._producer.poll(0)
+        if self._retry:
+            self._resend()
+        if time.monotonic() >= self._next_report:
+            self.report()
+
+    def _resend(self) -> None:
+        retry, self._retry = self._retry, []
+        for seq, ts, msg in retry:
+            callback = functools.partial(self._on_delivery, seq, ts)
+            while True:
+                try:
+                    self._producer.produce(
+                        msg.topic(),
+                        msg.value(),
+                        msg.key(),
+                        timestamp=ts,
+                        headers=msg.headers() or [],
+                        on_delivery=callback,
+                    )
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)
+
+    def report(self) -> None:
+        self._producer.poll(0)
+        self._next_report = time.monotonic() + self._report_every
+        acked, self._acked = self._acked, {}
+        oldest = min(self.wanted, min(self._inflight.values(), default=MAX_WATERMARK))
+        oldest = max(oldest, self.reported)  # in flight below the promise: sent late, not counted
+        segments = tuple(Segment(t, p, end, ts, n) for (t, p), (end, ts, n) in acked.items())
+        r = Report(self.index, self.token, oldest, {}, segments, time.time_ns() // 1_000_000)
+        fenced: FencedError | None = None
+        try:
+            if oldest > self.reported:  # stored first: a restart never forgets a promise
+                try:
+                    self._store.fenced_set(self._interval, self.token, self._promise_key, oldest)
+                except FencedError as exc:
+                    # Replaced by a newer process: still hand over what this one wrote
+                    # (the authority keeps a stale report's segments, nothing else).
+                    fenced = exc
+            self._sink.send(self.name, [r])
+        except Exception:
+            for k, v in acked.items():  # hand them over next time
+                self._acked.setdefault(k, v)
+            raise
+        if fenced is not None:
+            raise fenced
+        self.reported = oldest
+
+    def flush(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        left = self._producer.flush(timeout)
+        while self._retry and time.monotonic() < deadline:  # failed deliveries go again
+            self._resend()
+            left = self._producer.flush(max(0.0, deadline - time.monotonic()))
+        if left or self._retry:
+            raise RuntimeError(f"injector {self.name}: {left} records unsent after {timeout}s")
+        self.report()
+
+    # -- skew ----------------------------------------------------------------------------
+
+    def hold_for_skew(self, timestamp: int, timeout: float = 60.0) -> float:
+        """Block while ``timestamp`` is more than ``skew_ms`` ahead of the ``skew_of``
+        computation's input watermark; returns the seconds spent waiting."""
+        if self.skew_ms is None or self.skew_of is None:
+            return 0.0
+        if self._feed is None:
+            self._feed = WatermarkFeed(self._bootstrap, self.namespace)
+        start = time.monotonic()
+        while True:
+            self._feed.poll()
+            wm = self._feed.get(self.skew_of)
+            if wm is not None and timestamp - wm.input <= self.skew_ms:
+                return time.monotonic() - start
+            if time.monotonic() - start > timeout:
+                raise TimeoutError(f"{self.skew_of} stayed more than {self.skew_ms} ms behind {timestamp}")
+            self.poll()
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.flush()
+        if self._feed is not None:
+            self._feed.close()
+        self.schemas.close()

@@ -1,0 +1,228 @@
+"""Productions of one interval between their checkpoint and Kafka's acknowledgement.
+
+Strong productions are checkpointed as one *batch* (one Redis hash field holding all
+of a commit's productions), sent after the commit (once the commit witness covers it:
+see ``witness.py``), and the batch is deleted by a later checkpoint once Kafka has
+acknowledged every production in it. A batch object is itself the delivery callback
+of its messages, so acknowledgement costs no allocation per message. A batch with a
+failed delivery is sent again whole (its ids make the duplicates harmless downstream).
+
+Weak productions are sent before the checkpoint; those still unacknowledged when
+the checkpoint is written go into it as a batch too (paper, figure 11).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from mwcore.api.clock import MAX_WATERMARK
+from mwcore.api.record import Production
+from mwcore.watermarks.reports import Segment
+
+
+class OutboxBatch:
+    __slots__ = (
+        "checkpointed",
+        "counts",
+        "ends",
+        "failed",
+        "key",
+        "min_ts",
+        "outbox",
+        "productions",
+        "remaining",
+    )
+
+    def __init__(self, outbox: Outbox, key: bytes, productions: list[Production], checkpointed: bool):
+        self.outbox = outbox
+        self.key = key
+        self.productions = productions
+        self.remaining = len(productions)
+        self.failed = False
+        self.checkpointed = checkpointed
+        self.min_ts = min([p.timestamp for p in productions], default=MAX_WATERMARK)
+        # (topic, partition) -> offset after the last acknowledged message, and how many
+        self.ends: dict[tuple[str, int], int] = {}
+        self.counts: dict[tuple[str, int], int] = {}
+
+    def __call__(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.failed = True
+        else:
+            k = (msg.topic(), msg.partition())
+            end = msg.offset() + 1
+            if end > self.ends.get(k, 0):
+                self.ends[k] = end
+            self.counts[k] = self.counts.get(k, 0) + 1
+        self.remaining -= 1
+        if self.remaining == 0:
+            self.outbox._settled(self)
+
+
+class Outbox:
+    """Productions from checkpoint to Kafka's acknowledgement, and their hand-over to
+    the watermark authority.
+
+    1. A batch is acknowledged in full: it joins ``acked``.
+    2. The next checkpoint deletes the acknowledged batches' pending copies and, in the
+       same commit, stores their *segments* (per output partition: offsets up to, oldest
+       timestamp, count) under a new key. An acknowledged batch is never sent again,
+       so no consumer can see a re-sent copy after it forgot the ids (seen-id GC).
+    3. A watermark report hands the stored segments to the backlog; until then they
+       count as the interval's oldest work (and a new owner recovers and reports them).
+    4. Once the report is written, the next checkpoint deletes the stored segments.
+    """
+
+    def __init__(
+        self,
+        recovered: dict[bytes, list[Production]] | None = None,
+        segments: dict[bytes, list[Segment]] | None = None,
+        *,
+        recovered_commit: int = 0,
+        gated: bool = False,
+    ) -> None:
+        self.pending: dict[bytes, OutboxBatch] = {}  # checkpointed, not fully acknowledged
+        self.weak: list[OutboxBatch] = []  # sent before any checkpoint, not fully acknowledged
+        self.to_send: list[OutboxBatch] = []
+        # gated: a checkpointed batch waits here, with its commit's count, until the
+        # commit witness covers that count (``witnessed``)
+        self.gated = gated
+        self.held: list[tuple[int, OutboxBatch]] = []
+        self.witnessed = -1
+        self.acked: list[OutboxBatch] = []  # acknowledged, segments not yet checkpointed
+        self.stored: dict[bytes, list[Segment]] = dict(segments or {})  # checkpointed, unreported
+        self.reported_keys: list[bytes] = []  # reported: delete in the next checkpoint
+        self.first_acked_at = 0.0
+        for key, productions in (recovered or {}).items():
+            batch = OutboxBatch(self, key, productions, checkpointed=True)
+            self.pending[key] = batch
+            self._ready(recovered_commit, batch)
+
+    def _ready(self, commit: int, batch: OutboxBatch) -> None:
+        if self.gated and commit > self.witnessed:
+            self.held.append((commit, batch))
+        else:
+            self.to_send.append(batch)
+
+    def witness(self, commits: int) -> None:
+        """The commit witness covers ``commits``: release the batches it covers."""
+        self.witnessed = max(self.witnessed, commits)
+        if self.held:
+            still = []
+            for commit, batch in self.held:
+                if commit <= self.witnessed:
+                    self.to_send.append(batch)
+                else:
+                    still.append((commit, batch))
+            self.held = still
+
+    def _settled(self, batch: OutboxBatch) -> None:
+        if batch.failed:
+            batch.failed = False
+            batch.remaining = len(batch.productions)
+            self.to_send.append(batch)
+            return
+        if batch.checkpointed:
+            self.pending.pop(batch.key, None)
+        else:
+            self.weak.remove(batch)
+        if not self.acked and not self.reported_keys:
+            self.first_acked_at = time.monotonic()
+        self.acked.append(batch)
+
+    @property
+    def has_cleanup(self) -> bool:
+        """Something for the next checkpoint even without new records."""
+        return bool(self.acked or self.reported_keys)
+
+    def for_checkpoint(self) -> tuple[list[bytes], list[Segment], list[bytes]]:
+        """(pending keys to delete, segments to store, stored keys to delete)."""
+        keys = [b.key for b in self.acked if b.checkpointed]
+        return keys, _segments(self.acked), list(self.reported_keys)
+
+    def checkpointed(
+        self, n_acked: int, segments_key: bytes | None, segments: list[Segment], n_deleted: int
+    ) -> None:
+        """The checkpoint made by ``for_checkpoint`` is durable."""
+        del self.acked[:n_acked]
+        if segments_key is not None:
+            self.stored[segments_key] = segments
+        del self.reported_keys[:n_deleted]
+
+    def handed(self) -> tuple[list[bytes], list[Segment]]:
+        """What a report hands to the backlog: every stored segment (merged)."""
+        keys = list(self.stored)
+        merged: dict[tuple[str, int], Segment] = {}
+        for segs in self.stored.values():
+            for seg in segs:
+                k = (seg.topic, seg.partition)
+                merged[k] = seg if k not in merged else _merge(merged[k], seg)
+        return keys, list(merged.values())
+
+    def reported(self, keys: list[bytes]) -> None:
+        """The report handing ``keys`` over is written: delete them next checkpoint."""
+        for key in keys:
+            if self.stored.pop(key, None) is not None:
+                if not self.acked and not self.reported_keys:
+                    self.first_acked_at = time.monotonic()
+                self.reported_keys.append(key)
+
+    def oldest(self, handing_over: bool = False) -> int:
+        """Oldest timestamp among productions not yet handed to the backlog (with
+        ``handing_over``: not counting the stored segments a report is handing over)."""
+        stored = [] if handing_over else [s.min_ts for segs in self.stored.values() for s in segs]
+        return min(
+            [b.min_ts for b in self.pending.values()]
+            + [b.min_ts for b in self.weak]
+            + [b.min_ts for b in self.acked]
+            + stored,
+            default=MAX_WATERMARK,
+        )
+
+    def committed(self, key: bytes, productions: list[Production], commit: int = 0) -> None:
+        """Checkpoint number ``commit``, holding ``productions`` under ``key``, is
+        durable: send them (when gated: once the witness covers it)."""
+        batch = OutboxBatch(self, key, productions, checkpointed=True)
+        self.pending[key] = batch
+        self._ready(commit, batch)
+
+    def send_weak(self, productions: list[Production]) -> None:
+        batch = OutboxBatch(self, b"", productions, checkpointed=False)
+        self.weak.append(batch)
+        self.to_send.append(batch)
+
+    def weak_for_checkpoint(self, make_key: Any) -> dict[bytes, list[Production]]:
+        """Name each unacknowledged weak batch, for the checkpoint being prepared."""
+        out: dict[bytes, list[Production]] = {}
+        for batch in self.weak:
+            batch.key = make_key()
+            out[batch.key] = batch.productions
+        return out
+
+    def weak_committed(self) -> None:
+        """The checkpoint holding the named weak batches is durable."""
+        for batch in self.weak:
+            batch.checkpointed = True
+            self.pending[batch.key] = batch
+        self.weak = []
+
+    def take_to_send(self) -> list[OutboxBatch]:
+        out, self.to_send = self.to_send, []
+        return out
+
+
+def _merge(a: Segment, b: Segment) -> Segment:
+    return Segment(a.topic, a.partition, max(a.end, b.end), min(a.min_ts, b.min_ts), a.count + b.count)
+
+
+def _segments(batches: list[OutboxBatch]) -> list[Segment]:
+    """One segment per output partition the batches wrote to; the oldest timestamp is
+    each batch's own (a safe lower bound for every partition it wrote)."""
+    merged: dict[tuple[str, int], Segment] = {}
+    for b in batches:
+        for (topic, part), end in b.ends.items():
+            seg = Segment(topic, part, end, b.min_ts, b.counts[(topic, part)])
+            k = (topic, part)
+            merged[k] = seg if k not in merged else _merge(merged[k], seg)
+    return list(merged.values())

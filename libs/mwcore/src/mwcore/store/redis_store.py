@@ -1,0 +1,248 @@
+"""The Redis checkpoint store (see scripts.py for the two scripts it runs)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+import redis
+
+from mwcore.errors import CheckpointError, FencedError
+from mwcore.runtime.timers import decode_entry
+from mwcore.store import scripts
+from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_batch, encode_batch
+from mwcore.store.interface import IntervalId
+from mwcore.store.resp import Arg, FastScript, PackedArgs
+from mwcore.watermarks.reports import STREAM_MAXLEN, decode_segments, report_stream
+
+TokenScheme = Literal["safe", "counter-only"]
+
+
+class IntervalKeys:
+    __slots__ = ("grants", "meta", "pending", "positions", "seen", "segments", "state", "timers", "token")
+
+    def __init__(self, interval: IntervalId, prefix: str = "mw") -> None:
+        base = f"{prefix}:{interval.tag()}"
+        self.token = f"{base}:token"
+        self.grants = f"{base}:grants"
+        self.state = f"{base}:state"
+        self.timers = f"{base}:timers"
+        self.pending = f"{base}:pending"
+        self.seen = f"{base}:seen"
+        self.positions = f"{base}:pos"
+        self.meta = f"{base}:meta"
+        self.segments = f"{base}:segs"
+
+    def commit_keys(self) -> list[str]:
+        return [
+            self.token,
+            self.state,
+            self.timers,
+            self.pending,
+            self.seen,
+            self.positions,
+            self.meta,
+            self.segments,
+        ]
+
+
+class RedisCheckpointStore:
+    """Checkpoints in Redis, one hash tag per interval.
+
+    ``fencing=False`` and ``token_scheme="counter-only"`` exist only so the tests'
+    negative controls can show what goes wrong without them.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        fencing: bool = True,
+        token_scheme: TokenScheme = "safe",
+        retries: int = 5,
+    ) -> None:
+        self._r = client
+        self._fencing = fencing
+        self._scheme = token_scheme
+        self._retries = retries
+        self._grant = client.register_script(scripts.GRANT)
+        self._commit = FastScript(client, scripts.COMMIT)
+        self._fenced_set = client.register_script(scripts.FENCED_SET)
+        self._release = client.register_script(scripts.RELEASE)
+        self._keys: dict[IntervalId, IntervalKeys] = {}
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: object) -> RedisCheckpointStore:
+        client = redis.Redis.from_url(url, socket_keepalive=True, health_check_interval=10)
+        return cls(client, **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def client(self) -> redis.Redis:
+        return self._r
+
+    def keys(self, interval: IntervalId) -> IntervalKeys:
+        k = self._keys.get(interval)
+        if k is None:
+            k = self._keys[interval] = IntervalKeys(interval)
+        return k
+
+    def grant(self, interval: IntervalId, owner: str) -> str:
+        k = self.keys(interval)
+        nonce = os.urandom(8).hex()
+        stream = report_stream(interval.namespace, interval.computation)
+        raw = self._grant(
+            keys=[k.token, k.grants, k.meta, stream],
+            args=[nonce, owner, self._scheme, interval.index, STREAM_MAXLEN],
+        )
+        return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    def recover(self, interval: IntervalId, token: str) -> Snapshot:
+        k = self.keys(interval)
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hgetall(k.positions)
+        pipe.hgetall(k.timers)
+        pipe.hgetall(k.pending)
+        pipe.hget(k.meta, "commits")
+        pipe.hgetall(k.segments)
+        positions_raw, timers_raw, pending_raw, commits, segments_raw = pipe.execute()
+        seen = self.seen_ids(interval)
+        return Snapshot(
+            token=token,
+            positions={f.decode(): int(v) for f, v in positions_raw.items()},
+            timers=[decode_entry(f, v) for f, v in timers_raw.items()],
+            pending={key: decode_batch(blob) for key, blob in pending_raw.items()},
+            seen=seen,
+            commits=int(commits or 0),
+            segments={key: decode_segments(raw) for key, raw in segments_raw.items()},
+        )
+
+    def fenced_set(self, interval: IntervalId, token: str, key: str, value: str | int) -> None:
+        """Set ``key`` only while ``token`` is the interval's current token."""
+        try:
+            self._fenced_set(keys=[self.keys(interval).token, key], args=[token, value])
+        except redis.ResponseError as exc:
+            if str(exc).startswith("FENCED"):
+                raise FencedError(str(interval), token, "token") from exc
+            raise
+
+    def release(self, interval: IntervalId, token: str) -> bool:
+        """A clean stop: clear the interval's recorded owner if ``token`` is current."""
+        k = self.keys(interval)
+        return bool(self._release(keys=[k.token, k.meta], args=[token]))
+
+    def current_token(self, interval: IntervalId) -> str | None:
+        raw = self._r.get(self.keys(interval).token)
+        return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    def load_state(self, interval: IntervalId, keys: Sequence[bytes]) -> list[bytes | None]:
+        if not keys:
+            return []
+        result = self._r.hmget(self.keys(interval).state, list(keys))
+        return [v if isinstance(v, bytes) or v is None else v.encode() for v in result]
+
+    def seen(self, interval: IntervalId, record_ids: Sequence[bytes]) -> list[bool]:
+        if not record_ids:
+            return []
+        scores = self._r.zmscore(self.keys(interval).seen, list(record_ids))  # type: ignore[arg-type]
+        return [s is not None for s in scores]
+
+    def seen_ids(self, interval: IntervalId, chunk: int = 50_000) -> list[bytes]:
+        """Every seen id (recovery fills the Bloom filter with them), in chunks by rank:
+        a takeover reads tens of thousands at once, and a chunk keeps Redis responsive.
+        (A scan cursor is slower: a round trip, and a score, per ten thousand ids.)"""
+        key = self.keys(interval).seen
+        out: list[bytes] = []
+        while True:
+            part: list[bytes] = self._r.zrange(key, len(out), len(out) + chunk - 1)  # type: ignore[assignment]
+            out += part
+            if len(part) < chunk:
+                return out
+
+    def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
+        result = self.commit_many([(interval, token, checkpoint)])[0]
+        if isinstance(result, FencedError):
+            raise result
+        return result
+
+    def commit_many(self, commits: Sequence[tuple[IntervalId, str, Checkpoint]]) -> list[int | FencedError]:
+        """Each checkpoint as its own atomic, fenced script call, all in one round trip."""
+        calls = [(self.keys(iv).commit_keys(), self._commit_args(token, cp)) for iv, token, cp in commits]
+        delay = 0.05
+        for attempt in range(self._retries + 1):
+            try:
+                replies = self._commit.call_many(calls)
+                break
+            except (redis.ConnectionError, redis.TimeoutError):
+                # Re-applying a checkpoint is idempotent (it only sets values), and the
+                # token check still guards it, so a retry after a lost reply is safe.
+                if attempt == self._retries:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        results: list[int | FencedError] = []
+        for (interval, token, _), reply in zip(commits, replies, strict=True):
+            if isinstance(reply, redis.ResponseError):
+                text = str(reply)
+                if not text.startswith("FENCED"):
+                    raise CheckpointError(f"{interval}: {text}") from reply
+                reason = "restarted" if "restarted" in text else "token"
+                results.append(FencedError(str(interval), token, reason))
+            else:
+                results.append(int(reply))
+        return results
+
+    def _commit_args(self, token: str, cp: Checkpoint) -> list[Arg]:
+        commit_id = cp.commit_id or os.urandom(16)
+        args: list[Arg] = [token, "1" if self._fencing else "0", commit_id]
+        _sets_and_deletes(args, cp.state)
+        _sets_and_deletes(args, cp.timers)
+        args.append(len(cp.pending))
+        for key, productions in cp.pending.items():
+            args += (key, encode_batch(productions))
+        args.append(len(cp.acked))
+        args += cp.acked
+        args.append(len(cp.seen))
+        if cp.seen:
+            args.append(_packed_seen(cp.seen))
+        args.append(len(cp.positions))
+        for pos_field, off in cp.positions.items():
+            args += (pos_field, off)
+        if cp.seen_gc_below is None:
+            args.append(0)
+        else:
+            args += (1, cp.seen_gc_below)
+        _sets_and_deletes(args, cp.segments)
+        return args
+
+    def commits_by_token(self, interval: IntervalId) -> dict[str, int]:
+        """How many commits each token got accepted (an audit trail for the tests)."""
+        raw = self._r.hgetall(self.keys(interval).meta)
+        out: dict[str, int] = {}
+        for f, v in raw.items():
+            name = f.decode() if isinstance(f, bytes) else str(f)
+            if name.startswith("c:"):
+                out[name[2:]] = int(v)
+        return out
+
+
+def _packed_seen(seen: dict[bytes, int]) -> PackedArgs:
+    """The seen section's (timestamp, id) pairs, already in RESP (one format per pair)."""
+    fmt = b"$%d\r\n%b\r\n$%d\r\n%b\r\n"
+    parts = []
+    for rid, ts in seen.items():
+        t = b"%d" % ts
+        parts.append(fmt % (len(t), t, len(rid), rid))
+    return PackedArgs(b"".join(parts), 2 * len(seen))
+
+
+def _sets_and_deletes(args: list[Arg], writes: dict[bytes, bytes | None]) -> None:
+    """Append a "set" section (count, then field/value pairs) and a "delete" section."""
+    deletes = [f for f, v in writes.items() if v is None]
+    args.append(len(writes) - len(deletes))
+    for f, v in writes.items():
+        if v is not None:
+            args += (f, v)
+    args.append(len(deletes))
+    args += deletes

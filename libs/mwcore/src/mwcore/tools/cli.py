@@ -1,0 +1,404 @@
+"""The ``mw`` command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from mwcore.errors import ConfigError, RefusedError, StoreRollbackError
+
+if TYPE_CHECKING:
+    from mwcore.process.metrics import ProcessMetrics
+    from mwcore.process.settings import MetricsSettings
+
+
+def _nothing() -> None:
+    return None
+
+
+def _serve_metrics(settings: MetricsSettings) -> ProcessMetrics | None:
+    """Start serving /metrics and /healthz if MW_METRICS_PORT is set."""
+    if settings.metrics_port is None:
+        return None
+    from mwcore.process.metrics import ProcessMetrics
+
+    metrics = ProcessMetrics(settings.metrics_stall_s)
+    port = metrics.serve(settings.metrics_port, settings.metrics_host)
+    import structlog
+
+    structlog.get_logger().info("metrics", url=f"http://{settings.metrics_host}:{port}/metrics")
+    return metrics
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mwcore.process import logs
+    from mwcore.process.settings import WorkerSettings
+    from mwcore.process.wiring import build_workers, load_computation
+    from mwcore.runtime.runner import Runner, tune_gc
+
+    settings = WorkerSettings.load()
+    logs.configure(settings.log_level, settings.log_format)
+    cls = load_computation(args.computation)
+    _preflight(settings.bootstrap, settings.redis_url, durable=not settings.allow_volatile_store)
+    workers = build_workers(cls, settings)
+    metrics = _serve_metrics(settings)
+    runner = Runner(workers)
+    if metrics is not None:
+        from mwcore.process.observe import instrument_workers
+
+        instrument_workers(metrics, workers)
+        runner.on_step = metrics.liveness.tick
+        metrics.liveness.checks += [w.health.problem for w in workers]
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        runner.stop()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    tune_gc(settings.gc_threshold)
+    runner.run()
+    return 0
+
+
+def _preflight(bootstrap: str, redis_url: str, *, durable: bool) -> None:
+    """Stop at start, with one line, when the broker or Redis cannot be used."""
+    from mwcore.process.preflight import check_kafka, check_redis
+
+    check_redis(redis_url, durable=durable)
+    check_kafka(bootstrap)
+
+
+def _authority(args: argparse.Namespace) -> int:
+    from mwcore.process import logs
+    from mwcore.process.settings import AuthoritySettings
+    from mwcore.process.wiring import build_authority
+
+    settings = AuthoritySettings.load()
+    logs.configure(settings.log_level, settings.log_format)
+    _preflight(settings.bootstrap, settings.redis_url, durable=not settings.allow_volatile_store)
+    authority = build_authority(settings)
+    metrics = _serve_metrics(settings)
+    on_step: Callable[[], None] = _nothing
+    if metrics is not None:
+        from mwcore.process.observe import instrument_authority
+
+        instrument_authority(metrics, authority)
+        on_step = metrics.liveness.tick
+    stopped = False
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopped
+        stopped = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    authority.start()
+    try:
+        authority.run(lambda: stopped, on_step)
+    finally:
+        authority.close()
+    return 0
+
+
+def _bootstrap(args: argparse.Namespace) -> str:
+    """--bootstrap, else $MW_BOOTSTRAP, else the broker of a running `mw up`."""
+    from mwcore.tools.up import running
+
+    bootstrap = args.bootstrap or os.environ.get("MW_BOOTSTRAP") or running().get("bootstrap")
+    if not bootstrap:
+        raise ConfigError("no broker: pass --bootstrap host:port, set MW_BOOTSTRAP, or start `mw up`")
+    return str(bootstrap)
+
+
+def _schemas_dir(args: argparse.Namespace) -> str:
+    """--schemas, else $MW_SCHEMAS_DIR, else a running `mw up`'s, else ./schemas."""
+    from pathlib import Path
+
+    from mwcore.tools.up import running
+
+    schemas = args.schemas or os.environ.get("MW_SCHEMAS_DIR") or running().get("schemas_dir") or "schemas"
+    if not Path(schemas).is_dir():
+        raise ConfigError(f"no schemas directory {schemas!r}: pass --schemas DIR or set MW_SCHEMAS_DIR")
+    return str(schemas)
+
+
+def _redis_url(args: argparse.Namespace) -> str:
+    """--redis-url, else $MW_REDIS_URL, else the Redis of a running `mw up`."""
+    from mwcore.tools.up import running
+
+    redis_url = args.redis_url or os.environ.get("MW_REDIS_URL") or running().get("redis_url")
+    if not redis_url:
+        raise ConfigError(
+            "no Redis: pass --redis-url redis://host:port/0, set MW_REDIS_URL, or start `mw up`"
+        )
+    return str(redis_url)
+
+
+def _watermarks(args: argparse.Namespace) -> int:
+    from mwcore.tools import watermarks_view as view
+
+    namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
+    return view.main(_bootstrap(args), namespace, args.once, args.interval)
+
+
+def _tail(args: argparse.Namespace) -> int:
+
+    from mwcore.serde.avro import SchemaRegistry
+    from mwcore.tools.tail import tail
+    from mwcore.transport.schema_topic import SchemaTopic
+
+    bootstrap = _bootstrap(args)
+    namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
+    registry = SchemaRegistry.from_directory(_schemas_dir(args))
+    registry.use_source(SchemaTopic(bootstrap, namespace))  # writers newer than the directory
+    tail(
+        bootstrap,
+        args.stream,
+        registry,
+        namespace=namespace,
+        last=args.lines,
+        from_beginning=args.from_beginning,
+        follow=not args.no_follow,
+        limit=args.max,
+    )
+    return 0
+
+
+def _stack(args: argparse.Namespace) -> int:
+    from mwcore.tools.localstack import LocalStack
+
+    with LocalStack() as stack:
+        print(f"export MW_BOOTSTRAP={stack.bootstrap}")
+        print(f"export MW_REDIS_URL={stack.redis_url}", flush=True)
+        stopped = False
+
+        def _stop(signum: int, frame: FrameType | None) -> None:
+            nonlocal stopped
+            stopped = True
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        deadline = time.monotonic() + args.duration if args.duration else None
+        while not stopped and (deadline is None or time.monotonic() < deadline):
+            time.sleep(0.2)
+    return 0
+
+
+def _new_service(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from mwcore.tools.scaffold import new_service, project_root
+
+    root = project_root(Path(args.root) if args.root else None)
+    written = new_service(args.name, root=root, input_stream=args.input, input_schema=args.input_schema)
+    for path in written:
+        print(
+            f"created {path.relative_to(root)}"
+            if path.name != "docker-compose.yml"
+            else f"updated {path.name}"
+        )
+    steps = [
+        (f"pytest services/{args.name}", "its unit test, in memory"),
+        (f"python -m services.{args.name}", "one worker (MW_BOOTSTRAP, MW_REDIS_URL, MW_SCHEMAS_DIR)"),
+        (f"mw tail {args.name}_counts", "its output, decoded"),
+        ("mw watermarks", "its watermark, once it runs"),
+        (f"docker compose up -d --build {args.name}", "or as a container beside the others"),
+    ]
+    print("\nnext:")
+    for cmd, what in steps:
+        print(f"  {cmd:<48} # {what}")
+    return 0
+
+
+def _batch(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from mwcore.archive.spark.batch import decode_frame, run_pipeline
+    from mwcore.archive.spark.session import spark_session
+    from mwcore.archive.spark.source import read_archive
+    from mwcore.serde.avro import SchemaRegistry
+
+    bootstrap = _bootstrap(args)
+    schemas = _schemas_dir(args)
+    registry = SchemaRegistry.from_directory(schemas)
+    options = {}
+    if args.from_ms is not None:
+        options["startingTimestamp"] = str(args.from_ms)
+    if args.to_ms is not None:
+        options["endingTimestamp"] = str(args.to_ms)
+    namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
+    with spark_session(args.master) as spark:
+        archive = read_archive(spark, bootstrap, args.input, namespace, schemas, **options)
+        outputs = run_pipeline(archive, args.computations.split(","), registry)
+        summary = {}
+        for stream, (frame, schema) in outputs.items():
+            table = decode_frame(frame, stream, schema, registry)
+            table.write.mode("overwrite").parquet(str(Path(args.out) / stream))
+            summary[stream] = table.count()
+    print(json.dumps({"out": args.out, "records": summary}))
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    import json
+
+    import redis
+
+    from mwcore.archive.replay import Progress, Replay, parse_time
+    from mwcore.serde.avro import SchemaRegistry
+    from mwcore.tools.progress import Bar
+
+    bootstrap = _bootstrap(args)
+    redis_url = _redis_url(args)
+    schemas = _schemas_dir(args)
+    source = args.source_namespace or os.environ.get("MW_NAMESPACE", "default")
+    replay = Replay(
+        bootstrap=bootstrap,
+        client=redis.Redis.from_url(str(redis_url)),
+        registry=SchemaRegistry.from_directory(schemas),
+        stream=args.stream,
+        namespace=args.namespace,
+        source_namespace=source,
+        from_ms=parse_time(args.from_time) if args.from_time else None,
+        to_ms=parse_time(args.to_time) if args.to_time else None,
+    )
+    bar = None if args.quiet else Bar(f"replay {args.stream} -> {args.namespace}")
+    last: list[Progress] = []
+
+    def show(p: Progress) -> None:
+        last[:] = [p]
+        if bar is not None:
+            bar.update(p.sent, p.total, p.elapsed_s, p.watermark)
+
+    summary = replay.run(show)
+    if bar is not None and last:  # the run's last report: everything sent, the final watermark
+        p = last[0]
+        bar.update(p.sent, p.total, p.elapsed_s, p.watermark, final=True)
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+def _retire(args: argparse.Namespace) -> int:
+    from mwcore.watermarks import retire
+
+    bootstrap, redis_url = _bootstrap(args), _redis_url(args)
+    namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
+    _preflight(bootstrap, redis_url, durable=False)  # it writes no checkpoint
+    quiet_s = retire.QUIET_S if args.quiet_s is None else args.quiet_s
+    return retire.main(redis_url, bootstrap, namespace, args.computation, quiet_s)
+
+
+def _up(args: argparse.Namespace) -> int:
+    from mwcore.tools import up
+
+    return up.main(args.duration, args.rate)
+
+
+def _down(args: argparse.Namespace) -> int:
+    from mwcore.tools import up
+
+    return up.down()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mw", description="MillWheel-style stream processing")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one worker process of a computation")
+    run.add_argument("computation", help="module:Class of the computation")
+    run.set_defaults(func=_run)
+    auth = sub.add_parser("authority", help="run the watermark authority (MW_* environment)")
+    auth.set_defaults(func=_authority)
+    wms = sub.add_parser("watermarks", help="show each computation's watermarks and lag, live")
+    wms.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
+    wms.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
+    wms.add_argument("--once", action="store_true", help="print the current values as JSON and exit")
+    wms.add_argument("--interval", type=float, default=0.5, help="refresh every SECONDS")
+    wms.set_defaults(func=_watermarks)
+    tl = sub.add_parser("tail", help="print a stream's records, decoded, one JSON object per line")
+    tl.add_argument("stream", help="stream name, e.g. anomalies or windower.dead-letters")
+    tl.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
+    tl.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
+    tl.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
+    tl.add_argument("-n", "--lines", type=int, default=10, help="start this many records back per partition")
+    tl.add_argument("--from-beginning", action="store_true", help="start at the first record")
+    tl.add_argument("--no-follow", action="store_true", help="stop at the end of the data as of now")
+    tl.add_argument("--max", type=int, default=None, help="stop after printing this many records")
+    tl.set_defaults(func=_tail)
+    new = sub.add_parser("new-service", help="create services/NAME from the template (and its compose entry)")
+    new.add_argument("name", help="the service's (and its computation's) name, e.g. trend_counter")
+    new.add_argument("--input", help="stream to read (default: one the pipeline produces and nothing reads)")
+    new.add_argument("--input-schema", help="its Avro schema (default: as the project's services declare it)")
+    new.add_argument("--root", help="the project directory (default: the one above the current directory)")
+    new.set_defaults(func=_new_service)
+    bt = sub.add_parser("batch", help="run computations over archived streams in Spark; write Parquet")
+    bt.add_argument("--input", default="queries", help="archived stream(s) to read, comma-separated")
+    bt.add_argument(
+        "--computations",
+        default="services.windower.computation:Windower,services.dip_detector.computation:DipDetector",
+        help="module:Class, comma-separated, run in order (each reads what the earlier produced)",
+    )
+    bt.add_argument("--out", required=True, help="directory: one Parquet dataset per output stream")
+    bt.add_argument("--from-ms", type=int, default=None, help="records at or after this event time")
+    bt.add_argument("--to-ms", type=int, default=None, help="records before this event time")
+    bt.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
+    bt.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
+    bt.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
+    bt.add_argument("--master", default="local[2]", help="Spark master")
+    bt.set_defaults(func=_batch)
+    rp = sub.add_parser(
+        "replay", help="re-inject archived records of a stream into another namespace (backfill)"
+    )
+    rp.add_argument("--stream", required=True, help="the stream to replay, e.g. queries")
+    rp.add_argument("--from", dest="from_time", help="event time to start at: ms since the epoch or ISO 8601")
+    rp.add_argument("--to", dest="to_time", help="event time to stop before (exclusive); the final watermark")
+    rp.add_argument("--namespace", required=True, help="where to replay to (topics, groups, Redis keys)")
+    rp.add_argument("--source-namespace", help="where the archive is (default: $MW_NAMESPACE or 'default')")
+    rp.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
+    rp.add_argument("--redis-url", help="Redis (default: $MW_REDIS_URL or a running `mw up`)")
+    rp.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
+    rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.set_defaults(func=_replay)
+    rt = sub.add_parser("retire", help="take a computation whose workers are gone out of the watermarks")
+    rt.add_argument("computation", help="the computation's name, as `mw watermarks` shows it")
+    rt.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
+    rt.add_argument("--redis-url", help="Redis (default: $MW_REDIS_URL or a running `mw up`)")
+    rt.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
+    quiet = "refuse if its workers were heard from within SECONDS (default 15, at least 12)"
+    rt.add_argument("--quiet-s", type=float, default=None, help=quiet)
+    rt.set_defaults(func=_retire)
+    stack = sub.add_parser("stack", help="start a local broker and Redis and print their addresses")
+    stack.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
+    stack.set_defaults(func=_stack)
+    up = sub.add_parser("up", help="run the pipeline on a local broker and Redis, with a live view")
+    up.add_argument("--duration", type=float, default=None, help="stop after SECONDS; print a JSON summary")
+    up.add_argument("--rate", type=int, default=2000, help="queries per second the generator writes")
+    up.set_defaults(func=_up)
+    down = sub.add_parser("down", help="stop a running `mw up`")
+    down.set_defaults(func=_down)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except ConfigError as exc:
+        print(f"mw: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except StoreRollbackError as exc:
+        print(f"mw: stopped: {exc}", file=sys.stderr)
+        return 2
+    except RefusedError as exc:
+        print(f"mw {args.command}: refused: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
