@@ -2,7 +2,7 @@
 
 import sys
 
-from mwcore.tools.cli import main
+from mwcore import run_computation
 
 if __name__ == "__main__":
-    sys.exit(main(["run", "services.dip_detector.computation:DipDetector", *sys.argv[1:]]))
+    sys.exit(run_computation("services.dip_detector.computation:DipDetector"))

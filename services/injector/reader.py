@@ -4,10 +4,11 @@ Files are taken in time order as they appear (this process takes those whose nam
 hashes to its index, of ``processes``). Before a file is read, the injector promises
 its nominal second minus the jitter bound as its low watermark and reports it, so a
 record older than that is deterministically *late* (sent with ``mw-late-ms``). A file
-is finished once Kafka has acknowledged all of it; finished files are recorded in
-Redis, so a restart resumes with the first unfinished one. Record ids derive from the
-file name and line number: a file read again after a crash is dropped downstream.
-A malformed line goes to ``injector.dead-letters`` with the reason; the file goes on.
+is finished once Kafka has acknowledged all of it; finished files are recorded with
+the injector (``Injector.finish``), so a restart resumes with the first unfinished
+one. Record ids derive from the file name and line number: a file read again after a
+crash is dropped downstream. A malformed line goes to ``injector.dead-letters`` with
+the reason; the file goes on.
 """
 
 from __future__ import annotations
@@ -18,11 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import redis
 import structlog
 
-from mwcore.api import ids
-from mwcore.runtime.injector import Injector
+from mwcore import Injector, derive_id
 from services.injector.logs import nominal_second, parse_line
 
 log = structlog.get_logger("services.injector")
@@ -35,14 +34,14 @@ class ReaderConfig:
     # so the bound) after the injector started
     jitter_ms: Callable[[], int]
     stream: str = "queries"
+    idle_s: float = 0.1  # nothing new: look again after this long
 
 
 class LogReader:
-    def __init__(self, injector: Injector, client: redis.Redis, config: ReaderConfig) -> None:
+    def __init__(self, injector: Injector, config: ReaderConfig) -> None:
         self.inj = injector
         self.cfg = config
-        self._r = client
-        self._done_key = f"mw:inj:{injector.namespace}:{injector.name}:{injector.index}:done"
+        self.idle_s = config.idle_s
         self.files = 0
         self.records = 0
 
@@ -52,7 +51,7 @@ class LogReader:
     def pending(self) -> list[tuple[int, Path]]:
         if not self.cfg.directory.is_dir():
             return []
-        done = {m.decode() if isinstance(m, bytes) else str(m) for m in self._r.smembers(self._done_key)}
+        done = self.inj.finished()
         out = []
         for path in self.cfg.directory.iterdir():
             second = nominal_second(path)
@@ -76,7 +75,7 @@ class LogReader:
         file_id = hashlib.blake2b(path.name.encode(), digest_size=16).digest()
         n = 0
         for n, line in enumerate(path.read_text().splitlines()):
-            rid = ids.derive(file_id, n)
+            rid = derive_id(file_id, n)
             try:
                 rec = parse_line(line)
             except ValueError as exc:
@@ -90,7 +89,7 @@ class LogReader:
             }
             inj.send(self.cfg.stream, rec["query"], value, rec["ts"], rid)
         inj.flush()
-        self._r.sadd(self._done_key, path.name)
+        self.inj.finish(path.name)
         inj.advance(second + 1000 - jitter)
         self.files += 1
         self.records += n + 1

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from mwcore.errors import ConfigError
+from mwcore import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,12 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"model_trainer: {exc}", file=sys.stderr)
         return 2
-    from mwcore.archive.spark.session import spark_session
-    from mwcore.process.preflight import check_kafka
+    from mwcore import preflight, spark_session
     from services.model_trainer.job import publish, read_counts, train
 
     try:
-        check_kafka(s.bootstrap)
+        preflight(s.bootstrap)
     except ConfigError as exc:
         print(f"model_trainer: {exc}", file=sys.stderr)
         return 2

@@ -22,9 +22,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from mwcore.api.ids import ID_BYTES
-from mwcore.archive.spark.source import read_archive
-from mwcore.transport.topics import partition_counts, topic_name
+from mwcore import ID_BYTES, read_archive, stream_partitions
 from services.model_trainer.profile import BUCKET_MS, fit_profile
 
 MODEL_SCHEMA = "zeitgeist.ModelUpdate"
@@ -122,8 +120,7 @@ def train(
 
 def published_ids(spark: SparkSession, bootstrap: str, namespace: str) -> DataFrame | None:
     """Ids already in ``model_updates`` (None: the stream does not exist yet)."""
-    topic = topic_name(namespace, MODELS_STREAM)
-    if not partition_counts(bootstrap, [topic]).get(topic):
+    if not stream_partitions(bootstrap, MODELS_STREAM, namespace):
         return None
     return read_archive(spark, bootstrap, MODELS_STREAM, namespace, decode="false").select("id")
 
@@ -163,5 +160,4 @@ def publish(
 def _partitions(bootstrap: str, namespace: str) -> int:
     """``model_updates`` is co-partitioned with ``window_counts`` (the detector reads both
     by query)."""
-    topic = topic_name(namespace, COUNTS_STREAM)
-    return partition_counts(bootstrap, [topic]).get(topic) or 4
+    return stream_partitions(bootstrap, COUNTS_STREAM, namespace) or 4

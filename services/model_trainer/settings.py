@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from mwcore.errors import ConfigError
-from mwcore.process.settings import _explain
+from mwcore import ConfigError, load_settings
 
 
 class TrainerSettings(BaseSettings):
@@ -33,10 +32,7 @@ class TrainerSettings(BaseSettings):
 
     @classmethod
     def load(cls, **overrides: object) -> TrainerSettings:
-        try:
-            s = cls(**overrides)  # type: ignore[arg-type]
-        except ValidationError as exc:
-            raise ConfigError(_explain(exc)) from None
+        s = load_settings(cls, **overrides)
         if not s.schemas_dir.is_dir():
             raise ConfigError(f"MW_SCHEMAS_DIR={s.schemas_dir} is not a directory")
         return s

@@ -13,7 +13,7 @@ Environment (read once, checked at start):
 
 import sys
 
-from mwcore.tools.cli import main
+from mwcore import run_authority
 
 if __name__ == "__main__":
-    sys.exit(main(["authority", *sys.argv[1:]]))
+    sys.exit(run_authority())

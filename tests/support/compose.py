@@ -78,7 +78,7 @@ def _check_command(root: Path, name: str, svc: dict[str, Any], data: Path) -> li
     if not main.is_file():
         return [f"{name}: command runs {module}, but {main.relative_to(root)} does not exist"]
     out = []
-    from mwcore.process.wiring import load_computation
+    from mwcore.api.computation import load_computation
 
     for target in COMPUTATION.findall(main.read_text()):
         try:

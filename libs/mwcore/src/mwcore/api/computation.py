@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -122,3 +123,19 @@ class Computation:
             raise ConfigError(f"{where}: options.late must be 'route' or 'drop'")
         if cls.partitions < 1:
             raise ConfigError(f"{where}: partitions must be at least 1")
+
+
+def load_computation(spec: str) -> type[Computation]:
+    """``package.module:ClassName`` -> the class (validated), with a clear error if it is not one."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"{spec!r}: expected module:Class, e.g. mwcore.examples.running_sum:RunningSum")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name}: {exc}") from exc
+    cls = getattr(module, attr, None)
+    if not (isinstance(cls, type) and issubclass(cls, Computation)):
+        raise ConfigError(f"{spec!r} is not a Computation subclass")
+    cls.validate()
+    return cls

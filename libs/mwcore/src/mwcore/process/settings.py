@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -29,15 +29,47 @@ class MetricsSettings(BaseSettings):
     metrics_stall_s: float = Field(default=60.0, gt=0)
 
 
-class WorkerSettings(MetricsSettings):
-    """Everything a worker process reads from its environment."""
+class ProcessSettings(MetricsSettings):
+    """What every process of the kit reads: the broker, Redis, the namespace, logging.
+    ``load()`` reads the environment once and raises ``ConfigError`` naming each bad
+    variable; subclasses add their own checks in ``check()``."""
 
     model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")
 
     bootstrap: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
     redis_url: str = Field(description="Redis URL of the checkpoint store, redis://host:port/db")
-    schemas_dir: Path = Field(description="directory of the Avro .avsc files")
     namespace: str = "default"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "console"] = "json"
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _bootstrap(cls, v: str) -> str:
+        return _check_bootstrap(v)
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis(cls, v: str) -> str:
+        return _check_redis_url(v)
+
+    @classmethod
+    def load(cls, **overrides: Any) -> Self:
+        settings = load_settings(cls, **overrides)
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        """Checks across fields, after each field is valid (``ConfigError``)."""
+
+    def durable_store(self) -> bool:
+        """Whether preflight refuses a Redis that can lose acknowledged writes."""
+        return False
+
+
+class WorkerSettings(ProcessSettings):
+    """Everything a worker process reads from its environment."""
+
+    schemas_dir: Path = Field(description="directory of the Avro .avsc files")
     worker_id: str = Field(default_factory=_default_worker_id)
     instance_id: str | None = None
     max_batch_records: int = Field(default=5000, ge=1)
@@ -56,10 +88,8 @@ class WorkerSettings(MetricsSettings):
     # start unless this is set (preflight.check_durable, docs/reliability.md)
     allow_volatile_store: bool = False
     # productions and watermark reports wait until Kafka holds the commit witness
-    # (witness.py); off: the witness only detects a loss older than its last write
+    # (runtime/witness.py); off: the witness only detects a loss older than its last write
     witness_gate: bool = True
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    log_format: Literal["json", "console"] = "json"
     latency_out: str = ""
     faults: str = ""
     fault_log: str = ""
@@ -77,70 +107,70 @@ class WorkerSettings(MetricsSettings):
     unsafe_ignore_rollback: bool = False  # a store behind the commit witness is used anyway
     unsafe_no_schema_lookup: bool = False  # writer schemas are not looked up on the schemas topic
     # young-generation threshold of Python's cycle collector in a worker process (0:
-    # Python's default, 700); see runner.tune_gc
+    # Python's default, 700); see runtime.runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)
 
-    @field_validator("bootstrap")
-    @classmethod
-    def _bootstrap(cls, v: str) -> str:
-        return _check_bootstrap(v)
+    def check(self) -> None:
+        _check_dir(self.schemas_dir)
 
-    @field_validator("redis_url")
-    @classmethod
-    def _redis(cls, v: str) -> str:
-        return _check_redis_url(v)
-
-    @classmethod
-    def load(cls) -> WorkerSettings:
-        try:
-            settings = cls()  # type: ignore[call-arg]
-        except ValidationError as exc:
-            raise ConfigError(_explain(exc)) from None
-        if not settings.schemas_dir.is_dir():
-            raise ConfigError(f"MW_SCHEMAS_DIR={settings.schemas_dir} is not a directory")
-        return settings
+    def durable_store(self) -> bool:
+        return not self.allow_volatile_store
 
 
-class AuthoritySettings(MetricsSettings):
+class AuthoritySettings(ProcessSettings):
     """What a watermark authority process reads from its environment."""
 
-    model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")
-
-    bootstrap: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
-    redis_url: str = Field(description="Redis URL of the checkpoint store, redis://host:port/db")
-    namespace: str = "default"
     authority_shard: int = Field(default=0, ge=0)
     authority_shards: int = Field(default=1, ge=1)
     authority_block_ms: int = Field(default=20, ge=1, le=1000)
     authority_percentile: float = Field(default=0.99, gt=0.5, lt=1.0)
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    log_format: Literal["json", "console"] = "json"
     allow_volatile_store: bool = False  # as for workers: the journal must survive a crash
     unsafe_ignore_backlog: bool = False  # negative control only
     unsafe_accept_stale_reports: bool = False  # negative control only
 
-    @field_validator("bootstrap")
-    @classmethod
-    def _bootstrap(cls, v: str) -> str:
-        return _check_bootstrap(v)
-
-    @field_validator("redis_url")
-    @classmethod
-    def _redis(cls, v: str) -> str:
-        return _check_redis_url(v)
-
-    @classmethod
-    def load(cls) -> AuthoritySettings:
-        try:
-            settings = cls()  # type: ignore[call-arg]
-        except ValidationError as exc:
-            raise ConfigError(_explain(exc)) from None
-        if settings.authority_shard >= settings.authority_shards:
+    def check(self) -> None:
+        if self.authority_shard >= self.authority_shards:
             raise ConfigError(
-                f"MW_AUTHORITY_SHARD={settings.authority_shard} must be below "
-                f"MW_AUTHORITY_SHARDS={settings.authority_shards}"
+                f"MW_AUTHORITY_SHARD={self.authority_shard} must be below "
+                f"MW_AUTHORITY_SHARDS={self.authority_shards}"
             )
-        return settings
+
+    def durable_store(self) -> bool:
+        return not self.allow_volatile_store
+
+
+class InjectorSettings(ProcessSettings):
+    """What an injector process reads (a service adds its source's own settings). Its
+    Redis holds only its promises, which a loss makes conservative: no durability check."""
+
+    schemas_dir: Path = Field(description="directory of the Avro .avsc files")
+    injector_index: int = Field(default=0, ge=0)
+    injector_processes: int = Field(default=1, ge=1)
+
+    def check(self) -> None:
+        if self.injector_index >= self.injector_processes:
+            raise ConfigError(
+                f"MW_INJECTOR_INDEX={self.injector_index} must be below "
+                f"MW_INJECTOR_PROCESSES={self.injector_processes}"
+            )
+        _check_dir(self.schemas_dir)
+
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def load_settings(cls: type[S], **overrides: Any) -> S:
+    """``cls`` read from the environment (and ``overrides``); a ``ConfigError`` naming
+    every variable that is missing or invalid."""
+    try:
+        return cls(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc)) from None
+
+
+def _check_dir(schemas_dir: Path) -> None:
+    if not schemas_dir.is_dir():
+        raise ConfigError(f"MW_SCHEMAS_DIR={schemas_dir} is not a directory")
 
 
 def _check_bootstrap(v: str) -> str:

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
-
-import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
+from collections.abc import Mapping
 
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.computation import Computation
-from mwcore.errors import ConfigError
-from mwcore.process.settings import AuthoritySettings, WorkerSettings
+from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
 from mwcore.runtime.faults import Faults
+from mwcore.runtime.injector import Injector
 from mwcore.runtime.worker import Worker, WorkerConfig
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.client import REDIS_RETRIES, redis_client
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
 from mwcore.store.reports import RedisReportSink
@@ -22,24 +19,6 @@ from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.watermark_topic import TopicWatermark, WatermarkFeed
 from mwcore.watermarks.authority import Authority, AuthorityConfig
 from mwcore.watermarks.source import FixedWatermark, RedisWatermark, WatermarkSource
-
-REDIS_RETRIES = 10  # about 7 s of backoff in all
-
-
-def load_computation(spec: str) -> type[Computation]:
-    """``package.module:ClassName`` -> the class, with a clear error if it is not one."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"{spec!r}: expected module:Class, e.g. services.windower.app:Windower")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {module_name}: {exc}") from exc
-    cls = getattr(module, attr, None)
-    if not (isinstance(cls, type) and issubclass(cls, Computation)):
-        raise ConfigError(f"{spec!r} is not a Computation subclass")
-    cls.validate()
-    return cls
 
 
 def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Worker]:
@@ -60,22 +39,6 @@ def build_schemas(settings: WorkerSettings) -> tuple[SchemaRegistry, SchemaTopic
     if not settings.unsafe_no_schema_lookup:
         registry.use_source(schemas)
     return registry, schemas
-
-
-def redis_client(url: str) -> redis.Redis:
-    # Timeouts: a half-open connection must fail the step (and the worker restarts),
-    # not hang it; a large checkpoint script takes well under the read timeout.
-    # Retries ride out a Redis restart or failover of a few seconds; a longer outage
-    # fails the step, and the worker aborts (its supervisor restarts it).
-    return redis.Redis.from_url(
-        url,
-        socket_keepalive=True,
-        socket_timeout=30,
-        socket_connect_timeout=5,
-        health_check_interval=10,
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_RETRIES),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-    )
 
 
 def build_worker(
@@ -143,3 +106,16 @@ def build_authority(settings: AuthoritySettings) -> Authority:
         return store.current_token(IntervalId(settings.namespace, name, index))
 
     return Authority(client, config, token_of)
+
+
+def build_injector(name: str, outputs: Mapping[str, str | None], settings: InjectorSettings) -> Injector:
+    return Injector(
+        bootstrap=settings.bootstrap,
+        client=redis_client(settings.redis_url),
+        registry=SchemaRegistry.from_directory(settings.schemas_dir),
+        name=name,
+        outputs=outputs,
+        namespace=settings.namespace,
+        index=settings.injector_index,
+        processes=settings.injector_processes,
+    )

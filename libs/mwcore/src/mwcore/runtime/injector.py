@@ -99,6 +99,7 @@ class Injector:
         self.skew_of = skew_of
         self._feed: WatermarkFeed | None = None
         self._promise_key = f"mw:injp:{namespace}:{name}:{index}"
+        self._done_key = f"mw:inj:{namespace}:{name}:{index}:done"
         self._interval = IntervalId(namespace, name, index)
         self._retry: list[tuple[int, int, Any]] = []
 
@@ -121,6 +122,18 @@ class Injector:
             for (topic, part), end in end_offsets(self._bootstrap, topics).items():
                 if end > 0:
                     self._acked[(topic, part)] = [end, self.reported, 1]
+
+    # -- progress ------------------------------------------------------------------------
+
+    def finished(self) -> set[str]:
+        """What this injector process recorded as done (``finish``), across restarts:
+        the source's own progress (files read, say), kept beside its promises."""
+        raw = self._client.smembers(self._done_key)
+        return {m.decode() if isinstance(m, bytes) else str(m) for m in raw}
+
+    def finish(self, item: str) -> None:
+        """Record ``item`` as done: call it once what it sent is acknowledged (``flush``)."""
+        self._client.sadd(self._done_key, item)
 
     # -- sending -------------------------------------------------------------------------
 

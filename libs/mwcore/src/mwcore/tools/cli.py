@@ -5,105 +5,27 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from mwcore.errors import ConfigError, RefusedError, StoreRollbackError
+from mwcore.errors import ConfigError
 
 if TYPE_CHECKING:
-    from mwcore.process.metrics import ProcessMetrics
-    from mwcore.process.settings import MetricsSettings
-
-
-def _nothing() -> None:
-    return None
-
-
-def _serve_metrics(settings: MetricsSettings) -> ProcessMetrics | None:
-    """Start serving /metrics and /healthz if MW_METRICS_PORT is set."""
-    if settings.metrics_port is None:
-        return None
-    from mwcore.process.metrics import ProcessMetrics
-
-    metrics = ProcessMetrics(settings.metrics_stall_s)
-    port = metrics.serve(settings.metrics_port, settings.metrics_host)
-    import structlog
-
-    structlog.get_logger().info("metrics", url=f"http://{settings.metrics_host}:{port}/metrics")
-    return metrics
+    pass
 
 
 def _run(args: argparse.Namespace) -> int:
-    from mwcore.process import logs
-    from mwcore.process.settings import WorkerSettings
-    from mwcore.process.wiring import build_workers, load_computation
-    from mwcore.runtime.runner import Runner, tune_gc
+    from mwcore.process.run import run_computation
 
-    settings = WorkerSettings.load()
-    logs.configure(settings.log_level, settings.log_format)
-    cls = load_computation(args.computation)
-    _preflight(settings.bootstrap, settings.redis_url, durable=not settings.allow_volatile_store)
-    workers = build_workers(cls, settings)
-    metrics = _serve_metrics(settings)
-    runner = Runner(workers)
-    if metrics is not None:
-        from mwcore.process.observe import instrument_workers
-
-        instrument_workers(metrics, workers)
-        runner.on_step = metrics.liveness.tick
-        metrics.liveness.checks += [w.health.problem for w in workers]
-
-    def _stop(signum: int, frame: FrameType | None) -> None:
-        runner.stop()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    tune_gc(settings.gc_threshold)
-    runner.run()
-    return 0
-
-
-def _preflight(bootstrap: str, redis_url: str, *, durable: bool) -> None:
-    """Stop at start, with one line, when the broker or Redis cannot be used."""
-    from mwcore.process.preflight import check_kafka, check_redis
-
-    check_redis(redis_url, durable=durable)
-    check_kafka(bootstrap)
+    return run_computation(args.computation)
 
 
 def _authority(args: argparse.Namespace) -> int:
-    from mwcore.process import logs
-    from mwcore.process.settings import AuthoritySettings
-    from mwcore.process.wiring import build_authority
+    from mwcore.process.run import run_authority
 
-    settings = AuthoritySettings.load()
-    logs.configure(settings.log_level, settings.log_format)
-    _preflight(settings.bootstrap, settings.redis_url, durable=not settings.allow_volatile_store)
-    authority = build_authority(settings)
-    metrics = _serve_metrics(settings)
-    on_step: Callable[[], None] = _nothing
-    if metrics is not None:
-        from mwcore.process.observe import instrument_authority
-
-        instrument_authority(metrics, authority)
-        on_step = metrics.liveness.tick
-    stopped = False
-
-    def _stop(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopped
-        stopped = True
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    authority.start()
-    try:
-        authority.run(lambda: stopped, on_step)
-    finally:
-        authority.close()
-    return 0
+    return run_authority()
 
 
 def _bootstrap(args: argparse.Namespace) -> str:
@@ -286,11 +208,12 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _retire(args: argparse.Namespace) -> int:
+    from mwcore.process.bootstrap import preflight
     from mwcore.watermarks import retire
 
     bootstrap, redis_url = _bootstrap(args), _redis_url(args)
     namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
-    _preflight(bootstrap, redis_url, durable=False)  # it writes no checkpoint
+    preflight(bootstrap, redis_url, durable=False)  # it writes no checkpoint
     quiet_s = retire.QUIET_S if args.quiet_s is None else args.quiet_s
     return retire.main(redis_url, bootstrap, namespace, args.computation, quiet_s)
 
@@ -386,19 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from mwcore.process.bootstrap import main as run_main
+
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        code: int = args.func(args)
-        return code
-    except ConfigError as exc:
-        print(f"mw: configuration error: {exc}", file=sys.stderr)
-        return 2
-    except StoreRollbackError as exc:
-        print(f"mw: stopped: {exc}", file=sys.stderr)
-        return 2
-    except RefusedError as exc:
-        print(f"mw {args.command}: refused: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    code: int = run_main(lambda: args.func(args), command=args.command)
+    return code

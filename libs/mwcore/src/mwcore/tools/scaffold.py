@@ -49,7 +49,7 @@ def declared_streams(root: Path) -> dict[str, Stream]:
     """Streams the project's services declare (loading each service's computation)."""
     import sys
 
-    from mwcore.process.wiring import load_computation
+    from mwcore.api.computation import load_computation
 
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))

@@ -128,6 +128,12 @@ def partition_counts(bootstrap: str, topics: list[str], timeout: float = 30.0) -
     return {t: len(meta[t].partitions) for t in topics if t in meta}
 
 
+def stream_partitions(bootstrap: str, stream: str, namespace: str = "default") -> int | None:
+    """How many partitions ``stream`` has in ``namespace``; None if it does not exist."""
+    topic = topic_name(namespace, stream)
+    return partition_counts(bootstrap, [topic]).get(topic)
+
+
 def end_offsets(
     bootstrap: str, topics: Mapping[str, int], timeout: float = 30.0
 ) -> dict[tuple[str, int], int]:

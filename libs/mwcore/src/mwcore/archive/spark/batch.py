@@ -55,7 +55,7 @@ def run_computation(
     """The productions of ``computation`` (``module:Class``) over the records of ``df``;
     after each key's last record the watermark goes to ``end_ms`` (default: the end of
     ``df``'s data, ``end_of(df)``)."""
-    from mwcore.process.wiring import load_computation
+    from mwcore.api.computation import load_computation
 
     cls = load_computation(computation)  # fail here, on the driver, if it does not load
     end = end_of(df) if end_ms is None else end_ms
@@ -118,7 +118,7 @@ def run_pipeline(
 ) -> dict[str, tuple[DataFrame, str]]:
     """Run computations in order, each over the archive plus what the earlier ones
     produced; every output stream with its schema name."""
-    from mwcore.process.wiring import load_computation
+    from mwcore.api.computation import load_computation
 
     records = as_records(archive)
     end = end_of(records)  # every stage ends at the end of the archive's data
