@@ -48,7 +48,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.keyed_count import KeyedCount  # noqa: E402
-from mwcore.runtime.interval import InputBinding, Interval, IntervalDeps  # noqa: E402
+from mwcore.runtime.intake import InputBinding  # noqa: E402
+from mwcore.runtime.interval import Interval, IntervalDeps  # noqa: E402
 from mwcore.serde.avro import AvroSerde, SchemaRegistry  # noqa: E402
 from mwcore.store.interface import IntervalId  # noqa: E402
 from mwcore.store.memory_store import MemoryCheckpointStore  # noqa: E402
@@ -105,10 +106,11 @@ def interval_path(
     def run(batch: list[Message]) -> None:
         for b in range(0, len(batch), BATCH):
             interval.process(batch[b : b + BATCH])
-            cp = interval.prepare()
-            pack_command(packer._commit_args(token, cp))
-            interval.committed(cp, store.commit(iv, interval.token, cp))
-            interval.outbox.take_to_send()
+            ready = interval.prepare()
+            assert ready is not None
+            pack_command(packer._commit_args(token, ready.checkpoint))
+            interval.committed(ready, store.commit(iv, interval.token, ready.checkpoint))
+            interval.take_to_send()
 
     run(messages[:BATCH])  # warm-up: state cached, codecs built
     start = time.process_time()

@@ -13,9 +13,10 @@ from confluent_kafka import Message
 from mwcore import Computation, Context, DataclassCodec, Input, JsonCodec, Options, Output, Record, Timer
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.record import TimeDomain
-from mwcore.runtime.interval import InputBinding, Interval, IntervalDeps
-from mwcore.runtime.timers import TimerEntry, decode_entry, encode_entry, field_of
+from mwcore.runtime.intake import InputBinding
+from mwcore.runtime.interval import Interval, IntervalDeps
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.checkpoint import TimerEntry, decode_entry, encode_entry, field_of
 from mwcore.store.interface import IntervalId
 from mwcore.store.memory_store import MemoryCheckpointStore
 
@@ -84,25 +85,26 @@ def msg(registry: SchemaRegistry, offset: int, n: int) -> Message:
 def test_failed_call_leaves_no_trace_even_after_in_place_mutation() -> None:
     interval, _, registry = make(Probe())
     interval.process([msg(registry, 0, 100), msg(registry, 1, 13), msg(registry, 2, 1)])
-    assert interval.cache["k"].total == 101  # not 114: the failed call's mutation is undone
+    assert interval.cache.get("k").total == 101  # not 114: the failed call's mutation is undone
     cp = interval.prepare()
-    assert [p.topic for p in cp.productions] == ["dlq"]
+    assert [p.topic for p in cp.checkpoint.productions] == ["dlq"]
 
 
 def test_unencodable_state_dead_letters_its_record_instead_of_failing_the_commit() -> None:
     interval, store, registry = make(Probe())
     interval.process([msg(registry, 0, 5), msg(registry, 1, 7), msg(registry, 2, 1)])
     cp = interval.prepare()
-    [dead] = [p for p in cp.productions if p.topic == "dlq"]
+    [dead] = [p for p in cp.checkpoint.productions if p.topic == "dlq"]
     assert b"cannot be encoded" in dict(dead.headers)["mw-error"]
-    interval.committed(cp, store.commit(IV, interval.token, cp))
+    interval.committed(cp, store.commit(IV, interval.token, cp.checkpoint))
     assert store.load_state(IV, [b"k"]) == [b'{"total":6}']
 
 
 def test_a_self_rearming_timer_fires_max_batch_records_times_a_turn_and_its_batches_commit() -> None:
     """Under the end of time a timer that re-arms itself is always due: the worker's loop
     fires it at most ``max_batch_records`` times a turn, so each turn's batch commits."""
-    from mwcore.runtime.worker import Worker, WorkerConfig
+    from mwcore.runtime.config import WorkerConfig
+    from mwcore.runtime.worker import Worker
     from mwcore.watermarks.source import FixedWatermark
 
     registry = SchemaRegistry.from_directory(SCHEMAS)
@@ -111,7 +113,7 @@ def test_a_self_rearming_timer_fires_max_batch_records_times_a_turn_and_its_batc
     config = WorkerConfig(bootstrap="127.0.0.1:9", max_batch_records=limit)
     worker = Worker(Probe(), config, store, registry, FixedWatermark(MAX_WATERMARK))
     worker.consumer = FakeConsumer([[msg(registry, 0, 1)]])  # type: ignore[assignment]
-    worker._acquire(0)
+    worker.acquire(0)
     iv = IntervalId("default", "probe", 0)
     worker.step()  # the record, which sets the timer
     assert worker.counters.timers_fired == 0
@@ -127,12 +129,12 @@ def test_weak_productions_made_by_timers_are_in_the_checkpoint() -> None:
     interval, store, registry = make(WeakProbe())
     interval.process([msg(registry, 0, 1)])
     cp = interval.prepare()
-    interval.committed(cp, store.commit(IV, interval.token, cp))
-    interval.outbox.take_to_send()
+    interval.committed(cp, store.commit(IV, interval.token, cp.checkpoint))
+    interval.take_to_send()
     assert interval.fire_timers(10, 0) == 1
     cp = interval.prepare()  # the firing's production has not been sent yet
-    assert [p.topic for batch in cp.pending.values() for p in batch] == ["sums"]
-    interval.committed(cp, store.commit(IV, interval.token, cp))
+    assert [p.topic for batch in cp.checkpoint.pending.values() for p in batch] == ["sums"]
+    interval.committed(cp, store.commit(IV, interval.token, cp.checkpoint))
     assert len(store.recover(IV, "").pending) == 1  # durable until Kafka acknowledges it
 
 
@@ -151,31 +153,35 @@ class Exploder(Probe):
 
 
 class FakeConsumer:
+    """The group member as the worker uses it (``transport.consumer.GroupConsumer``)."""
+
     def __init__(self, chunks: list[list[Message]]) -> None:
         self.chunks = chunks
         self.closed = False
 
-    def consume(self, num: int, timeout: float) -> list[Message]:
-        return self.chunks.pop(0) if self.chunks else []
-
-    def poll(self, timeout: float) -> Message | None:
+    def subscribe(self, *args: Any) -> None:
         return None
+
+    def poll(self, max_messages: int, timeout: float) -> list[Message]:
+        return self.chunks.pop(0) if self.chunks else []
 
     def assignment(self) -> list[Any]:
         return []
 
-    def commit(self, **kwargs: Any) -> None:
+    def commit(self, offsets: Any, asynchronous: bool = True) -> None:
         return None
 
-    def committed(self, partitions: list[Any], timeout: float = 0) -> list[Any]:
-        return partitions  # no witness yet
+    def committed(self, parts: Any, timeout: float = 0) -> list[Any]:
+        return []  # no witness yet
 
     def close(self) -> None:
         self.closed = True
 
 
 def test_an_error_mid_batch_commits_nothing() -> None:
-    from mwcore.runtime.worker import Worker, WorkerConfig
+    from mwcore.runtime.config import WorkerConfig
+    from mwcore.runtime.runner import Runner
+    from mwcore.runtime.worker import Worker
     from mwcore.watermarks.source import FixedWatermark
 
     registry = SchemaRegistry.from_directory(SCHEMAS)
@@ -183,10 +189,10 @@ def test_an_error_mid_batch_commits_nothing() -> None:
     worker = Worker(Exploder(), WorkerConfig(bootstrap="127.0.0.1:9"), store, registry, FixedWatermark())
     consumer = FakeConsumer([[msg(registry, 0, 1), msg(registry, 1, 99), msg(registry, 2, 3)]])
     worker.consumer = consumer  # type: ignore[assignment]
-    worker._acquire(0)
+    worker.acquire(0)
     iv = IntervalId("default", "probe", 0)
     with pytest.raises(KeyboardInterrupt):
-        worker.run()
+        Runner([worker]).run()
     # The batch moved positions past a record that never ran: committing it would lose it.
     assert store.recover(iv, "").positions == {} and store.recover(iv, "").commits == 0
     assert consumer.closed

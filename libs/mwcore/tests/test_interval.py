@@ -12,9 +12,10 @@ from mwcore import Context, Record, TimeDomain
 from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.examples.running_sum import RunningSum
-from mwcore.runtime.interval import InputBinding, Interval, IntervalDeps
-from mwcore.runtime.timers import field_of
+from mwcore.runtime.intake import InputBinding
+from mwcore.runtime.interval import Interval, IntervalDeps
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.checkpoint import field_of
 from mwcore.store.interface import IntervalId
 from mwcore.store.memory_store import MemoryCheckpointStore
 
@@ -57,8 +58,8 @@ def message(registry: SchemaRegistry, offset: int, key: str, n: int, rid: bytes)
 
 def commit(interval: Interval, store: MemoryCheckpointStore) -> list[bytes]:
     cp = interval.prepare()
-    interval.committed(cp, store.commit(IV, interval.token, cp))
-    return [p.id for batch in interval.outbox.take_to_send() for p in batch.productions]
+    interval.committed(cp, store.commit(IV, interval.token, cp.checkpoint))
+    return [p.id for batch in interval.take_to_send() for p in batch.productions]
 
 
 def test_duplicates_dropped_within_and_across_batches(registry: SchemaRegistry) -> None:
@@ -69,7 +70,7 @@ def test_duplicates_dropped_within_and_across_batches(registry: SchemaRegistry) 
     commit(interval, store)
     interval.process([message(registry, 2, "k", 5, a), message(registry, 3, "k", 7, b)])
     commit(interval, store)
-    assert interval.cache["k"].total == 8 and interval.deps.counters.duplicates == 2
+    assert interval.cache.get("k").total == 8 and interval.deps.counters.duplicates == 2
     assert store.recover(IV, "").positions == {"numbers:0": 4}
 
 
@@ -78,10 +79,10 @@ def test_productions_leave_only_after_the_commit_and_are_deleted_after_acks(regi
     interval = Interval(IV, store.recover(IV, store.grant(IV, "a")), make_deps(registry, store))
     rid = b"r" * 16
     interval.process([message(registry, 0, "k", 3, rid)])
-    assert interval.outbox.take_to_send() == []  # nothing to send before the checkpoint
+    assert interval.take_to_send() == []  # nothing to send before the checkpoint
     cp = interval.prepare()
-    interval.committed(cp, store.commit(IV, interval.token, cp))
-    [batch] = interval.outbox.take_to_send()
+    interval.committed(cp, store.commit(IV, interval.token, cp.checkpoint))
+    [batch] = interval.take_to_send()
     assert [p.id for p in batch.productions] == [ids.derive(rid, 0)]
     assert len(store.recover(IV, "").pending) == 1
     for offset, _ in enumerate(batch.productions):
@@ -96,11 +97,13 @@ def test_productions_leave_only_after_the_commit_and_are_deleted_after_acks(regi
     assert [(s.topic, s.partition, s.end, s.count) for s in segments] == [("sums", 0, 1, 1)]
     assert segments[0].min_ts == batch.productions[0].timestamp
     assert interval.idle()
-    report, keys = interval.report(now_ms=0)
+    draft = interval.report(now_ms=0)
+    assert draft is not None
+    report = draft.report
     assert report.segments == tuple(segments)
     assert interval.outbox.oldest(handing_over=True) == MAX_WATERMARK  # what the report counts
     assert interval.outbox.oldest() == batch.productions[0].timestamp  # until the report is written
-    interval.outbox.reported(keys)
+    interval.reported(draft)
     assert interval.outbox.oldest() == MAX_WATERMARK  # left the oldest work with the report
     commit(interval, store)
     assert store.recover(IV, "").segments == {}
@@ -133,7 +136,7 @@ def test_recovery_reexecutes_with_the_same_ids(registry: SchemaRegistry) -> None
 
     second = Interval(IV, store.recover(IV, store.grant(IV, "b")), make_deps(registry, store))
     assert store.recover(IV, "").positions == {"numbers:0": 5}
-    resent = [p.id for b in second.outbox.take_to_send() for p in b.productions]
+    resent = [p.id for b in second.take_to_send() for p in b.productions]
     assert resent == [ids.derive(bytes([i]) * 16, 0) for i in range(5)]  # pending, sent again
     second.process(msgs[5:])
     assert commit(second, store) == lost
@@ -169,12 +172,12 @@ def test_bad_records_become_dead_letters_and_are_marked_seen(registry: SchemaReg
     negative = message(registry, 1, "k", -3, b"n" * 16)
     interval.process([corrupt, negative, message(registry, 2, "k", 4, b"g" * 16)])
     cp = interval.prepare()
-    dead = [p for p in cp.productions if p.topic == "running_sum.dead-letters"]
+    dead = [p for p in cp.checkpoint.productions if p.topic == "running_sum.dead-letters"]
     assert [dict(p.headers)["mw-source-offset"] for p in dead] == [b"0", b"1"]
     assert b"negative amount" in dict(dead[1].headers)["mw-error"]
-    assert set(cp.seen) == {b"c" * 16, b"n" * 16, b"g" * 16}
-    interval.committed(cp, store.commit(IV, interval.token, cp))
-    assert interval.cache["k"].total == 4
+    assert set(cp.checkpoint.seen) == {b"c" * 16, b"n" * 16, b"g" * 16}
+    interval.committed(cp, store.commit(IV, interval.token, cp.checkpoint))
+    assert interval.cache.get("k").total == 4
 
 
 class Holder(RunningSum):

@@ -11,8 +11,7 @@ import redis
 
 from mwcore.api.record import Production, TimeDomain
 from mwcore.errors import FencedError
-from mwcore.runtime.timers import TimerEntry, encode_entry, field_of
-from mwcore.store.checkpoint import Checkpoint
+from mwcore.store.checkpoint import Checkpoint, TimerEntry, encode_entry, field_of
 from mwcore.store.interface import CheckpointStore, IntervalId
 from mwcore.store.memory_store import MemoryCheckpointStore
 from mwcore.store.redis_store import RedisCheckpointStore

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from mwcore.api.record import TimeDomain
-from mwcore.runtime.timers import TimerEntry, TimerQueue, decode_entry, encode_entry, field_of
+from mwcore.runtime.timers import TimerQueue
+from mwcore.store.checkpoint import TimerEntry, decode_entry, encode_entry, field_of
 
 
 def entry(key: str, tag: str, ts: int, domain: TimeDomain = TimeDomain.EVENT) -> TimerEntry:

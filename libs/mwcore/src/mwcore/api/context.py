@@ -15,7 +15,7 @@ from typing import Any
 from mwcore.api import ids
 from mwcore.api.record import Production, TimeDomain
 
-_UNSET: Any = object()
+UNSET: Any = object()
 _tuple_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 # Kafka's default message.max.bytes is about 1 MB; leave room for key and headers.
 MAX_VALUE_BYTES = 900_000
@@ -37,14 +37,14 @@ class Effects:
     __slots__ = ("late_productions", "productions", "state", "timer_ops")
 
     def __init__(self) -> None:
-        self.state: Any = _UNSET  # _UNSET: untouched; None: cleared; else the new value
+        self.state: Any = UNSET  # UNSET: untouched; None: cleared; else the new value
         self.timer_ops: list[TimerOp] = []
         self.productions: list[Production] = []
         self.late_productions = 0
 
     @property
     def state_changed(self) -> bool:
-        return self.state is not _UNSET
+        return self.state is not UNSET
 
 
 Encoder = Callable[[Any], bytes]
@@ -60,7 +60,7 @@ class StateHandle:
 
     def get(self, default: Any = None) -> Any:
         eff = self._ctx._effects
-        if eff.state is not _UNSET:
+        if eff.state is not UNSET:
             return default if eff.state is None else eff.state
         value = self._ctx._load_state(self._ctx.key)
         return default if value is None else value

@@ -3,7 +3,7 @@ timestamp order, the watermark at the end of the data (or infinity) at the end.
 
 The unit of work is one key: its input records (of every input stream, sorted by
 timestamp, records before timers at the same time) run through the runtime's own
-context, codec and timer queue (``mwcore.testing.Harness``). Before each record every
+context, codec and timer queue (``mwcore.runtime.harness.Harness``). Before each record every
 event-time timer of the key below the record's timestamp fires, as it would have
 under an exact watermark; after the last record the watermark goes to the end of
 time. Record ids are those of the archive, so productions carry the very ids the
@@ -19,10 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from mwcore.api.clock import MIN_WATERMARK
 from mwcore.api.computation import Computation
+from mwcore.runtime.harness import Harness
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.testing import Harness
 
 
 @dataclass(frozen=True)
@@ -47,15 +46,12 @@ class KeyRunner:
         replay passes the end of its data)."""
         self.h = Harness(computation, registry, raise_errors=False)
         self.end_ms = end_ms
-        self._serdes = {s: serde for s, (_, serde) in self.h._inputs.items()}
-        self._encoders = {s: serde.encode for s, serde in self.h._outputs.items()}
         self.failures = 0
         self.duplicates = 0
 
     def run_key(self, records: Iterable[Encoded]) -> Iterator[Encoded]:
         """The key's productions, in the order the computation made them."""
         h = self.h
-        start = len(h._produced)
         seen: set[tuple[str, bytes]] = set()
         for r in sorted(records, key=lambda r: (r.timestamp, r.stream, r.id)):
             if r.id:
@@ -64,27 +60,15 @@ class KeyRunner:
                     continue
                 seen.add((r.stream, r.id))
             h.advance_watermark(r.timestamp)  # timers strictly below the record fire first
-            serde = self._serdes.get(r.stream)
-            if serde is None:
-                raise ValueError(f"{r.stream!r} is not an input of {h.comp.name}")
-            try:
-                value = serde.decode(r.value)
-            except Exception:
-                self.failures += 1  # the streaming runtime dead-letters it
-                continue
-            h.send(r.stream, value, r.timestamp, key=r.key, record_id=r.id, decoded=True)
+            h.send_encoded(r.stream, r.value, r.timestamp, key=r.key, record_id=r.id or None)
         if self.end_ms is None:
             h.finish()
         else:
             h.advance_watermark(self.end_ms)
-        h.timers = type(h.timers)()  # timers beyond the end stay unfired
-        out = h._produced[start:]
-        del h._produced[start:]
-        self.failures += len(h.failures)
-        h.failures.clear()
-        h.watermark = MIN_WATERMARK  # the next key starts at the beginning of time
-        for stream, p in out:
-            yield Encoded(stream, p.key, p.timestamp, p.id, self._encoders[stream](p.value))
+        h.reset_time()  # timers beyond the end stay unfired; the next key starts at the beginning
+        self.failures += len(h.take_failures())  # the streaming runtime dead-letters them
+        for p in h.take_productions():
+            yield Encoded(p.topic, (p.key or b"").decode(), p.timestamp, p.id, p.value)
 
 
 def run_batch(

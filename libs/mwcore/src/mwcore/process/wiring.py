@@ -7,9 +7,10 @@ from collections.abc import Mapping
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.computation import Computation
 from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
+from mwcore.runtime.config import WorkerConfig
 from mwcore.runtime.faults import Faults
 from mwcore.runtime.injector import Injector
-from mwcore.runtime.worker import Worker, WorkerConfig
+from mwcore.runtime.worker import Worker
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import REDIS_RETRIES, redis_client
 from mwcore.store.interface import IntervalId

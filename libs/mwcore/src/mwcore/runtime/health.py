@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Protocol
 
-from confluent_kafka import TopicPartition
+from mwcore.transport.consumer import Offset, Part
 
 Offsets = dict[tuple[str, int], int]
 
@@ -95,13 +95,16 @@ class Health:
             self.reason = None
 
 
-def group_state(consumer: Any, topics: Iterable[str], partitions: int) -> tuple[Offsets, Offsets]:
+class GroupView(Protocol):
+    """What the unassigned check reads of the group (``transport.consumer.GroupConsumer``)."""
+
+    def committed(self, parts: Iterable[Part], timeout: float = 10.0) -> list[Offset]: ...
+    def end_offset(self, part: Part, cached: bool = False) -> int: ...
+
+
+def group_state(consumer: GroupView, topics: Iterable[str], partitions: int) -> tuple[Offsets, Offsets]:
     """A group's committed positions and its input partitions' ends (for ``check_unassigned``)."""
-    tps = [TopicPartition(t, p) for t in topics for p in range(partitions)]
-    got = consumer.committed(tps, timeout=5)
-    committed = {(tp.topic, tp.partition): max(0, tp.offset) for tp in got}
-    ends: Offsets = {}
-    for tp in tps:
-        _, high = consumer.get_watermark_offsets(tp, timeout=5, cached=False)
-        ends[(tp.topic, tp.partition)] = high
+    parts = [Part(t, p) for t in topics for p in range(partitions)]
+    committed = {(o.topic, o.partition): max(0, o.offset) for o in consumer.committed(parts, timeout=5)}
+    ends: Offsets = {(p.topic, p.partition): consumer.end_offset(p) for p in parts}
     return committed, ends

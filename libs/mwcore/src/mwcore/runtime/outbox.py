@@ -14,6 +14,8 @@ the checkpoint is written go into it as a batch too (paper, figure 11).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from mwcore.api.clock import MAX_WATERMARK
@@ -58,6 +60,23 @@ class OutboxBatch:
         self.remaining -= 1
         if self.remaining == 0:
             self.outbox._settled(self)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxCommit:
+    """What one checkpoint carries for the outbox, from ``Outbox.for_checkpoint`` to
+    ``Outbox.checkpointed``."""
+
+    deleted: list[bytes]  # pending batches acknowledged in full: their keys, deleted
+    settled: int  # how many acknowledged batches (the first of ``acked``) it settles
+    segments_key: bytes | None  # where it stores their segments (None: none)
+    segments: list[Segment]
+    handed: list[bytes]  # stored segments a report handed over: their keys, deleted
+    weak: list[OutboxBatch]  # weak batches not acknowledged yet, checkpointed as pending
+
+    def pending(self) -> dict[bytes, list[Production]]:
+        """The weak batches, as the checkpoint's pending section stores them."""
+        return {b.key: b.productions for b in self.weak}
 
 
 class Outbox:
@@ -136,19 +155,34 @@ class Outbox:
         """Something for the next checkpoint even without new records."""
         return bool(self.acked or self.reported_keys)
 
-    def for_checkpoint(self) -> tuple[list[bytes], list[Segment], list[bytes]]:
-        """(pending keys to delete, segments to store, stored keys to delete)."""
-        keys = [b.key for b in self.acked if b.checkpointed]
-        return keys, _segments(self.acked), list(self.reported_keys)
+    def for_checkpoint(self, new_key: Callable[[], bytes], weak: bool = True) -> OutboxCommit:
+        """What the next checkpoint carries for the outbox (``checkpointed`` once it is
+        durable): the deletion of fully acknowledged batches, their segments under a new
+        key, the deletion of segments a report handed over, and (``weak``) every weak
+        batch not acknowledged yet, each under a new key."""
+        segments = _segments(self.acked)
+        for batch in self.weak if weak else ():
+            batch.key = new_key()
+        return OutboxCommit(
+            deleted=[b.key for b in self.acked if b.checkpointed],
+            settled=len(self.acked),
+            segments_key=new_key() if segments else None,
+            segments=segments,
+            handed=list(self.reported_keys),
+            weak=list(self.weak) if weak else [],
+        )
 
-    def checkpointed(
-        self, n_acked: int, segments_key: bytes | None, segments: list[Segment], n_deleted: int
-    ) -> None:
-        """The checkpoint made by ``for_checkpoint`` is durable."""
-        del self.acked[:n_acked]
-        if segments_key is not None:
-            self.stored[segments_key] = segments
-        del self.reported_keys[:n_deleted]
+    def checkpointed(self, commit: OutboxCommit) -> None:
+        """The checkpoint made from ``commit`` is durable."""
+        del self.acked[: commit.settled]
+        if commit.segments_key is not None:
+            self.stored[commit.segments_key] = commit.segments
+        del self.reported_keys[: len(commit.handed)]
+        for batch in commit.weak:
+            batch.checkpointed = True  # acknowledged already: the next checkpoint deletes it
+            if batch in self.weak:
+                self.weak.remove(batch)
+                self.pending[batch.key] = batch
 
     def handed(self) -> tuple[list[bytes], list[Segment]]:
         """What a report hands to the backlog: every stored segment (merged)."""
@@ -191,21 +225,6 @@ class Outbox:
         batch = OutboxBatch(self, b"", productions, checkpointed=False)
         self.weak.append(batch)
         self.to_send.append(batch)
-
-    def weak_for_checkpoint(self, make_key: Any) -> dict[bytes, list[Production]]:
-        """Name each unacknowledged weak batch, for the checkpoint being prepared."""
-        out: dict[bytes, list[Production]] = {}
-        for batch in self.weak:
-            batch.key = make_key()
-            out[batch.key] = batch.productions
-        return out
-
-    def weak_committed(self) -> None:
-        """The checkpoint holding the named weak batches is durable."""
-        for batch in self.weak:
-            batch.checkpointed = True
-            self.pending[batch.key] = batch
-        self.weak = []
 
     def take_to_send(self) -> list[OutboxBatch]:
         out, self.to_send = self.to_send, []

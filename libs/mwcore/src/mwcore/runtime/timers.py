@@ -1,51 +1,18 @@
 """The timers of one key interval, in memory, ordered by time per domain.
 
-The checkpoint holds the durable copy (one hash field per (key, tag)); this queue is
-soft state rebuilt from it on recovery. A timer is identified by (key, tag): setting
-it again replaces it. Due timers come out in timestamp order (so in order per key).
+The checkpoint holds the durable copy (one hash field per (key, tag):
+``store.checkpoint.field_of``); this queue is soft state rebuilt from it on recovery.
+A timer is identified by (key, tag): setting it again replaces it. Due timers come out
+in timestamp order (so in order per key).
 """
 
 from __future__ import annotations
 
 import heapq
-import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from mwcore.api.record import TimeDomain
-
-_ENTRY = struct.Struct(">cq")
-_DOMAIN_CODE = {TimeDomain.EVENT: b"e", TimeDomain.WALL: b"w", TimeDomain.HOLD: b"h"}
-_CODE_DOMAIN = {v: k for k, v in _DOMAIN_CODE.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class TimerEntry:
-    key: str
-    tag: str
-    timestamp: int
-    domain: TimeDomain
-    set_id: bytes  # id of the operation that set it; firing ids derive from it
-
-
-_KLEN = struct.Struct(">H")
-
-
-def field_of(key: str, tag: str) -> bytes:
-    """Hash field of a timer: the key length-prefixed (keys may hold any byte), then the tag."""
-    raw = key.encode()
-    return _KLEN.pack(len(raw)) + raw + tag.encode()
-
-
-def encode_entry(entry: TimerEntry) -> bytes:
-    return _ENTRY.pack(_DOMAIN_CODE[entry.domain], entry.timestamp) + entry.set_id
-
-
-def decode_entry(field: bytes, value: bytes) -> TimerEntry:
-    (n,) = _KLEN.unpack_from(field)
-    key, tag = field[2 : 2 + n], field[2 + n :]
-    code, ts = _ENTRY.unpack_from(value)
-    return TimerEntry(key.decode(), tag.decode(), ts, _CODE_DOMAIN[code], value[_ENTRY.size :])
+from mwcore.store.checkpoint import TimerEntry
 
 
 class TimerQueue:
@@ -68,6 +35,11 @@ class TimerQueue:
 
     def clear(self, key: str, tag: str) -> TimerEntry | None:
         return self._live.pop((key, tag), None)
+
+    def clear_all(self) -> None:
+        self._live.clear()
+        for heap in self._heaps.values():
+            heap.clear()
 
     def get(self, key: str, tag: str) -> TimerEntry | None:
         return self._live.get((key, tag))

@@ -26,22 +26,20 @@ the confirmation (the consumer's ``on_commit`` callback) says exactly what it co
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Protocol
-
-import structlog
-from confluent_kafka import KafkaException, TopicPartition
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from mwcore.errors import StoreRollbackError
-
-log = structlog.get_logger("mwcore.runtime.witness")
+from mwcore.transport.consumer import Offset, Part
 
 _PREFIX = "mw:"
 
 
-class _Consumer(Protocol):
-    def commit(self, *args: Any, **kwargs: Any) -> Any: ...
-    def committed(self, partitions: list[TopicPartition], timeout: float = ...) -> list[TopicPartition]: ...
+class Committer(Protocol):
+    """What the witness needs of the group member (``transport.consumer.GroupConsumer``)."""
+
+    def commit(self, offsets: Sequence[Offset], asynchronous: bool = True) -> None: ...
+    def committed(self, parts: Iterable[Part], timeout: float = 10.0) -> list[Offset]: ...
 
 
 def encode(commits: int) -> str:
@@ -83,46 +81,31 @@ class Witness:
         self.confirmed.pop(index, None)
         self.newly_confirmed.discard(index)
 
-    def _offsets(self) -> list[TopicPartition]:
+    def _offsets(self) -> list[Offset]:
         offsets = []
         for index, (commits, positions) in self._wanted.items():
             meta = encode(commits)
             for fld, off in positions.items():
                 topic, _, part = fld.rpartition(":")
                 assert int(part) == index, fld
-                offsets.append(TopicPartition(topic, index, off, metadata=meta))
+                offsets.append(Offset(topic, index, off, meta))
         self._wanted = {}
         return offsets
 
-    def flush(self, consumer: _Consumer) -> None:
-        """Write what is wanted, asynchronously (``on_commit`` confirms)."""
-        if not self._wanted:
-            return
-        offsets = self._offsets()
-        try:
-            consumer.commit(offsets=offsets, asynchronous=True)
-        except KafkaException as exc:  # e.g. not a member right now: the next commit retries
-            log.warning("witness_write_failed", error=str(exc))
+    def flush(self, consumer: Committer) -> None:
+        """Write what is wanted, asynchronously (``on_committed`` confirms)."""
+        if self._wanted:
+            consumer.commit(self._offsets(), asynchronous=True)
 
-    def flush_sync(self, consumer: _Consumer) -> None:
+    def flush_sync(self, consumer: Committer) -> None:
         """Write what is wanted and wait (a hand-over: no callback will be served)."""
-        if not self._wanted:
-            return
-        offsets = self._offsets()
-        try:
-            done = consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as exc:
-            log.warning("witness_write_failed", error=str(exc))
-            return
-        self.on_commit(None, done or [])
+        if self._wanted:
+            consumer.commit(self._offsets(), asynchronous=False)
 
-    def on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
-        """The consumer's ``on_commit`` callback."""
-        if err is not None:
-            log.warning("witness_write_failed", error=str(err))
-        for tp in partitions:
-            if tp.error is None:
-                self._confirm(tp.partition, decode(tp.metadata))
+    def on_committed(self, offsets: list[Offset]) -> None:
+        """What Kafka confirmed (the group member's ``on_committed``)."""
+        for o in offsets:
+            self._confirm(o.partition, decode(o.metadata))
 
     def _confirm(self, index: int, commits: int) -> None:
         if commits > self.confirmed.get(index, -1):
@@ -131,10 +114,10 @@ class Witness:
 
     # -- reads -----------------------------------------------------------------------------
 
-    def read(self, consumer: _Consumer, index: int, timeout: float = 10.0) -> int:
+    def read(self, consumer: Committer, index: int, timeout: float = 10.0) -> int:
         """The highest commit count Kafka holds for the interval (0: none)."""
-        tps = consumer.committed([TopicPartition(t, index) for t in self.topics], timeout=timeout)
-        return max((decode(tp.metadata) for tp in tps), default=0)
+        offsets = consumer.committed([Part(t, index) for t in self.topics], timeout=timeout)
+        return max((decode(o.metadata) for o in offsets), default=0)
 
     def check(self, interval: str, store_commits: int, witnessed: int) -> None:
         if store_commits < witnessed:

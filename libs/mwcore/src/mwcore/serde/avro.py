@@ -242,3 +242,12 @@ def decode_any(registry: SchemaRegistry, data: bytes) -> tuple[str, Any]:
         return writer.name, fastavro.schemaless_reader(io.BytesIO(data[HEADER_LEN:]), writer.parsed, None)
     except Exception as exc:
         raise SerializationError(f"cannot decode as {writer.name}: {exc}") from exc
+
+
+def find_schemas(start: Path | None = None) -> Path:
+    """The nearest ``schemas/`` directory at or above ``start`` (default: cwd)."""
+    base = (start or Path.cwd()).resolve()
+    for d in (base, *base.parents):
+        if (d / "schemas").is_dir():
+            return d / "schemas"
+    raise FileNotFoundError(f"no schemas/ directory at or above {base}")

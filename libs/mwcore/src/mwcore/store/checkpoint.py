@@ -22,8 +22,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from mwcore.api.record import Production
-from mwcore.runtime.timers import TimerEntry
+from mwcore.api.record import Production, TimeDomain
 from mwcore.watermarks.reports import Segment
 
 _H = struct.Struct(">H")
@@ -147,3 +146,39 @@ def decode_batch(blob: bytes) -> list[Production]:
         out.append(decode_production(pid, blob[pos + 20 : pos + 20 + n]))
         pos += 20 + n
     return out
+
+
+# -- timers: one hash field per (key, tag) -------------------------------------------------
+
+_ENTRY = struct.Struct(">cq")
+_DOMAIN_CODE = {TimeDomain.EVENT: b"e", TimeDomain.WALL: b"w", TimeDomain.HOLD: b"h"}
+_CODE_DOMAIN = {v: k for k, v in _DOMAIN_CODE.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class TimerEntry:
+    key: str
+    tag: str
+    timestamp: int
+    domain: TimeDomain
+    set_id: bytes  # id of the operation that set it; firing ids derive from it
+
+
+_KLEN = struct.Struct(">H")
+
+
+def field_of(key: str, tag: str) -> bytes:
+    """Hash field of a timer: the key length-prefixed (keys may hold any byte), then the tag."""
+    raw = key.encode()
+    return _KLEN.pack(len(raw)) + raw + tag.encode()
+
+
+def encode_entry(entry: TimerEntry) -> bytes:
+    return _ENTRY.pack(_DOMAIN_CODE[entry.domain], entry.timestamp) + entry.set_id
+
+
+def decode_entry(field: bytes, value: bytes) -> TimerEntry:
+    (n,) = _KLEN.unpack_from(field)
+    key, tag = field[2 : 2 + n], field[2 + n :]
+    code, ts = _ENTRY.unpack_from(value)
+    return TimerEntry(key.decode(), tag.decode(), ts, _CODE_DOMAIN[code], value[_ENTRY.size :])

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 
 from mwcore.api.record import Production
 from mwcore.errors import FencedError
-from mwcore.runtime.timers import decode_entry
-from mwcore.store.checkpoint import Checkpoint, Snapshot
+from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_entry
 from mwcore.store.interface import IntervalId
 from mwcore.watermarks.reports import decode_segments
 

@@ -10,9 +10,8 @@ from typing import Literal
 import redis
 
 from mwcore.errors import CheckpointError, FencedError
-from mwcore.runtime.timers import decode_entry
 from mwcore.store import scripts
-from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_batch, encode_batch
+from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_batch, decode_entry, encode_batch
 from mwcore.store.interface import IntervalId
 from mwcore.store.resp import Arg, FastScript, PackedArgs
 from mwcore.watermarks.reports import STREAM_MAXLEN, decode_segments, report_stream

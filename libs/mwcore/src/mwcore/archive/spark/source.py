@@ -279,7 +279,7 @@ def _schemas_dir(option: Path | str | None) -> Path:
         return Path(option)
     if os.environ.get("MW_SCHEMAS_DIR"):
         return Path(os.environ["MW_SCHEMAS_DIR"])
-    from mwcore.testing import find_schemas
+    from mwcore.serde.avro import find_schemas
 
     return find_schemas()
 

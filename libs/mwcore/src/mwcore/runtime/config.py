@@ -1,0 +1,33 @@
+"""A worker's configuration, read once at the process's edge (``process.settings``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    bootstrap: str
+    namespace: str = "default"
+    worker_id: str = "worker"
+    instance_id: str | None = None  # static group membership: fast restarts
+    max_batch_records: int = 5000
+    max_batch_delay_ms: int = 10
+    # productions and watermark reports of a checkpoint wait until the commit witness
+    # covers it (witness.py); off: the witness only detects (no added latency)
+    witness_gate: bool = True
+    health_stall_s: float = 60.0  # no progress this long while input waits: unhealthy (health.py)
+    session_timeout_ms: int = 1500  # also sets the heartbeat: a tenth of it
+    poll_records: int = 5000
+    max_cache_keys: int = 100_000
+    latency_out: str = ""  # if set: record commit latency, write percentiles here at exit
+    refence_backoff_s: float = 10.0  # after losing an interval to another grant
+    report_interval_ms: int = 100  # watermark reports to the authority
+    seen_gc_slack_ms: int = 60_000
+    # Negative controls only (settings: MW_UNSAFE_*): each turns one mechanism off.
+    unsafe_keep_fired_timers: bool = False
+    unsafe_drop_dead_letters: bool = False
+    unsafe_unchecked_weak: bool = False
+    unsafe_skip_drain: bool = False
+    unsafe_no_retake: bool = False
+    unsafe_ignore_rollback: bool = False  # a store behind the witness is used anyway
