@@ -16,10 +16,12 @@ test: bootstrap lint
 test-fast: bootstrap
 	$(BIN)/pytest libs/mwcore/tests $(PYTEST_ARGS)
 
+## make lint: style, formatting, types, and the import contracts (pyproject.toml: the layers)
 lint: bootstrap
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: bootstrap
 	$(BIN)/ruff format .

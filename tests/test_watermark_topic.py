@@ -27,7 +27,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from mwcore.tools.localstack import LocalStack
 from mwcore.transport import watermark_topic as feed
 from mwcore.transport.topics import producer_config
-from mwcore.transport.watermark_topic import Watermarks, ensure_watermark_topic
+from mwcore.transport.watermark_topic import ensure_watermark_topic
+from mwcore.watermarks.published import Watermarks
 from tests.support.procs import wait_until
 from tests.support.topics import read_topic
 

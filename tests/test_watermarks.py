@@ -34,7 +34,8 @@ from mwcore.runtime.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.tools.localstack import LocalStack, free_port
 from mwcore.transport.topics import consumer_config, late_stream, partition_counts, topic_name
-from mwcore.transport.watermark_topic import Watermarks, ensure_watermark_topic
+from mwcore.transport.watermark_topic import ensure_watermark_topic
+from mwcore.watermarks.published import Watermarks
 from mwcore.watermarks.reports import report_stream, topology_key
 from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.topics import read_topic

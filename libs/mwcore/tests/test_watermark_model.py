@@ -143,7 +143,7 @@ def test_report_entries_round_trip() -> None:
 
 def test_the_watermarks_view_shows_lag_and_held_values() -> None:
     from mwcore.tools.watermarks_view import render, rows
-    from mwcore.transport.watermark_topic import Watermarks
+    from mwcore.watermarks.published import Watermarks
 
     table = rows(
         [Watermarks("a", "computation", 9_000, 8_000, 9_500, 8_000, 9_900), Watermarks("src", "injector")],

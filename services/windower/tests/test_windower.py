@@ -32,8 +32,8 @@ def test_counts_come_out_when_the_watermark_passes_the_bucket() -> None:
 
 
 def test_in_batch_a_record_archived_twice_is_counted_once() -> None:
-    from mwcore.archive.batch import Encoded, KeyRunner
-    from mwcore.serde.avro import AvroSerde
+    from mwcore import AvroSerde
+    from mwcore.testing import Encoded, KeyRunner
 
     h = Harness(Windower)
     serde = AvroSerde(h.registry, "zeitgeist.Query")

@@ -30,18 +30,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import redis
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-
 from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.record import ID_HEADER, LATE_HEADER
 from mwcore.errors import ConfigError
 from mwcore.runtime.injector import Injector
-from mwcore.serde.avro import _FP, HEADER_LEN, MAGIC, SchemaRegistry, SchemaVersion
-from mwcore.transport.archive import Range, Slice, plan
+from mwcore.serde.avro import SchemaRegistry, SchemaVersion, writer_fingerprint
+from mwcore.store.client import RedisClient
+from mwcore.transport.archive import Range, Slice, plan, read_slices
 from mwcore.transport.schema_topic import SchemaTopic
-from mwcore.transport.topics import consumer_config, partition_counts, topic_name
+from mwcore.transport.topics import partition_counts, topic_name
 
 BLOCK = 10_000  # offsets per block of the first pass
 
@@ -96,62 +94,6 @@ def _late_ms(headers: list[tuple[str, bytes | None]]) -> int | None:
     return None
 
 
-def _consume_slices(
-    bootstrap: str,
-    pieces: list[Slice],
-    on_message: Callable[[Slice, object], None],
-    on_end: Callable[[Slice], None] | None = None,
-    timeout_s: float = 60.0,
-) -> None:
-    """Every message of the slices (one per partition), with one consumer; ``on_end``
-    once a slice is through (its end reached, or the partition's, where compaction
-    removed the last offsets)."""
-    todo = {(p.topic, p.partition): p for p in pieces if p.size > 0}
-    if not todo:
-        return
-    conf = consumer_config(
-        bootstrap, f"mw-replay-{time.monotonic_ns()}", None, **{"enable.partition.eof": True}
-    )
-    c = Consumer(conf)
-    c.assign([TopicPartition(p.topic, p.partition, p.start) for p in todo.values()])
-    last = time.monotonic()
-    try:
-        while todo:
-            batch = c.consume(10_000, 1.0)
-            if not batch and time.monotonic() - last > timeout_s:
-                raise TimeoutError(f"no data from {sorted(todo)} for {timeout_s}s")
-            for m in batch:
-                err = m.error()
-                k = (m.topic() or "", m.partition() or 0)
-                piece = todo.get(k)
-                off = m.offset() or 0
-                if err is not None:
-                    if err.code() != KafkaError._PARTITION_EOF:
-                        raise RuntimeError(f"reading the archive: {err}")
-                    if piece is not None and off >= piece.start:  # nothing more up to its end
-                        del todo[k]
-                        if on_end is not None:
-                            on_end(piece)
-                    continue
-                last = time.monotonic()
-                if piece is None:
-                    continue
-                if off >= piece.end:  # the slice's last offsets are gone (compaction): it is through
-                    del todo[k]
-                    c.pause([TopicPartition(k[0], k[1])])
-                    if on_end is not None:
-                        on_end(piece)
-                    continue
-                on_message(piece, m)
-                if off + 1 >= piece.end:
-                    del todo[k]
-                    c.pause([TopicPartition(k[0], k[1])])
-                    if on_end is not None:
-                        on_end(piece)
-    finally:
-        c.close()
-
-
 class _SchemaCopier:
     """Publishes the writer schema of each record's value to the target namespace before
     the first record that uses it."""
@@ -161,9 +103,9 @@ class _SchemaCopier:
         self.done: set[int] = set()
 
     def before(self, value: bytes) -> None:
-        if len(value) < HEADER_LEN or value[:2] != MAGIC:
+        fp = writer_fingerprint(value)
+        if fp is None:
             return
-        (fp,) = _FP.unpack_from(value, 2)
         if fp in self.done:
             return
         self.done.add(fp)
@@ -181,7 +123,7 @@ class Replay:
         self,
         *,
         bootstrap: str,
-        client: redis.Redis,
+        client: RedisClient,
         registry: SchemaRegistry,
         stream: str,
         namespace: str,
@@ -223,7 +165,7 @@ class Replay:
             blocks = oldest.setdefault((piece.topic, piece.partition), {})
             blocks[b] = min(ts, blocks.get(b, MAX_WATERMARK))
 
-        _consume_slices(self.bootstrap, pieces, note)
+        read_slices(self.bootstrap, pieces, note)
         for piece in pieces:
             found = oldest.get((piece.topic, piece.partition), {})
             n_blocks = -(-piece.size // self.block)
@@ -295,7 +237,7 @@ class Replay:
                     on_progress(Progress(sent, self.total, inj.reported, t - start))
 
         pieces = [p.piece for p in self._parts.values()]
-        _consume_slices(self.bootstrap, pieces, send, finished)
+        read_slices(self.bootstrap, pieces, send, finished)
         inj.advance(end)
         inj.close()  # flushes, then reports the final watermark
         copier.source.close()

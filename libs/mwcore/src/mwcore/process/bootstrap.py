@@ -26,8 +26,9 @@ import structlog
 from mwcore.errors import ConfigError, RefusedError, StoreRollbackError
 from mwcore.process import logs
 from mwcore.process.metrics import ProcessMetrics
-from mwcore.process.preflight import check_kafka, check_redis
 from mwcore.process.settings import MetricsSettings, ProcessSettings
+from mwcore.store.preflight import check_redis
+from mwcore.transport.preflight import check_kafka
 
 log = structlog.get_logger("mwcore.process")
 

@@ -13,13 +13,14 @@ from mwcore.runtime.injector import Injector
 from mwcore.runtime.worker import Worker
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import REDIS_RETRIES, redis_client
-from mwcore.store.interface import IntervalId
+from mwcore.store.manual_watermark import RedisWatermark
 from mwcore.store.redis_store import RedisCheckpointStore
+from mwcore.store.report_log import RedisReportLog
 from mwcore.store.reports import RedisReportSink
 from mwcore.transport.schema_topic import SchemaTopic
-from mwcore.transport.watermark_topic import TopicWatermark, WatermarkFeed
+from mwcore.transport.watermark_topic import TopicWatermark, WatermarkFeed, WatermarkPublisher
 from mwcore.watermarks.authority import Authority, AuthorityConfig
-from mwcore.watermarks.source import FixedWatermark, RedisWatermark, WatermarkSource
+from mwcore.watermarks.source import FixedWatermark, WatermarkSource
 
 
 def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Worker]:
@@ -90,10 +91,7 @@ def build_worker(
 
 
 def build_authority(settings: AuthoritySettings) -> Authority:
-    client = redis_client(settings.redis_url)
-    store = RedisCheckpointStore(client)
     config = AuthorityConfig(
-        bootstrap=settings.bootstrap,
         namespace=settings.namespace,
         shard=settings.authority_shard,
         shards=settings.authority_shards,
@@ -102,11 +100,8 @@ def build_authority(settings: AuthoritySettings) -> Authority:
         check_tokens=not settings.unsafe_accept_stale_reports,
         percentile=settings.authority_percentile,
     )
-
-    def token_of(name: str, index: int) -> str | None:
-        return store.current_token(IntervalId(settings.namespace, name, index))
-
-    return Authority(client, config, token_of)
+    log = RedisReportLog(redis_client(settings.redis_url), settings.namespace)
+    return Authority(log, WatermarkPublisher(settings.bootstrap, settings.namespace), config)
 
 
 def build_injector(name: str, outputs: Mapping[str, str | None], settings: InjectorSettings) -> Injector:

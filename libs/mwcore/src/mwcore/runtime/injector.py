@@ -25,23 +25,20 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import redis
-from confluent_kafka import Producer
-
 from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.api.record import ID_HEADER, LATE_HEADER
 from mwcore.errors import FencedError
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.store.interface import IntervalId
-from mwcore.store.redis_store import RedisCheckpointStore
+from mwcore.store.client import RedisClient
+from mwcore.store.injector_state import InjectorState
 from mwcore.store.reports import RedisReportSink
+from mwcore.transport.producer import Sender
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import (
     dead_letter_stream,
     end_offsets,
     ensure_topics,
-    producer_config,
     topic_name,
 )
 from mwcore.transport.watermark_topic import WatermarkFeed
@@ -53,7 +50,7 @@ class Injector:
         self,
         *,
         bootstrap: str,
-        client: redis.Redis,
+        client: RedisClient,
         registry: SchemaRegistry,
         name: str,
         outputs: Mapping[str, str | None],  # stream -> Avro schema (None: sent encoded)
@@ -74,8 +71,7 @@ class Injector:
         self.index = index
         self.processes = processes
         self._bootstrap = bootstrap
-        self._client = client
-        self._store = RedisCheckpointStore(client)
+        self._state = InjectorState(client, namespace, name, index)
         self._sink = RedisReportSink(client, namespace)
         self._serdes = {s: AvroSerde(registry, schema) for s, schema in outputs.items() if schema}
         self.schemas = schemas or SchemaTopic(bootstrap, namespace)
@@ -83,7 +79,7 @@ class Injector:
         self.dead_letter_topic = topic_name(namespace, dead_letter_stream(name))
         self._partitions = partitions
         self._report_every = report_interval_ms / 1000
-        self._producer = Producer(producer_config(bootstrap, **{"linger.ms": linger_ms}))
+        self._sender = Sender(bootstrap, **{"linger.ms": linger_ms})
         self.token = ""
         self.wanted = MIN_WATERMARK  # what advance() asked for
         self.reported = MIN_WATERMARK  # the promise made to the authority
@@ -98,9 +94,6 @@ class Injector:
         self.skew_ms = skew_ms
         self.skew_of = skew_of
         self._feed: WatermarkFeed | None = None
-        self._promise_key = f"mw:injp:{namespace}:{name}:{index}"
-        self._done_key = f"mw:inj:{namespace}:{name}:{index}:done"
-        self._interval = IntervalId(namespace, name, index)
         self._retry: list[tuple[int, int, Any]] = []
 
     def start(self) -> None:
@@ -115,10 +108,10 @@ class Injector:
         outputs = (*self._topics.values(), self.dead_letter_topic)
         spec = NodeSpec(self.name, "injector", (), outputs, self.processes)
         self._sink.declare(spec)
-        self.token = self._store.grant(self._interval, f"injector-{self.index}")
-        raw = self._client.get(self._promise_key)
-        if raw is not None:
-            self.reported = self.wanted = int(raw)
+        self.token = self._state.grant(f"injector-{self.index}")
+        promised = self._state.promise()
+        if promised is not None:
+            self.reported = self.wanted = promised
             for (topic, part), end in end_offsets(self._bootstrap, topics).items():
                 if end > 0:
                     self._acked[(topic, part)] = [end, self.reported, 1]
@@ -128,12 +121,11 @@ class Injector:
     def finished(self) -> set[str]:
         """What this injector process recorded as done (``finish``), across restarts:
         the source's own progress (files read, say), kept beside its promises."""
-        raw = self._client.smembers(self._done_key)
-        return {m.decode() if isinstance(m, bytes) else str(m) for m in raw}
+        return self._state.finished()
 
     def finish(self, item: str) -> None:
         """Record ``item`` as done: call it once what it sent is acknowledged (``flush``)."""
-        self._client.sadd(self._done_key, item)
+        self._state.finish(item)
 
     # -- sending -------------------------------------------------------------------------
 
@@ -166,14 +158,7 @@ class Injector:
             seq = next(self._seq)
             self._inflight[seq] = timestamp
             callback = functools.partial(self._on_delivery, seq, timestamp)
-        while True:
-            try:
-                self._producer.produce(
-                    topic, data, key, timestamp=timestamp, headers=headers, on_delivery=callback
-                )
-                break
-            except BufferError:
-                self._producer.poll(0.05)
+        self._sender.send(topic, data, key, timestamp=timestamp, headers=headers, on_delivery=callback)
         self.sent += 1
         self.poll()
         return late
@@ -187,14 +172,9 @@ class Injector:
         ]
         headers += [(f"mw-source-{k}", v.encode()) for k, v in source.items()]
         self.dead_letters += 1
-        while True:
-            try:
-                self._producer.produce(
-                    self.dead_letter_topic, value, None, headers=headers, on_delivery=self._on_late_delivery
-                )
-                return
-            except BufferError:
-                self._producer.poll(0.05)
+        self._sender.send(
+            self.dead_letter_topic, value, None, headers=headers, on_delivery=self._on_late_delivery
+        )
 
     def _on_delivery(self, seq: int, ts: int, err: Any, msg: Any) -> None:
         if err is not None:
@@ -225,7 +205,7 @@ class Injector:
         self.poll()
 
     def poll(self) -> None:
-        self._producer.poll(0)
+        self._sender.poll(0)
         if self._retry:
             self._resend()
         if time.monotonic() >= self._next_report:
@@ -235,22 +215,13 @@ class Injector:
         retry, self._retry = self._retry, []
         for seq, ts, msg in retry:
             callback = functools.partial(self._on_delivery, seq, ts)
-            while True:
-                try:
-                    self._producer.produce(
-                        msg.topic(),
-                        msg.value(),
-                        msg.key(),
-                        timestamp=ts,
-                        headers=msg.headers() or [],
-                        on_delivery=callback,
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)
+            headers = msg.headers() or []
+            self._sender.send(
+                msg.topic(), msg.value(), msg.key(), timestamp=ts, headers=headers, on_delivery=callback
+            )
 
     def report(self) -> None:
-        self._producer.poll(0)
+        self._sender.poll(0)
         self._next_report = time.monotonic() + self._report_every
         acked, self._acked = self._acked, {}
         oldest = min(self.wanted, min(self._inflight.values(), default=MAX_WATERMARK))
@@ -261,7 +232,7 @@ class Injector:
         try:
             if oldest > self.reported:  # stored first: a restart never forgets a promise
                 try:
-                    self._store.fenced_set(self._interval, self.token, self._promise_key, oldest)
+                    self._state.promise_fenced(self.token, oldest)
                 except FencedError as exc:
                     # Replaced by a newer process: still hand over what this one wrote
                     # (the authority keeps a stale report's segments, nothing else).
@@ -277,10 +248,10 @@ class Injector:
 
     def flush(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
-        left = self._producer.flush(timeout)
+        left = self._sender.flush(timeout)
         while self._retry and time.monotonic() < deadline:  # failed deliveries go again
             self._resend()
-            left = self._producer.flush(max(0.0, deadline - time.monotonic()))
+            left = self._sender.flush(max(0.0, deadline - time.monotonic()))
         if left or self._retry:
             raise RuntimeError(f"injector {self.name}: {left} records unsent after {timeout}s")
         self.report()

@@ -231,6 +231,15 @@ def _serde(registry: SchemaRegistry, name: str, generated: bool) -> AvroSerde:
     return AvroSerde(registry, name, generated=generated)
 
 
+def writer_fingerprint(data: bytes) -> int | None:
+    """The fingerprint of the writer schema of a single-object encoded value (None: the
+    value is not Avro single-object encoded)."""
+    if len(data) < HEADER_LEN or data[:2] != MAGIC:
+        return None
+    fp: int = _FP.unpack_from(data, 2)[0]
+    return fp
+
+
 def decode_any(registry: SchemaRegistry, data: bytes) -> tuple[str, Any]:
     """Decode with the writer schema the message names (no reader schema): the schema's
     name and the value. For tools that show any stream (``mw tail``)."""

@@ -8,6 +8,8 @@ from redis.retry import Retry
 
 REDIS_RETRIES = 10  # about 7 s of backoff in all
 
+RedisClient = redis.Redis  # what the other layers hold and pass, without importing redis
+
 
 def redis_client(url: str) -> redis.Redis:
     # Timeouts: a half-open connection must fail the step (and the worker restarts),
@@ -23,3 +25,14 @@ def redis_client(url: str) -> redis.Redis:
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_RETRIES),
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
     )
+
+
+def redis_ready(port: int, password: str = "", host: str = "127.0.0.1") -> bool:
+    """Whether a Redis answers PING (done loading its data)."""
+    client = redis.Redis(host=host, port=port, password=password or None, socket_connect_timeout=1)
+    try:
+        return bool(client.ping())
+    except (redis.BusyLoadingError, redis.ConnectionError):
+        return False
+    finally:
+        client.close()

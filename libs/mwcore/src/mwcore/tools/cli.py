@@ -171,10 +171,9 @@ def _batch(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     import json
 
-    import redis
-
     from mwcore.archive.replay import Progress, Replay, parse_time
     from mwcore.serde.avro import SchemaRegistry
+    from mwcore.store.client import redis_client
     from mwcore.tools.progress import Bar
 
     bootstrap = _bootstrap(args)
@@ -183,7 +182,7 @@ def _replay(args: argparse.Namespace) -> int:
     source = args.source_namespace or os.environ.get("MW_NAMESPACE", "default")
     replay = Replay(
         bootstrap=bootstrap,
-        client=redis.Redis.from_url(str(redis_url)),
+        client=redis_client(redis_url),
         registry=SchemaRegistry.from_directory(schemas),
         stream=args.stream,
         namespace=args.namespace,
@@ -209,13 +208,27 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _retire(args: argparse.Namespace) -> int:
     from mwcore.process.bootstrap import preflight
-    from mwcore.watermarks import retire
+    from mwcore.store.client import redis_client
+    from mwcore.store.retirements import RedisRetirements
+    from mwcore.transport.topics import partition_ends
+    from mwcore.watermarks.retire import QUIET_S, Retirer
 
     bootstrap, redis_url = _bootstrap(args), _redis_url(args)
     namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
     preflight(bootstrap, redis_url, durable=False)  # it writes no checkpoint
-    quiet_s = retire.QUIET_S if args.quiet_s is None else args.quiet_s
-    return retire.main(redis_url, bootstrap, namespace, args.computation, quiet_s)
+    client = redis_client(redis_url)
+    try:
+        retirer = Retirer(
+            RedisRetirements(client, namespace),
+            lambda spec: partition_ends(bootstrap, spec.outputs),
+            namespace,
+            QUIET_S if args.quiet_s is None else args.quiet_s,
+        )
+        outcome = retirer.retire(args.computation)
+    finally:
+        client.close()
+    print(f"mw retire: {outcome.line()}", flush=True)
+    return 0
 
 
 def _up(args: argparse.Namespace) -> int:

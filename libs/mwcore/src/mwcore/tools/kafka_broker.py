@@ -29,6 +29,7 @@ from pathlib import Path
 
 from mwcore.errors import ConfigError
 from mwcore.tools.localproc import die_with_parent, free_port, kill_process, stop_process
+from mwcore.transport.topics import broker_ready
 
 KAFKA_VERSION = "4.1.1"
 SCALA_VERSION = "2.13"
@@ -265,25 +266,13 @@ class KafkaBroker:
 
     def _wait_ready(self, timeout: float) -> None:
         """Ready when the broker answers metadata and a group coordinator exists."""
-        from confluent_kafka.admin import AdminClient
-
         assert self.proc is not None
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
         deadline = time.monotonic() + timeout
-        while True:
+        while not broker_ready(self.bootstrap):
             if self.proc.poll() is not None:
                 raise RuntimeError(
                     f"the Kafka broker exited with code {self.proc.returncode} at start (log: {self.log})"
                 )
-            try:
-                meta = admin.list_topics(timeout=1)
-                if meta.brokers:
-                    # Finding a group's coordinator creates __consumer_offsets: do it
-                    # now, once, so the first consumer does not wait for it.
-                    admin.describe_consumer_groups(["mw-warmup"], request_timeout=5)["mw-warmup"].result()
-                    return
-            except Exception:
-                pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the Kafka broker did not answer within {timeout}s (log: {self.log})")
             time.sleep(0.1)

@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Literal
 
 from mwcore.errors import ConfigError
+from mwcore.store.client import redis_ready
 from mwcore.tools.kafka_broker import KafkaBroker
 from mwcore.tools.localproc import die_with_parent, free_port, kill_process, stop_process, wait_for_port
 
@@ -68,18 +69,8 @@ class RedisServer:
         return self
 
     def _wait_ready(self, timeout: float) -> None:
-        import redis
-
-        client = redis.Redis(port=self.port, password=self.password or None)
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if client.ping():
-                    return
-            except redis.BusyLoadingError:
-                pass
-            except redis.ConnectionError:
-                pass
+        while not redis_ready(self.port, self.password):
             if time.monotonic() > deadline:
                 raise TimeoutError("redis-server did not answer PING")
             time.sleep(0.05)

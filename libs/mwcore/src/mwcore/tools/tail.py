@@ -13,16 +13,15 @@ from __future__ import annotations
 import base64
 import json
 import sys
-import time
 from collections.abc import Callable
 from typing import Any, TextIO
-
-from confluent_kafka import Consumer, Message, TopicPartition
 
 from mwcore.api.record import ID_HEADER
 from mwcore.errors import ConfigError, SerializationError
 from mwcore.serde.avro import MAGIC, SchemaRegistry, decode_any
-from mwcore.transport.topics import consumer_config, end_offsets, topic_name
+from mwcore.transport.message import Message
+from mwcore.transport.reader import PartitionReader
+from mwcore.transport.topics import end_offsets, topic_name, topic_partitions
 
 
 def _text(raw: bytes | str | None) -> Any:
@@ -66,16 +65,12 @@ def render(msg: Message, stream: str, registry: SchemaRegistry) -> dict[str, Any
 
 
 def partitions(bootstrap: str, topic: str, stream: str) -> int:
-    c = Consumer(consumer_config(bootstrap, f"mw-tail-meta-{time.monotonic_ns()}"))
-    try:
-        meta = c.list_topics(timeout=10)
-    finally:
-        c.close()
-    found = meta.topics.get(topic)
-    if found is None or found.error is not None or not found.partitions:
-        known = sorted(t for t in meta.topics if not t.startswith("__"))
-        raise ConfigError(f"no stream {stream!r} (topic {topic!r}); topics: {', '.join(known) or 'none'}")
-    return len(found.partitions)
+    found = topic_partitions(bootstrap)
+    if topic not in found:
+        raise ConfigError(
+            f"no stream {stream!r} (topic {topic!r}); topics: {', '.join(sorted(found)) or 'none'}"
+        )
+    return found[topic]
 
 
 def tail(
@@ -97,15 +92,11 @@ def tail(
     ends = end_offsets(bootstrap, {topic: n})
     starts = {p: 0 if from_beginning else max(0, ends[(topic, p)] - last) for p in range(n)}
     remaining = {p for p in range(n) if ends[(topic, p)] > starts[p]}
-    conf = consumer_config(bootstrap, f"mw-tail-{time.monotonic_ns()}")
-    c = Consumer(conf)
-    c.assign([TopicPartition(topic, p, starts[p]) for p in range(n)])
+    reader = PartitionReader(bootstrap, topic, starts)
     printed = 0
     try:
         while not should_stop() and (follow or remaining):
-            for m in c.consume(1000, 0.2):
-                if m.error() is not None:
-                    continue
+            for m in reader.poll(1000, 0.2):
                 p, off = m.partition() or 0, m.offset() or 0
                 if not follow and off >= ends[(topic, p)]:
                     remaining.discard(p)
@@ -120,5 +111,5 @@ def tail(
     except KeyboardInterrupt:
         pass
     finally:
-        c.close()
+        reader.close()
     return printed

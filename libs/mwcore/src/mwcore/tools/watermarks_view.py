@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
-from mwcore.transport.watermark_topic import WatermarkFeed, Watermarks
+from mwcore.transport.watermark_topic import WatermarkFeed
+from mwcore.watermarks.published import Watermarks
 
 
 def _fmt_ts(ts: int) -> str:

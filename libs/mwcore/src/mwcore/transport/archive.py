@@ -16,7 +16,7 @@ read is filtered by its timestamp, since later records in a partition may be old
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, Message, TopicPartition
@@ -148,5 +148,61 @@ def read_slice(bootstrap: str, piece: Slice, timeout_s: float = 60.0) -> Iterato
                 yield m
                 if off + 1 >= piece.end:
                     return
+    finally:
+        c.close()
+
+
+def read_slices(
+    bootstrap: str,
+    pieces: list[Slice],
+    on_message: Callable[[Slice, object], None],
+    on_end: Callable[[Slice], None] | None = None,
+    timeout_s: float = 60.0,
+) -> None:
+    """Every message of the slices (one per partition), with one consumer, to
+    ``on_message``; ``on_end`` once a slice is through (its end reached, or the partition's, where compaction
+    removed the last offsets)."""
+    todo = {(p.topic, p.partition): p for p in pieces if p.size > 0}
+    if not todo:
+        return
+    conf = consumer_config(
+        bootstrap, f"mw-replay-{time.monotonic_ns()}", None, **{"enable.partition.eof": True}
+    )
+    c = Consumer(conf)
+    c.assign([TopicPartition(p.topic, p.partition, p.start) for p in todo.values()])
+    last = time.monotonic()
+    try:
+        while todo:
+            batch = c.consume(10_000, 1.0)
+            if not batch and time.monotonic() - last > timeout_s:
+                raise TimeoutError(f"no data from {sorted(todo)} for {timeout_s}s")
+            for m in batch:
+                err = m.error()
+                k = (m.topic() or "", m.partition() or 0)
+                piece = todo.get(k)
+                off = m.offset() or 0
+                if err is not None:
+                    if err.code() != KafkaError._PARTITION_EOF:
+                        raise RuntimeError(f"reading the archive: {err}")
+                    if piece is not None and off >= piece.start:  # nothing more up to its end
+                        del todo[k]
+                        if on_end is not None:
+                            on_end(piece)
+                    continue
+                last = time.monotonic()
+                if piece is None:
+                    continue
+                if off >= piece.end:  # the slice's last offsets are gone (compaction): it is through
+                    del todo[k]
+                    c.pause([TopicPartition(k[0], k[1])])
+                    if on_end is not None:
+                        on_end(piece)
+                    continue
+                on_message(piece, m)
+                if off + 1 >= piece.end:
+                    del todo[k]
+                    c.pause([TopicPartition(k[0], k[1])])
+                    if on_end is not None:
+                        on_end(piece)
     finally:
         c.close()

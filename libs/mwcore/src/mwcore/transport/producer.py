@@ -1,9 +1,10 @@
-"""Sending records to Kafka, on confluent-kafka: one producer per process part.
+"""Sending records to Kafka, on confluent-kafka.
 
-``send`` never loses a record to a full local queue: it serves delivery reports until
-there is room. A record the client refuses outright is reported to its delivery
-callback as failed (the caller sends it again), so every record sent gets exactly one
-callback. Delivery callbacks run inside ``poll`` and ``flush``.
+``send`` and ``send_all`` never lose a record to a full local queue: they serve
+delivery reports until there is room. ``send_all`` (the worker's productions) reports a
+record the client refuses outright to its delivery callback as failed (the caller sends
+it again), so every production sent gets exactly one callback. Delivery callbacks run
+inside ``poll`` and ``flush``.
 """
 
 from __future__ import annotations
@@ -34,26 +35,19 @@ class Sender:
         key: bytes | None = None,
         *,
         timestamp: int = 0,
-        headers: Sequence[Header] = (),
+        headers: Sequence[tuple[str, str | bytes | None]] = (),
         on_delivery: OnDelivery | None = None,
     ) -> None:
         """Queue one record (``timestamp`` 0: the producer's clock; ``value`` None: a
-        tombstone)."""
-        produce = self._p.produce
+        tombstone). A record the client refuses outright raises."""
         while True:
             try:
-                produce(
+                self._p.produce(
                     topic, value, key, timestamp=timestamp, headers=list(headers), on_delivery=on_delivery
                 )
                 return
             except BufferError:
                 self._p.poll(0.05)
-            except KafkaException as exc:
-                if on_delivery is None:
-                    raise
-                log.error("produce_refused", topic=topic, error=str(exc))
-                on_delivery(exc, None)
-                return
 
     def send_all(
         self, productions: Iterable[Production], on_delivery: OnDelivery, id_header: str, *extra: Header

@@ -11,7 +11,7 @@ auto-created topic gets the broker's partition count, not the computation's).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -149,3 +149,35 @@ def end_offsets(
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
     futures = admin.list_offsets({tp: latest for tp in parts}, request_timeout=timeout)
     return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
+
+
+def partition_ends(bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
+    """ "topic:partition" -> end offset of every partition holding records, of the
+    topics that exist."""
+    counts = partition_counts(bootstrap, list(topics))
+    return {f"{t}:{p}": end for (t, p), end in end_offsets(bootstrap, counts).items() if end > 0}
+
+
+def topic_partitions(bootstrap: str, timeout: float = 10.0) -> dict[str, int]:
+    """Every topic the cluster has (internal ones left out) and its partition count."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    meta = admin.list_topics(timeout=timeout).topics
+    return {
+        name: len(t.partitions)
+        for name, t in meta.items()
+        if not name.startswith("__") and t.error is None and t.partitions
+    }
+
+
+def broker_ready(bootstrap: str) -> bool:
+    """Whether the broker answers metadata and can coordinate a group (asking for a
+    group's coordinator creates ``__consumer_offsets``: done once here, so the first
+    consumer does not wait for it)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    try:
+        if not admin.list_topics(timeout=1).brokers:
+            return False
+        admin.describe_consumer_groups(["mw-warmup"], request_timeout=5)["mw-warmup"].result()
+    except Exception:
+        return False
+    return True

@@ -1,30 +1,22 @@
 """The watermark topic: the authority publishes each computation's watermarks on a
-compacted topic (key = computation); workers, injectors and ``mw watermarks`` follow it.
-
-Values are small JSON objects::
-
-    {"name": "windower", "kind": "computation", "input": 1700000000000,
-     "output": 1700000000000, "input_pct": ..., "output_pct": ..., "at": <wall ms>}
-
-``input`` is the computation's input low watermark (its timers fire on it);
-``output`` bounds what it may still produce. ``*_pct`` are the percentile ones.
-A follower keeps the highest value it has seen for each field, so a reader never
-sees a watermark go back even if it reads an older copy after a newer one. A record
-without a value (a tombstone) removes a retired computation.
+compacted topic (key = computation, value ``watermarks.published.Watermarks``);
+workers, injectors and ``mw watermarks`` follow it. A follower keeps the highest value
+it has seen for each field, so a reader never sees a watermark go back even if it
+reads an older copy after a newer one. A record without a value (a tombstone) removes
+a retired computation.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from dataclasses import dataclass, replace
-from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from mwcore.api.clock import MIN_WATERMARK
+from mwcore.transport.producer import Sender
 from mwcore.transport.topics import consumer_config, ensure_topics, topic_name
+from mwcore.watermarks.published import Watermarks
 
 WATERMARK_STREAM = "mw.watermarks"
 COMPACTED = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1", "segment.ms": "600000"}
@@ -38,36 +30,6 @@ def ensure_watermark_topic(bootstrap: str, namespace: str) -> str:
     topic = watermark_topic(namespace)
     ensure_topics(bootstrap, {topic: 1}, config=COMPACTED)
     return topic
-
-
-@dataclass(frozen=True)
-class Watermarks:
-    name: str
-    kind: str
-    input: int = MIN_WATERMARK
-    output: int = MIN_WATERMARK
-    input_pct: int = MIN_WATERMARK
-    output_pct: int = MIN_WATERMARK
-    at: int = 0
-
-    def encode(self) -> bytes:
-        return json.dumps(self.__dict__, separators=(",", ":")).encode()
-
-    @classmethod
-    def decode(cls, raw: bytes) -> Watermarks:
-        data: dict[str, Any] = json.loads(raw)
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-
-    def merged(self, other: Watermarks) -> Watermarks:
-        """Field-wise maximum: what a monotonic reader keeps."""
-        return replace(
-            self,
-            input=max(self.input, other.input),
-            output=max(self.output, other.output),
-            input_pct=max(self.input_pct, other.input_pct),
-            output_pct=max(self.output_pct, other.output_pct),
-            at=max(self.at, other.at),
-        )
 
 
 class WatermarkFeed:
@@ -135,3 +97,35 @@ class TopicWatermark:
             self.feed.poll()
         wm = self.feed.get(computation)
         return MIN_WATERMARK if wm is None else wm.input
+
+
+class WatermarkPublisher:
+    """The authority's side of the topic: what is on it already, and publishing."""
+
+    def __init__(self, bootstrap: str, namespace: str) -> None:
+        self.bootstrap = bootstrap
+        self.namespace = namespace
+        self.topic = ensure_watermark_topic(bootstrap, namespace)
+        self._sender = Sender(bootstrap, **{"linger.ms": 0})
+
+    def read_all(self) -> dict[str, Watermarks]:
+        """Every computation's latest watermarks on the topic, read to its end."""
+        feed = WatermarkFeed(self.bootstrap, self.namespace)
+        try:
+            feed.read_to_end()
+            return dict(feed.latest)
+        finally:
+            feed.close()
+
+    def publish(self, wm: Watermarks) -> None:
+        self._sender.send(self.topic, wm.encode(), wm.name.encode())
+
+    def tombstone(self, name: str) -> None:
+        """Delete a computation's watermarks (followers forget it)."""
+        self._sender.send(self.topic, None, name.encode())
+
+    def poll(self) -> None:
+        self._sender.poll(0)
+
+    def flush(self, timeout: float = 5.0) -> None:
+        self._sender.flush(timeout)

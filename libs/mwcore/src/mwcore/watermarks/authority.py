@@ -16,6 +16,9 @@ One step:
    and published values never go back), each computation as one record on the
    compacted watermark topic.
 
+Its I/O goes through two ports: ``ReportLog`` (Redis, ``store/report_log.py``) and
+``Publisher`` (the topic, ``transport/watermark_topic.py``).
+
 Shards: with ``shards=N`` each process publishes (and journals) only the computations
 whose name hashes to its ``shard``; each reads every report stream, so the shards
 agree on the graph.
@@ -25,27 +28,16 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
-import redis
 import structlog
-from confluent_kafka import Producer
 
-from mwcore.transport.topics import producer_config
-from mwcore.transport.watermark_topic import WatermarkFeed, Watermarks, ensure_watermark_topic
 from mwcore.watermarks import journal
 from mwcore.watermarks.model import MIN, Graph, Node, Options, Published
-from mwcore.watermarks.reports import (
-    Grant,
-    NodeSpec,
-    Segment,
-    decode_entry,
-    report_stream,
-    retired_key,
-    topology_key,
-)
+from mwcore.watermarks.published import Watermarks
+from mwcore.watermarks.reports import Grant, NodeSpec, Report, Segment
 from mwcore.watermarks.retire import Retirement
 
 log = structlog.get_logger("mwcore.authority")
@@ -53,7 +45,6 @@ log = structlog.get_logger("mwcore.authority")
 
 @dataclass(frozen=True)
 class AuthorityConfig:
-    bootstrap: str
     namespace: str = "default"
     shard: int = 0
     shards: int = 1
@@ -80,29 +71,49 @@ class AuthorityCounters:
     by_node: dict[str, int] = field(default_factory=dict)
 
 
-TokenLookup = Callable[[str, int], str | None]
+Entry = tuple[str, Report | Grant]  # (position on the node's stream, what it says)
+
+
+class ReportLog(Protocol):
+    """Where reports, declarations and the journal are (``store.report_log``: Redis)."""
+
+    def topology(self) -> tuple[dict[str, NodeSpec], dict[str, Retirement]]: ...
+    def read(self, after: Mapping[str, str], block_ms: int) -> dict[str, list[Entry]]: ...
+    def read_after(self, name: str, after: str, count: int = 10_000) -> list[Entry]: ...
+    def oldest_id(self, name: str) -> str | None: ...
+    def trim(self, name: str, below: str) -> None: ...
+    def current_token(self, name: str, index: int) -> str | None: ...
+    def load_journal(self, shard: int) -> str | None: ...
+    def save_journal(self, shard: int, journal: str) -> None: ...
+
+
+class Publisher(Protocol):
+    """The compacted watermark topic (``transport.watermark_topic``: Kafka)."""
+
+    def read_all(self) -> dict[str, Watermarks]: ...
+    def publish(self, wm: Watermarks) -> None: ...
+    def tombstone(self, name: str) -> None: ...
+    def poll(self) -> None: ...
+    def flush(self, timeout: float = 5.0) -> None: ...
 
 
 class Authority:
     def __init__(
         self,
-        client: redis.Redis,
+        log: ReportLog,
+        publisher: Publisher,
         config: AuthorityConfig,
-        token_of: TokenLookup,
         clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
     ) -> None:
-        self._r = client
+        self.log = log
+        self.publisher = publisher
         self.cfg = config
-        self._token_of = token_of
         self._clock = clock
         self.graph = Graph(
             Options(backlog=config.backlog, percentile=config.percentile, check_tokens=config.check_tokens)
         )
         self.positions: dict[str, str] = {}  # node name -> last stream id applied
         self.counters = AuthorityCounters()
-        self._journal_key = f"mw:wma:{config.namespace}:{config.shard}"
-        self._producer: Producer | None = None
-        self._topic = ""
         self._topology_at = 0.0
         self._heartbeat_at = 0.0  # the last round that republished every computation
         self._last_sent: dict[str, Watermarks] = {}
@@ -112,31 +123,23 @@ class Authority:
     # -- life cycle ----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Create the topic; resume from the journal; never publish below the topic."""
-        self._topic = ensure_watermark_topic(self.cfg.bootstrap, self.cfg.namespace)
-        self._producer = Producer(producer_config(self.cfg.bootstrap, **{"linger.ms": 0}))
+        """Resume from the journal; never publish below what the topic holds."""
         self._restore()
-        feed = WatermarkFeed(self.cfg.bootstrap, self.cfg.namespace)
-        try:
-            feed.read_to_end()
-            for name, wm in feed.latest.items():
-                if not self.owns(name):
-                    continue
-                if name in self.graph.retired:  # its removal may not have reached the topic
-                    self._tombstone(name)
-                    continue
-                self._clamp(name, wm)
-                self._last_sent[name] = wm
-        finally:
-            feed.close()
+        for name, wm in self.publisher.read_all().items():
+            if not self.owns(name):
+                continue
+            if name in self.graph.retired:  # its removal may not have reached the topic
+                self._tombstone(name)
+                continue
+            self._clamp(name, wm)
+            self._last_sent[name] = wm
         self._refresh_topology(force=True)
 
     def owns(self, name: str) -> bool:
         return self.cfg.shards <= 1 or zlib.crc32(name.encode()) % self.cfg.shards == self.cfg.shard
 
     def close(self) -> None:
-        if self._producer is not None:
-            self._producer.flush(5)
+        self.publisher.flush(5)
 
     # -- one step ------------------------------------------------------------------------
 
@@ -168,12 +171,8 @@ class Authority:
         if not force and now - self._topology_at < self.cfg.topology_refresh_s:
             return False
         self._topology_at = now
-        pipe = self._r.pipeline(transaction=True)  # one snapshot of both hashes
-        pipe.hgetall(topology_key(self.cfg.namespace))
-        pipe.hgetall(retired_key(self.cfg.namespace))
-        declared, retired = pipe.execute()
+        specs, retired = self.log.topology()
         changed = False
-        specs = {_text(n): NodeSpec.decode(_text(n), raw) for n, raw in declared.items()}
         for n, spec in specs.items():
             if n in self.graph.retired:
                 self._revive(spec)
@@ -181,10 +180,9 @@ class Authority:
             elif n not in self.graph.nodes:
                 log.info("node_declared", node=n, kind=spec.kind, inputs=spec.inputs, outputs=spec.outputs)
             self.graph.declare(spec)
-        for n, raw in retired.items():
-            name = _text(n)
+        for name, retirement in retired.items():
             if name not in specs and name not in self.graph.retired:
-                self._retire(Retirement.decode(name, raw))
+                self._retire(retirement)
                 changed = True
         return changed
 
@@ -221,58 +219,46 @@ class Authority:
 
     def _drain(self, node: Node) -> None:
         """Apply every entry of ``node``'s report stream not applied yet."""
-        key = report_stream(self.cfg.namespace, node.name)
         while True:
-            after = self.positions.get(node.name, "0-0")
-            entries = self._r.xrange(key, min=f"({after}", max="+", count=10_000)
+            entries = self.log.read_after(node.name, self.positions.get(node.name, "0-0"))
             if not entries:
                 return
             self._apply_entries(node, entries, self._clock())
 
     def _read(self, block_ms: int) -> bool:
-        streams = {
-            report_stream(self.cfg.namespace, n): self.positions.get(n, "0-0") for n in self.graph.nodes
-        }
-        if not streams:
+        if not self.graph.nodes:
             time.sleep(block_ms / 1000)
             return False
-        names = {report_stream(self.cfg.namespace, n): n for n in self.graph.nodes}
-        resp: Any = self._r.xread(streams, count=10_000, block=block_ms or None)  # type: ignore[arg-type]
+        after = {n: self.positions.get(n, "0-0") for n in self.graph.nodes}
         changed = False
         now_ms = self._clock()
-        for key, entries in resp or []:
-            k = key.decode() if isinstance(key, bytes) else str(key)
-            name = names[k]
+        for name, entries in self.log.read(after, block_ms).items():
             node = self.graph.nodes[name]
             if name not in self._gap_checked:
                 self._gap_checked.add(name)
-                if self._gap(k, self.positions.get(name, "0-0")):
+                if self._gap(name, self.positions.get(name, "0-0")):
                     log.error("report_stream_gap", node=name, after=self.positions[name])
                     self.counters.gaps += 1
             self._apply_entries(node, entries, now_ms)
             changed = changed or bool(entries)
         return changed
 
-    def _apply_entries(self, node: Node, entries: Any, now_ms: int) -> None:
-        for entry_id, fields in entries:
-            raw = fields.get(b"r") or fields.get("r")
-            self._apply(node, decode_entry(raw), now_ms)
-            self.positions[node.name] = _text(entry_id)
+    def _apply_entries(self, node: Node, entries: list[Entry], now_ms: int) -> None:
+        for entry_id, entry in entries:
+            self._apply(node, entry, now_ms)
+            self.positions[node.name] = entry_id
 
-    def _gap(self, key: str, position: str) -> bool:
+    def _gap(self, name: str, position: str) -> bool:
         """Were entries after ``position`` trimmed before this authority read them?
         (Checked once per stream after a start: only a long outage can cause it.)"""
         if position == "0-0":
             return False
-        oldest = self._r.xrange(key, count=1)
-        if not oldest:
-            return False
-        first = oldest[0][0]
-        return _id(first.decode() if isinstance(first, bytes) else str(first)) > _id(position)
+        oldest = self.log.oldest_id(name)
+        return oldest is not None and _id(oldest) > _id(position)
 
     def _trim(self) -> None:
         """Trim the streams of owned nodes up to what every shard has applied."""
-        journals = [self._r.get(f"mw:wma:{self.cfg.namespace}:{i}") for i in range(self.cfg.shards)]
+        journals = [self.log.load_journal(i) for i in range(self.cfg.shards)]
         if any(j is None for j in journals):
             return  # a shard has not journaled yet: it may still need everything
         positions = [journal.positions(j) for j in journals if j is not None]
@@ -283,16 +269,16 @@ class Authority:
             if any(i is None for i in ids):
                 continue
             low = min(ids, key=lambda i: _id(str(i)))
-            self._r.xtrim(report_stream(self.cfg.namespace, name), minid=str(low))
+            self.log.trim(name, str(low))
 
-    def _apply(self, node: Node, entry: Any, now_ms: int) -> None:
+    def _apply(self, node: Node, entry: Report | Grant, now_ms: int) -> None:
         if isinstance(entry, Grant):
             self.counters.grants += 1
             node.grant(entry.index, entry.token)
             return
         if not node.knows(entry.index):
             # The stream was trimmed past this interval's grant: take Redis's word.
-            token = self._token_of(node.name, entry.index)
+            token = self.log.current_token(node.name, entry.index)
             if token is not None:
                 node.grant(entry.index, token)
         if node.report(entry, now_ms, self.cfg.check_tokens):
@@ -304,17 +290,14 @@ class Authority:
     # -- journal -------------------------------------------------------------------------
 
     def _journal(self) -> None:
-        self._r.set(self._journal_key, journal.encode(self.graph, self.positions))
+        self.log.save_journal(self.cfg.shard, journal.encode(self.graph, self.positions))
         self.counters.journaled += 1
 
     def _restore(self) -> None:
-        raw = self._r.get(self._journal_key)
+        raw = self.log.load_journal(self.cfg.shard)
         if raw is None:
             return
-        specs = {
-            _text(n): NodeSpec.decode(_text(n), v)
-            for n, v in self._r.hgetall(topology_key(self.cfg.namespace)).items()
-        }
+        specs, _ = self.log.topology()
         self.positions = journal.restore(self.graph, raw, specs)
         log.info("journal_restored", nodes=len(self.graph.nodes), retired=len(self.graph.retired))
 
@@ -331,7 +314,6 @@ class Authority:
     # -- publish -------------------------------------------------------------------------
 
     def _publish(self, pubs: dict[str, Published], heartbeat: bool) -> int:
-        assert self._producer is not None
         now = self._clock()
         sent = 0
         for name, p in pubs.items():
@@ -348,18 +330,17 @@ class Authority:
             )
             if same and not heartbeat:
                 continue
-            self._producer.produce(self._topic, wm.encode(), name.encode())
+            self.publisher.publish(wm)
             self._last_sent[name] = wm
             sent += 1
-        self._producer.poll(0)
+        self.publisher.poll()
         self.counters.published += sent
         return sent
 
     def _tombstone(self, name: str) -> None:
         """Delete a retired computation's watermarks from the compacted topic (followers
         forget it; ``mw watermarks`` no longer shows it)."""
-        assert self._producer is not None
-        self._producer.produce(self._topic, value=None, key=name.encode())
+        self.publisher.tombstone(name)
         self._last_sent.pop(name, None)
 
     def latest(self) -> dict[str, int]:
@@ -372,10 +353,6 @@ class Authority:
         while not should_stop():
             self.step()
             on_step()
-
-
-def _text(raw: bytes | str) -> str:
-    return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
 def _id(stream_id: str) -> tuple[int, int]:

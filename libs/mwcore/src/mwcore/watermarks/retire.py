@@ -2,8 +2,8 @@
 the watermark authority's topology, so that its consumers' watermarks stop waiting
 for it.
 
-What it does, in one Redis script (atomic with respect to every declaration and
-report):
+What it does, in one Redis script (``store/retirements.py``: atomic with respect to
+every declaration and report):
 
 1. **Liveness.** The computation's last sign of life is the later of the newest
    entry on its report stream (a report, every 100 ms from each interval owner, or a
@@ -36,69 +36,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import redis
+from typing import Any, Literal, Protocol
 
 from mwcore.errors import ConfigError, RefusedError
-from mwcore.transport.topics import end_offsets, partition_counts
-from mwcore.watermarks.reports import (
-    NodeSpec,
-    declared_key,
-    report_stream,
-    retired_key,
-    topology_key,
-)
+from mwcore.watermarks.reports import NodeSpec
 
 QUIET_S = 15.0  # no sign of life for this long: the workers are gone
-MIN_QUIET_S = 12.0  # workers declare themselves every 10 s (worker.py)
-
-# KEYS[1] topology  KEYS[2] declaration times  KEYS[3] retirements
-# KEYS[3+i] report stream of node i (i = 1..n)
-# ARGV[1] quiet ms  ARGV[2] "1": retire, "0": only check  ARGV[3] n
-# ARGV[3+i] name of node i  ARGV[3+n+i] its output partitions' end offsets (JSON object)
-# Returns {"unknown", name} | {"live", name, ms ago, "reported"|"declared"} |
-# {"ok", now ms, ms since the most recent sign of life of any of them}.
-RETIRE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local quiet = tonumber(ARGV[1])
-local n = tonumber(ARGV[3])
-local nearest = now
-for i = 1, n do
-  local name = ARGV[3 + i]
-  if redis.call('HEXISTS', KEYS[1], name) == 0 then
-    return {'unknown', name}
-  end
-  local last, what = 0, 'reported'
-  local e = redis.call('XREVRANGE', KEYS[3 + i], '+', '-', 'COUNT', 1)
-  if #e > 0 then
-    last = tonumber(string.match(e[1][1], '^(%d+)'))
-  end
-  local d = tonumber(redis.call('HGET', KEYS[2], name) or '0')
-  if d > last then
-    last, what = d, 'declared'
-  end
-  if now - last < quiet then
-    return {'live', name, now - last, what}
-  end
-  if now - last < nearest then
-    nearest = now - last
-  end
-end
-if ARGV[2] == '1' then
-  local at = string.format('%.0f', now)
-  for i = 1, n do
-    local name = ARGV[3 + i]
-    local spec = redis.call('HGET', KEYS[1], name)
-    local record = '{"at":' .. at .. ',"spec":' .. spec .. ',"ends":' .. ARGV[3 + n + i] .. '}'
-    redis.call('HSET', KEYS[3], name, record)
-    redis.call('HDEL', KEYS[1], name)
-    redis.call('HDEL', KEYS[2], name)
-  end
-end
-return {'ok', now, nearest}
-"""
+MIN_QUIET_S = 12.0  # workers declare themselves every 10 s (runtime/reporter.py)
 
 
 @dataclass(frozen=True)
@@ -150,17 +94,35 @@ class Outcome:
         return f"retired {what} from namespace {self.namespace!r} ({heard}); {waiting}"
 
 
-def _text(raw: bytes | str) -> str:
-    return raw.decode() if isinstance(raw, bytes) else str(raw)
+@dataclass(frozen=True)
+class Check:
+    """What the liveness rule found (``RetireLog.check``): ``ok`` (``now_ms``, and
+    ``ago_ms`` since the most recent sign of life of any of them), ``unknown`` (``name``
+    left the topology), or ``live`` (``name`` ``reported`` or ``declared`` ``ago_ms`` ago)."""
+
+    status: Literal["ok", "unknown", "live"]
+    name: str = ""
+    ago_ms: int = 0
+    what: str = ""
+    now_ms: int = 0
 
 
-def _topology(client: redis.Redis, namespace: str) -> dict[str, NodeSpec]:
-    raw: dict[Any, Any] = client.hgetall(topology_key(namespace))
-    return {_text(k): NodeSpec.decode(_text(k), v) for k, v in raw.items()}
+class RetireLog(Protocol):
+    """The topology and retirements, and the retirement itself (``store.retirements``:
+    one Redis script, atomic with respect to every declaration and report)."""
+
+    def declared(self) -> dict[str, NodeSpec]: ...
+    def retired(self, name: str) -> tuple[Retirement, int] | None:
+        """Its retirement, and the store's clock now (ms); None if not retired."""
+        ...
+
+    def check(self, names: list[str], quiet_ms: int, ends: list[dict[str, int]] | None) -> Check:
+        """The liveness rule for ``names``; with ``ends`` (one per name), retire them if it passes."""
+        ...
 
 
 def rekey_stages(name: str, topology: dict[str, NodeSpec]) -> list[str]:
-    """The rekey stages a worker of ``name`` runs beside it (``mwcore.runtime.rekey``)."""
+    """The rekey stages a worker of ``name`` runs beside it (``runtime/rekey.py``)."""
     prefix = f"{name}-rekey-".replace(".", "-")
     return sorted(n for n in topology if n.startswith(prefix) and n != name)
 
@@ -168,59 +130,38 @@ def rekey_stages(name: str, topology: dict[str, NodeSpec]) -> list[str]:
 EndsOf = Callable[[NodeSpec], dict[str, int]]  # "topic:partition" -> end offset of its outputs
 
 
-def kafka_ends(bootstrap: str) -> EndsOf:
-    """Each existing output partition's end offset, from the broker (topics never
-    created: none; empty partitions left out)."""
-
-    def ends(spec: NodeSpec) -> dict[str, int]:
-        counts = partition_counts(bootstrap, list(spec.outputs))
-        return {f"{t}:{p}": end for (t, p), end in end_offsets(bootstrap, counts).items() if end > 0}
-
-    return ends
-
-
 class Retirer:
-    def __init__(
-        self, client: redis.Redis, ends_of: EndsOf, namespace: str, quiet_s: float = QUIET_S
-    ) -> None:
+    def __init__(self, log: RetireLog, ends_of: EndsOf, namespace: str, quiet_s: float = QUIET_S) -> None:
         if quiet_s < MIN_QUIET_S:
             raise ConfigError(
                 f"--quiet-s {quiet_s:g} is too short: workers declare themselves every 10 s, "
                 f"so a silence under {MIN_QUIET_S:g} s does not show they are gone"
             )
-        self._r = client
+        self._log = log
         self._ends_of = ends_of
         self._ns = namespace
         self._quiet_ms = int(quiet_s * 1000)
-        self._script = client.register_script(RETIRE)
 
-    def _run(self, names: list[str], commit: bool, ends: list[dict[str, int]]) -> list[Any]:
-        keys = [topology_key(self._ns), declared_key(self._ns), retired_key(self._ns)]
-        keys += [report_stream(self._ns, n) for n in names]
-        args: list[Any] = [self._quiet_ms, "1" if commit else "0", len(names), *names]
-        args += [json.dumps(e, separators=(",", ":")) for e in ends]
-        result: list[Any] = self._script(keys=keys, args=args)
-        status = _text(result[0])
-        if status == "unknown":
-            raise RefusedError(f"{_text(result[1])} left the topology meanwhile (retired by someone else?)")
-        if status == "live":
-            ago = int(result[2]) / 1000
+    def _check(self, names: list[str], ends: list[dict[str, int]] | None) -> Check:
+        found = self._log.check(names, self._quiet_ms, ends)
+        if found.status == "unknown":
+            raise RefusedError(f"{found.name} left the topology meanwhile (retired by someone else?)")
+        if found.status == "live":
+            ago = found.ago_ms / 1000
             wait = max(0.1, self._quiet_ms / 1000 - ago)
-            verb = "reported" if _text(result[3]) == "reported" else "declared themselves"
-            node = _text(result[1])
+            verb = "reported" if found.what == "reported" else "declared themselves"
             raise RefusedError(
-                f"workers of {node} {verb} {ago:.1f} s ago; stop them first (or wait {wait:.1f} s)"
+                f"workers of {found.name} {verb} {ago:.1f} s ago; stop them first (or wait {wait:.1f} s)"
             )
-        return result
+        return found
 
     def retire(self, name: str) -> Outcome:
-        topology = _topology(self._r, self._ns)
+        topology = self._log.declared()
         spec = topology.get(name)
         if spec is None:
-            raw = self._r.hget(retired_key(self._ns), name)
-            if raw is not None:
-                now = self._r.time()
-                return Outcome(name, self._ns, already=Retirement.decode(name, raw), now_ms=_ms(now))
+            before = self._log.retired(name)
+            if before is not None:
+                return Outcome(name, self._ns, already=before[0], now_ms=before[1])
             known = ", ".join(sorted(n for n, s in topology.items() if s.kind == "computation"))
             raise RefusedError(
                 f"no computation {name!r} in namespace {self._ns!r} (known: {known or 'none'})"
@@ -231,9 +172,8 @@ class Retirer:
                 "holds its consumers by design)"
             )
         names = [name, *rekey_stages(name, topology)]
-        self._run(names, commit=False, ends=[{} for _ in names])  # refuse before asking Kafka
-        ends = [self._ends_of(topology[n]) for n in names]
-        result = self._run(names, commit=True, ends=ends)
+        self._check(names, None)  # refuse before asking Kafka
+        done = self._check(names, [self._ends_of(topology[n]) for n in names])
         outputs = {t for n in names for t in topology[n].outputs}
         consumers = sorted(
             n
@@ -241,20 +181,5 @@ class Retirer:
             if n not in names and s.kind == "computation" and outputs & set(s.inputs)
         )
         return Outcome(
-            name, self._ns, tuple(names), tuple(consumers), quiet_ms=int(result[2]), now_ms=int(result[1])
+            name, self._ns, tuple(names), tuple(consumers), quiet_ms=done.ago_ms, now_ms=done.now_ms
         )
-
-
-def _ms(redis_time: Any) -> int:
-    seconds, micros = redis_time
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
-def main(redis_url: str, bootstrap: str, namespace: str, name: str, quiet_s: float = QUIET_S) -> int:
-    client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=30)
-    try:
-        outcome = Retirer(client, kafka_ends(bootstrap), namespace, quiet_s).retire(name)
-    finally:
-        client.close()
-    print(f"mw retire: {outcome.line()}", flush=True)
-    return 0

@@ -115,13 +115,11 @@ class StreamWriter(DataSourceWriter):
             schemas.close()
 
     def write(self, iterator: Iterator[Row]) -> Written:
-        from confluent_kafka import Producer
-
         from mwcore.serde.avro import AvroSerde
-        from mwcore.transport.topics import producer_config
+        from mwcore.transport.producer import Sender
 
         serde = AvroSerde(self.registry, self.avro_schema)
-        producer = Producer(producer_config(self.bootstrap))
+        sender = Sender(self.bootstrap)
         errors: list[str] = []
 
         def delivered(err: Any, _msg: Any) -> None:
@@ -137,22 +135,12 @@ class StreamWriter(DataSourceWriter):
             rid = _record_id(data.get(self.id_col) if self.has_id else None)
             if rid is None:
                 rid = content_id(self.stream, key or b"", ts, value)
-            while True:
-                try:
-                    producer.produce(
-                        self.topic,
-                        value,
-                        key,
-                        timestamp=ts,
-                        headers=[(ID_HEADER, rid)],
-                        on_delivery=delivered,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            producer.poll(0)
+            sender.send(
+                self.topic, value, key, timestamp=ts, headers=[(ID_HEADER, rid)], on_delivery=delivered
+            )
+            sender.poll(0)
             n += 1
-        left = producer.flush(60)
+        left = sender.flush(60)
         if left or errors:
             raise RuntimeError(f"writing {self.topic}: {left} records unsent, errors: {errors[:3]}")
         return Written(n)

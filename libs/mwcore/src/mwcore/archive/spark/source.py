@@ -57,7 +57,7 @@ from mwcore.api.ids import ID_BYTES, from_position
 from mwcore.api.record import ID_HEADER
 from mwcore.archive.spark.types import struct_of
 from mwcore.errors import ConfigError
-from mwcore.serde.avro import _FP, HEADER_LEN, MAGIC, AvroSerde, SchemaRegistry
+from mwcore.serde.avro import AvroSerde, SchemaRegistry, writer_fingerprint
 from mwcore.transport.archive import Range, Slice, bounds, read_slice
 from mwcore.transport.schema_topic import SchemaTopic
 
@@ -243,8 +243,8 @@ def _first_writer(bootstrap: str, registry: SchemaRegistry, slices: list[Slice])
             continue
         for m in read_slice(bootstrap, piece):
             data = m.value() or b""
-            if len(data) >= HEADER_LEN and data[:2] == MAGIC:
-                (fp,) = _FP.unpack_from(data, 2)
+            fp = writer_fingerprint(data)
+            if fp is not None:
                 try:
                     return registry.by_fingerprint(fp).name
                 except Exception:

@@ -1,8 +1,8 @@
-"""Checks of a process's dependencies at start: one line that says what to fix.
+"""Checks of Redis at a process's start: one line that says what to fix.
 
-A service given a broker or a Redis it cannot use stops at once with a
-``ConfigError`` (the command line prints it and exits with code 2) instead of hanging
-or failing later with a traceback. Each check is bounded (``timeout_s``).
+A service given a Redis it cannot use stops at once with a ``ConfigError`` (printed as
+one line, exit code 2) instead of hanging or failing later with a traceback. Each
+check is bounded (``timeout_s``).
 """
 
 from __future__ import annotations
@@ -102,29 +102,6 @@ def check_durable(client: redis.Redis, where: str) -> None:
 
 def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def check_kafka(bootstrap: str, setting: str = "MW_BOOTSTRAP", timeout_s: float = 10.0) -> None:
-    """Ask the brokers of ``bootstrap`` for metadata; a ConfigError naming ``setting``
-    if none answers within ``timeout_s``."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    conf: dict[str, str | int | float] = {
-        "bootstrap.servers": bootstrap,
-        "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
-    }
-    admin = AdminClient({**conf, "log_level": 0})
-    try:
-        meta = admin.list_topics(timeout=timeout_s)
-    except KafkaException as exc:
-        err: Any = exc.args[0] if exc.args else None
-        seen = err.str() if hasattr(err, "str") else _first_line(exc)
-        raise ConfigError(
-            f"{setting}={bootstrap}: cannot reach a Kafka broker within {timeout_s:g}s ({seen})"
-        ) from None
-    if not meta.brokers:
-        raise ConfigError(f"{setting}={bootstrap}: the Kafka cluster reports no brokers")
 
 
 def _first_line(exc: BaseException) -> str:

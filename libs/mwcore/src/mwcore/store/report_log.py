@@ -1,0 +1,91 @@
+"""The watermark authority's side of Redis: the report streams read in order, the
+topology and retirements, the interval tokens, and its journal
+(``watermarks.authority.ReportLog``).
+
+Keys (``watermarks/reports.py``): one stream per node ``mw:wmr:<ns>:<name>``, the
+topology and retirement hashes, and one journal string per authority shard,
+``mw:wma:<ns>:<shard>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+
+from mwcore.store.interface import IntervalId
+from mwcore.store.redis_store import RedisCheckpointStore
+from mwcore.watermarks.reports import (
+    Grant,
+    NodeSpec,
+    Report,
+    decode_entry,
+    report_stream,
+    retired_key,
+    topology_key,
+)
+from mwcore.watermarks.retire import Retirement
+
+Entry = tuple[str, Report | Grant]  # (stream id, what it says)
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+class RedisReportLog:
+    def __init__(self, client: redis.Redis, namespace: str) -> None:
+        self._r = client
+        self.namespace = namespace
+        self._tokens = RedisCheckpointStore(client)
+
+    def topology(self) -> tuple[dict[str, NodeSpec], dict[str, Retirement]]:
+        """Declared nodes and retired computations, as one snapshot of both hashes."""
+        pipe = self._r.pipeline(transaction=True)
+        pipe.hgetall(topology_key(self.namespace))
+        pipe.hgetall(retired_key(self.namespace))
+        declared, retired = pipe.execute()
+        specs = {_text(n): NodeSpec.decode(_text(n), raw) for n, raw in declared.items()}
+        gone = {_text(n): Retirement.decode(_text(n), raw) for n, raw in retired.items()}
+        return specs, gone
+
+    def read(self, after: Mapping[str, str], block_ms: int) -> dict[str, list[Entry]]:
+        """New entries of each node's stream after its position ("0-0": from the start),
+        waiting up to ``block_ms`` for any."""
+        names = {report_stream(self.namespace, n): n for n in after}
+        streams = {key: after[n] for key, n in names.items()}
+        resp: Any = self._r.xread(streams, count=10_000, block=block_ms or None)  # type: ignore[arg-type]
+        return {names[_text(key)]: _entries(entries) for key, entries in resp or []}
+
+    def read_after(self, name: str, after: str, count: int = 10_000) -> list[Entry]:
+        """Entries of ``name``'s stream after ``after``, without waiting."""
+        raw = self._r.xrange(report_stream(self.namespace, name), min=f"({after}", max="+", count=count)
+        return _entries(raw)
+
+    def oldest_id(self, name: str) -> str | None:
+        """The first entry still on ``name``'s stream (trimming drops older ones)."""
+        first: Any = self._r.xrange(report_stream(self.namespace, name), count=1)
+        return _text(first[0][0]) if first else None
+
+    def trim(self, name: str, below: str) -> None:
+        """Drop ``name``'s entries before ``below``."""
+        self._r.xtrim(report_stream(self.namespace, name), minid=below)
+
+    def current_token(self, name: str, index: int) -> str | None:
+        return self._tokens.current_token(IntervalId(self.namespace, name, index))
+
+    def load_journal(self, shard: int) -> str | None:
+        raw: Any = self._r.get(_journal_key(self.namespace, shard))
+        return None if raw is None else _text(raw)
+
+    def save_journal(self, shard: int, journal: str) -> None:
+        self._r.set(_journal_key(self.namespace, shard), journal)
+
+
+def _journal_key(namespace: str, shard: int) -> str:
+    return f"mw:wma:{namespace}:{shard}"
+
+
+def _entries(raw: Any) -> list[Entry]:
+    return [(_text(entry_id), decode_entry(fields.get(b"r") or fields.get("r"))) for entry_id, fields in raw]
