@@ -141,6 +141,27 @@ def _new_service(args: argparse.Namespace) -> int:
     return 0
 
 
+def _batch_defaults(args: argparse.Namespace) -> tuple[list[str], str]:
+    """--computations and --input, else the project's [tool.mw.batch]."""
+    from mwcore.tools.project import find_project
+
+    project = find_project() if args.computations is None or args.input is None else None
+    batch = project.batch if project is not None else None
+    computations = args.computations or ",".join(batch.computations if batch else ())
+    if not computations:
+        raise ConfigError(
+            "no computations to run: pass --computations module:Class[,...] or set computations "
+            "in the [tool.mw.batch] table of the project's pyproject.toml"
+        )
+    inputs = args.input or ",".join(batch.inputs if batch else ())
+    if not inputs:
+        raise ConfigError(
+            "no stream to read: pass --input STREAM[,...] or set inputs "
+            "in the [tool.mw.batch] table of the project's pyproject.toml"
+        )
+    return computations.split(","), inputs
+
+
 def _batch(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
@@ -150,6 +171,7 @@ def _batch(args: argparse.Namespace) -> int:
     from mwcore.archive.spark.source import read_archive
     from mwcore.serde.avro import SchemaRegistry
 
+    computations, inputs = _batch_defaults(args)
     bootstrap = _bootstrap(args)
     schemas = _schemas_dir(args)
     registry = SchemaRegistry.from_directory(schemas)
@@ -160,8 +182,8 @@ def _batch(args: argparse.Namespace) -> int:
         options["endingTimestamp"] = str(args.to_ms)
     namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
     with spark_session(args.master) as spark:
-        archive = read_archive(spark, bootstrap, args.input, namespace, schemas, **options)
-        outputs = run_pipeline(archive, args.computations.split(","), registry)
+        archive = read_archive(spark, bootstrap, inputs, namespace, schemas, **options)
+        outputs = run_pipeline(archive, computations, registry)
         summary = {}
         for stream, (frame, schema) in outputs.items():
             table = decode_frame(frame, stream, schema, registry)
@@ -269,11 +291,13 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--root", help=root)
     new.set_defaults(func=_new_service)
     bt = sub.add_parser("batch", help="run computations over archived streams in Spark; write Parquet")
-    bt.add_argument("--input", default="queries", help="archived stream(s) to read, comma-separated")
+    bt.add_argument(
+        "--input", help="archived stream(s) to read, comma-separated (default: [tool.mw.batch] inputs)"
+    )
     bt.add_argument(
         "--computations",
-        default="services.windower.computation:Windower,services.dip_detector.computation:DipDetector",
-        help="module:Class, comma-separated, run in order (each reads what the earlier produced)",
+        help="module:Class, comma-separated, run in order (each reads what the earlier produced); "
+        "default: [tool.mw.batch] computations",
     )
     bt.add_argument("--out", required=True, help="directory: one Parquet dataset per output stream")
     bt.add_argument("--from-ms", type=int, default=None, help="records at or after this event time")
