@@ -1,12 +1,13 @@
 """A service made with `mw new-service`, added to the running pipeline.
 
 In a copy of the project, `mw new-service trends --input window_counts` writes the
-service; its own unit test passes and the compose file (now with its entry) still
-passes every check. While the authority, injector and windower run (on a scenario the
-generator writes in real time, sped up), the new service is started beside them:
-nothing else restarts, it reads `window_counts` from the beginning, the authority picks
-it up (its watermark appears in `mw watermarks`), and its per-window counts equal a
-count of the windower's output for every window its watermark has closed.
+service where the project's `[tool.mw]` table says; its own unit test passes and the
+compose file (now with its entry) still passes every check. While the authority,
+injector and windower run (on a scenario the generator writes in real time, sped up),
+the new service is started beside them: nothing else restarts, it reads
+`window_counts` from the beginning, the authority picks it up (its watermark appears
+in `mw watermarks`), and its per-window counts equal a count of the windower's output
+for every window its watermark has closed.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def copy_project(dest: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for d in ("services", "schemas"):
         shutil.copytree(ROOT / d, dest / d, ignore=ignore)
-    for f in ("docker-compose.yml", "Dockerfile"):
+    for f in ("docker-compose.yml", "Dockerfile", "pyproject.toml"):  # [tool.mw]: where services go
         shutil.copy(ROOT / f, dest / f)
     return dest
 

@@ -115,27 +115,51 @@ def _stack(args: argparse.Namespace) -> int:
 def _new_service(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from mwcore.tools.scaffold import new_service, project_root
+    from mwcore.tools.scaffold import find, new_service
 
-    root = project_root(Path(args.root) if args.root else None)
-    written = new_service(args.name, root=root, input_stream=args.input, input_schema=args.input_schema)
+    project = find(Path(args.root) if args.root else None)
+    root = project.root
+    written = new_service(args.name, project, input_stream=args.input, input_schema=args.input_schema)
     for path in written:
         print(
             f"created {path.relative_to(root)}"
             if path.name != "docker-compose.yml"
             else f"updated {path.name}"
         )
+    module = f"{project.package}.{args.name}"
     steps = [
-        (f"pytest services/{args.name}", "its unit test, in memory"),
-        (f"python -m services.{args.name}", "one worker (MW_BOOTSTRAP, MW_REDIS_URL, MW_SCHEMAS_DIR)"),
+        (f"pytest {(project.services_dir / args.name).relative_to(root)}", "its unit test, in memory"),
+        (f"python -m {module}", "one worker (MW_BOOTSTRAP, MW_REDIS_URL, MW_SCHEMAS_DIR)"),
         (f"mw tail {args.name}_counts", "its output, decoded"),
         ("mw watermarks", "its watermark, once it runs"),
-        (f"docker compose up -d --build {args.name}", "or as a container beside the others"),
     ]
+    if (root / "docker-compose.yml").exists():
+        steps.append((f"docker compose up -d --build {args.name}", "or as a container beside the others"))
     print("\nnext:")
     for cmd, what in steps:
         print(f"  {cmd:<48} # {what}")
     return 0
+
+
+def _batch_defaults(args: argparse.Namespace) -> tuple[list[str], str]:
+    """--computations and --input, else the project's [tool.mw.batch]."""
+    from mwcore.tools.project import find_project
+
+    project = find_project() if args.computations is None or args.input is None else None
+    batch = project.batch if project is not None else None
+    computations = args.computations or ",".join(batch.computations if batch else ())
+    if not computations:
+        raise ConfigError(
+            "no computations to run: pass --computations module:Class[,...] or set computations "
+            "in the [tool.mw.batch] table of the project's pyproject.toml"
+        )
+    inputs = args.input or ",".join(batch.inputs if batch else ())
+    if not inputs:
+        raise ConfigError(
+            "no stream to read: pass --input STREAM[,...] or set inputs "
+            "in the [tool.mw.batch] table of the project's pyproject.toml"
+        )
+    return computations.split(","), inputs
 
 
 def _batch(args: argparse.Namespace) -> int:
@@ -147,6 +171,7 @@ def _batch(args: argparse.Namespace) -> int:
     from mwcore.archive.spark.source import read_archive
     from mwcore.serde.avro import SchemaRegistry
 
+    computations, inputs = _batch_defaults(args)
     bootstrap = _bootstrap(args)
     schemas = _schemas_dir(args)
     registry = SchemaRegistry.from_directory(schemas)
@@ -157,8 +182,8 @@ def _batch(args: argparse.Namespace) -> int:
         options["endingTimestamp"] = str(args.to_ms)
     namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
     with spark_session(args.master) as spark:
-        archive = read_archive(spark, bootstrap, args.input, namespace, schemas, **options)
-        outputs = run_pipeline(archive, args.computations.split(","), registry)
+        archive = read_archive(spark, bootstrap, inputs, namespace, schemas, **options)
+        outputs = run_pipeline(archive, computations, registry)
         summary = {}
         for stream, (frame, schema) in outputs.items():
             table = decode_frame(frame, stream, schema, registry)
@@ -267,18 +292,25 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--no-follow", action="store_true", help="stop at the end of the data as of now")
     tl.add_argument("--max", type=int, default=None, help="stop after printing this many records")
     tl.set_defaults(func=_tail)
-    new = sub.add_parser("new-service", help="create services/NAME from the template (and its compose entry)")
+    new = sub.add_parser(
+        "new-service", help="create a service from the template in the project's services package"
+    )
     new.add_argument("name", help="the service's (and its computation's) name, e.g. trend_counter")
     new.add_argument("--input", help="stream to read (default: one the pipeline produces and nothing reads)")
     new.add_argument("--input-schema", help="its Avro schema (default: as the project's services declare it)")
-    new.add_argument("--root", help="the project directory (default: the one above the current directory)")
+    root = (
+        "the project directory (default: the nearest with [tool.mw] in pyproject.toml, else with services/)"
+    )
+    new.add_argument("--root", help=root)
     new.set_defaults(func=_new_service)
     bt = sub.add_parser("batch", help="run computations over archived streams in Spark; write Parquet")
-    bt.add_argument("--input", default="queries", help="archived stream(s) to read, comma-separated")
+    bt.add_argument(
+        "--input", help="archived stream(s) to read, comma-separated (default: [tool.mw.batch] inputs)"
+    )
     bt.add_argument(
         "--computations",
-        default="services.windower.computation:Windower,services.dip_detector.computation:DipDetector",
-        help="module:Class, comma-separated, run in order (each reads what the earlier produced)",
+        help="module:Class, comma-separated, run in order (each reads what the earlier produced); "
+        "default: [tool.mw.batch] computations",
     )
     bt.add_argument("--out", required=True, help="directory: one Parquet dataset per output stream")
     bt.add_argument("--from-ms", type=int, default=None, help="records at or after this event time")

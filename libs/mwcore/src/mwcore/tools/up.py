@@ -1,187 +1,153 @@
 """``mw up``: a whole pipeline on the embedded local stack, with a live view.
 
-Starts a local broker and Redis, every computation of the pipeline as its own worker
-process, and a generator feeding the first stream; shows records in and out, commits
-and dead letters live; ``--duration`` stops it by itself and prints a JSON summary as
-the last line. In a project with ``services/up.py`` (this repository: the Zeitgeist
-pipeline) that module runs instead; elsewhere the pipeline is the running-sum example.
+Starts a local broker and Redis, creates the pipeline's streams, starts each service
+as its own process and lets the application feed the first stream; shows records per
+stream, each computation's watermark lag and the application's own lines live;
+``--duration`` (or Ctrl-C, SIGTERM, ``mw down``) stops it, and the last line of
+stdout is a JSON summary. What runs comes from the project's ``[tool.mw.up]`` table
+(``mwcore.tools.up_plan``); without one, the running-sum example.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import redis
-
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localstack import LocalStack
-from mwcore.transport.topics import end_offsets, ensure_topics, partition_counts
-from mwcore.transport.writer import SourceWriter
+from mwcore.tools import up_view
+from mwcore.tools.localproc import stop_processes
+from mwcore.tools.localstack import LocalStack, free_port
+from mwcore.tools.project import find_project
+from mwcore.tools.up_plan import Pipeline, Plan, example_plan, project_plan
+from mwcore.transport.topics import ensure_topics
+from mwcore.transport.watermark_topic import WatermarkFeed
 
 
-@dataclass(frozen=True)
-class PipelineSpec:
-    computations: tuple[str, ...]  # module:Class, one worker process each
-    source_stream: str
-    source_schema: str
-    output_streams: tuple[str, ...]
-    partitions: int = 4
-
-
-EXAMPLE = PipelineSpec(
-    computations=("mwcore.examples.running_sum:RunningSum", "mwcore.examples.running_sum:RunningSum"),
-    source_stream="numbers",
-    source_schema="mw.examples.Number",
-    output_streams=("sums", "totals"),
-)
-
-
-@dataclass
-class Status:
-    injected: int = 0
-    committed: int = 0
-    outputs: dict[str, int] = field(default_factory=dict)
-    workers_alive: int = 0
-
-
-def find_schemas_dir() -> Path:
-    env = os.environ.get("MW_SCHEMAS_DIR")
-    if env:
-        return Path(env)
-    for base in (Path.cwd(), *Path.cwd().parents):
-        if (base / "schemas").is_dir():
-            return base / "schemas"
-    raise SystemExit("mw up: no schemas/ directory found; run it from the repository or set MW_SCHEMAS_DIR")
-
-
-def _end_offsets(bootstrap: str, topic: str) -> int:
-    """Records in a topic: the sum of its partitions' end offsets."""
-    n = partition_counts(bootstrap, [topic]).get(topic, 0)
-    return sum(end_offsets(bootstrap, {topic: n}).values()) if n else 0
-
-
-def run(duration: float | None, rate: int, spec: PipelineSpec = EXAMPLE) -> dict[str, object]:
-    schemas = find_schemas_dir()
-    registry = SchemaRegistry.from_directory(schemas)
-    workdir = Path(tempfile.mkdtemp(prefix="mw-up-"))
-    stopping = False
+def run(plan: Plan, workdir: Path, duration: float | None, rate: int) -> dict[str, Any]:
+    hooks = plan.pipeline
+    stop = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
+        stop.set()
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
-    with LocalStack(workdir=workdir) as stack:
-        ensure_topics(stack.bootstrap, {spec.source_stream: spec.partitions})
-        announce(bootstrap=stack.bootstrap, redis_url=stack.redis_url, schemas_dir=str(schemas))
-        env = {
-            **os.environ,
-            "MW_BOOTSTRAP": stack.bootstrap,
-            "MW_REDIS_URL": stack.redis_url,
-            "MW_SCHEMAS_DIR": str(schemas),
-            "MW_LOG_LEVEL": "warning",
-        }
-        procs = []
-        for i, comp in enumerate(spec.computations):
-            log = open(workdir / f"worker-{i}.log", "wb")  # noqa: SIM115
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "mwcore", "run", comp], env=env, stdout=log, stderr=log
+    try:
+        with LocalStack(workdir=workdir) as stack:
+            ensure_topics(stack.bootstrap, plan.streams)
+            announce(bootstrap=stack.bootstrap, redis_url=stack.redis_url, schemas_dir=str(plan.schemas))
+            env = {
+                **os.environ,
+                "MW_BOOTSTRAP": stack.bootstrap,
+                "MW_REDIS_URL": stack.redis_url,
+                "MW_SCHEMAS_DIR": str(plan.schemas),
+                "MW_LOG_LEVEL": "warning",
+                **hooks.environment(workdir),
+            }
+            if plan.root is not None:
+                env["PYTHONPATH"] = os.pathsep.join(p for p in (str(plan.root), env.get("PYTHONPATH")) if p)
+            procs: dict[str, subprocess.Popen[bytes]] = {}
+            try:
+                metrics = _start_services(plan, env, workdir, procs)
+                print(f"mw up: {stack.banner()}, logs in {workdir}", flush=True)
+                print("mw up: metrics " + "  ".join(f"{n} {u}" for n, u in metrics.items()), flush=True)
+                registry = SchemaRegistry.from_directory(plan.schemas)
+                follower = up_view.StreamFollower(
+                    stack.bootstrap, list(plan.streams), hooks.decoded_streams, registry, hooks.on_record
                 )
-            )
-        writer = SourceWriter(stack.bootstrap, registry, spec.source_stream, spec.source_schema)
-        r = redis.Redis.from_url(stack.redis_url)
-        rng = random.Random()
-        status = Status()
-        start = time.monotonic()
-        last_view = 0.0
-        print(f"mw up: {stack.banner()}, logs in {workdir}", flush=True)
-        broker = stack.describe()
-        try:
-            while not stopping and (duration is None or time.monotonic() - start < duration):
-                target = int((time.monotonic() - start) * rate)
-                while status.injected < target:
-                    key = f"key-{rng.randrange(100)}"
-                    writer.write(key, {"n": rng.randint(1, 10)}, int(time.time() * 1000))
-                    status.injected += 1
-                writer.producer.poll(0)
-                now = time.monotonic()
-                if now - last_view >= 1.0:
-                    last_view = now
-                    status.workers_alive = sum(p.poll() is None for p in procs)
-                    status.committed = _committed_records(r, spec)
-                    view = (
-                        f"\r{now - start:6.0f}s  injected {status.injected:>9,}  "
-                        f"committed {status.committed:>9,}  workers {status.workers_alive}/{len(procs)}"
-                    )
-                    print(view, end="", file=sys.stderr, flush=True)
-                time.sleep(0.01)
-            writer.flush()
-            # Let the workers catch up with what was injected before summarising.
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and _committed_records(r, spec) < status.injected:
-                time.sleep(0.2)
-            status.committed = _committed_records(r, spec)
-            for stream in spec.output_streams:
-                status.outputs[stream] = _end_offsets(stack.bootstrap, stream)
-        finally:
-            for p in procs:
-                p.send_signal(signal.SIGTERM)
-            for p in procs:
+                feed = WatermarkFeed(stack.bootstrap, "default")
                 try:
-                    p.wait(30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-        print(file=sys.stderr)
-    return {
-        "pipeline": [c.split(":")[1] for c in spec.computations],
-        "broker": broker,
-        "seconds": round(time.monotonic() - start, 1),
-        "records_injected": status.injected,
-        "records_committed": status.committed,
-        "outputs": status.outputs,
-    }
+                    hooks.start(env, stop, rate, duration)
+                    began = time.monotonic()
+                    lags = _follow(hooks, procs, follower, feed, stop, began, duration)
+                    stop.set()
+                    follower.poll()
+                    counts = dict(follower.counts)
+                    summary = {
+                        "seconds": round(time.monotonic() - began, 1),
+                        "services": list(procs),
+                        "broker": stack.describe(),
+                        **hooks.summary(counts, {n: wm.input for n, wm in feed.latest.items()}),
+                        "watermark_lag_ms": lags.summary_ms(),
+                        "metrics": metrics,
+                        "logs": str(workdir),
+                    }
+                finally:
+                    follower.close()
+                    feed.close()
+            finally:
+                stop.set()
+                stop_processes(procs.values(), 30)
+    finally:
+        withdraw()
+    return summary
 
 
-def _committed_records(r: redis.Redis, spec: PipelineSpec) -> int:
-    total = 0
-    for key in r.scan_iter(match="mw:{default/*}:pos", count=1000):
-        for pos_field, value in r.hgetall(key).items():
-            name = pos_field.decode() if isinstance(pos_field, bytes) else str(pos_field)
-            if name.startswith(f"{spec.source_stream}:"):
-                total += int(value)
-    return total
+def _start_services(
+    plan: Plan, env: Mapping[str, str], workdir: Path, procs: dict[str, subprocess.Popen[bytes]]
+) -> dict[str, str]:
+    """Start each service with a metrics port of its own (into ``procs``, so that what
+    started is stopped even if a later one fails); their metrics URLs."""
+    metrics: dict[str, str] = {}
+    for svc in plan.services:
+        port = free_port()
+        metrics[svc.name] = f"http://127.0.0.1:{port}/metrics"
+        own = {**env, "MW_METRICS_PORT": str(port), "MW_METRICS_HOST": "127.0.0.1"}
+        with open(workdir / f"{svc.name}.log", "wb") as log:
+            procs[svc.name] = subprocess.Popen(
+                [sys.executable, *svc.args], env=own, stdout=log, stderr=log, cwd=plan.root
+            )
+    return metrics
 
 
-def _project_pipeline() -> object | None:
-    """The project's own ``services.up`` (this repository: Zeitgeist), if there is one
-    above the current directory; else None (the running-sum example runs)."""
-    import importlib
-
-    for base in (Path.cwd(), *Path.cwd().parents):
-        if (base / "services" / "up.py").is_file():
-            if str(base) not in sys.path:
-                sys.path.insert(0, str(base))
-            return importlib.import_module("services.up")
-    return None
+def _follow(
+    hooks: Pipeline,
+    procs: Mapping[str, subprocess.Popen[bytes]],
+    follower: up_view.StreamFollower,
+    feed: WatermarkFeed,
+    stop: threading.Event,
+    began: float,
+    duration: float | None,
+) -> up_view.LagSamples:
+    """Follow records and watermarks until stopped; redraw the view every second (a
+    progress line every 10 s without a terminal)."""
+    interactive = sys.stderr.isatty()
+    lags = up_view.LagSamples()
+    last, next_progress = 0.0, began + 10
+    while not stop.is_set() and (duration is None or time.monotonic() - began < duration):
+        follower.poll()
+        feed.poll(0.2)
+        now = time.monotonic()
+        if now - last < 1.0:
+            continue
+        last = now
+        lags.sample(feed.latest, time.time_ns() // 1_000_000)
+        if interactive:
+            codes = {n: p.poll() for n, p in procs.items()}
+            up_view.render(
+                sys.stderr, hooks.title, now - began, follower.counts, feed.latest, hooks.view_lines(), codes
+            )
+        elif now >= next_progress:
+            next_progress += 10
+            up_view.progress(sys.stderr, now - began, follower.counts)
+    return lags
 
 
 def main(duration: float | None, rate: int) -> int:
-    pipeline = _project_pipeline()
-    summary = run(duration, rate) if pipeline is None else pipeline.run(duration, rate)  # type: ignore[attr-defined]
-    print(json.dumps(summary))
+    project = find_project()
+    workdir = Path(tempfile.mkdtemp(prefix="mw-up-"))
+    plan = project_plan(project) if project is not None and project.up is not None else example_plan(workdir)
+    print(json.dumps(run(plan, workdir, duration, rate)), flush=True)
     return 0
 
 
