@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from mwcore.errors import ConfigError
-from mwcore.examples.running_sum_up import SCHEMAS, RunningSumPipeline
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.project import find_project
+from mwcore.tools.up_example import SCHEMAS, RunningSumPipeline
 from mwcore.tools.up_plan import NoHooks, Pipeline, Service, example_plan, load_pipeline, project_plan
 from mwcore.tools.up_view import lag_s
 

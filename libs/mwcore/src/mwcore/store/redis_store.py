@@ -131,6 +131,11 @@ class RedisCheckpointStore:
         k = self.keys(interval)
         return bool(self._release(keys=[k.token, k.meta], args=[token]))
 
+    def positions(self, interval: IntervalId) -> dict[str, int]:
+        """The interval's checkpointed input positions ("topic:partition" -> next offset)."""
+        raw = self._r.hgetall(self.keys(interval).positions)
+        return {(f.decode() if isinstance(f, bytes) else str(f)): int(v) for f, v in raw.items()}
+
     def current_token(self, interval: IntervalId) -> str | None:
         raw = self._r.get(self.keys(interval).token)
         return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)

@@ -92,7 +92,7 @@ def tail(
     ends = end_offsets(bootstrap, {topic: n})
     starts = {p: 0 if from_beginning else max(0, ends[(topic, p)] - last) for p in range(n)}
     remaining = {p for p in range(n) if ends[(topic, p)] > starts[p]}
-    reader = PartitionReader(bootstrap, topic, starts)
+    reader = PartitionReader(bootstrap, {(topic, p): off for p, off in starts.items()})
     printed = 0
     try:
         while not should_stop() and (follow or remaining):

@@ -136,7 +136,7 @@ def project_plan(project: Project) -> Plan:
 
 def example_plan(workdir: Path) -> Plan:
     """The running-sum example: two workers of one computation, fed by ``mw up``."""
-    from mwcore.examples import running_sum_up as example
+    from mwcore.tools import up_example as example
 
     return Plan(
         services=tuple(

@@ -4,21 +4,19 @@ the live view (or, without a terminal, a progress line)."""
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TextIO
 
-from confluent_kafka import Consumer, TopicPartition
-
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.api.record import ID_HEADER
 from mwcore.errors import SerializationError
 from mwcore.serde.avro import SchemaRegistry, decode_any
-from mwcore.transport.topics import consumer_config, partition_counts, topic_name
-from mwcore.transport.watermark_topic import Watermarks
+from mwcore.transport.reader import PartitionReader
+from mwcore.transport.topics import partition_counts, topic_name
+from mwcore.watermarks.published import Watermarks
 
 OnRecord = Callable[[str, Any, bytes], None]
 
@@ -36,10 +34,9 @@ class StreamFollower:
         registry: SchemaRegistry,
         on_record: OnRecord,
     ) -> None:
-        self._c = Consumer(consumer_config(bootstrap, f"mw-up-{os.getpid()}"))
         self._stream = {topic_name("default", s): s for s in {*streams, *decoded}}
         parts = partition_counts(bootstrap, list(self._stream))
-        self._c.assign([TopicPartition(t, p, 0) for t, n in parts.items() for p in range(n)])
+        self._reader = PartitionReader(bootstrap, {(t, p): 0 for t, n in parts.items() for p in range(n)})
         self._decoded = set(decoded)
         self._registry = registry
         self._on_record = on_record
@@ -50,12 +47,10 @@ class StreamFollower:
     def poll(self) -> None:
         """Take everything that has arrived."""
         while True:
-            msgs = self._c.consume(10_000, 0)
+            msgs = self._reader.poll(10_000, 0)
             if not msgs:
                 return
             for m in msgs:
-                if m.error() is not None:
-                    continue
                 stream = self._stream.get(m.topic() or "", "")
                 if stream in self.counts:
                     self.counts[stream] += 1
@@ -76,7 +71,7 @@ class StreamFollower:
         self._on_record(stream, decoded, rid)
 
     def close(self) -> None:
-        self._c.close()
+        self._reader.close()
 
 
 def lag_s(watermark: int, now_ms: int) -> float | None:

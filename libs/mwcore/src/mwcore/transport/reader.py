@@ -1,4 +1,4 @@
-"""Reading chosen partitions of a topic from chosen offsets, outside any consumer group
+"""Reading chosen partitions of topics from chosen offsets, outside any consumer group
 (``mw tail``, tools and tests): nothing is committed, nothing is rebalanced."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from mwcore.transport.topics import consumer_config
 
 
 class PartitionReader:
-    def __init__(self, bootstrap: str, topic: str, starts: Mapping[int, int]) -> None:
-        """``starts``: partition -> the offset to read it from."""
+    def __init__(self, bootstrap: str, starts: Mapping[tuple[str, int], int]) -> None:
+        """``starts``: (topic, partition) -> the offset to read it from."""
         self._c = Consumer(consumer_config(bootstrap, f"mw-reader-{time.monotonic_ns()}"))
-        self._c.assign([TopicPartition(topic, p, off) for p, off in starts.items()])
+        self._c.assign([TopicPartition(topic, p, off) for (topic, p), off in starts.items()])
 
     def poll(self, max_messages: int = 1000, timeout: float = 0.2) -> list[Message]:
         """What has arrived (waiting up to ``timeout``); errors are left out (the client

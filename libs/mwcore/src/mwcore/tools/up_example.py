@@ -1,4 +1,5 @@
-"""The running-sum example under ``mw up`` (a project without ``[tool.mw.up]``).
+"""``mw up`` where no ``[tool.mw.up]`` names a pipeline: the running-sum example
+(``mwcore.examples.running_sum``).
 
 Two worker processes of ``RunningSum``; a thread of ``mw up`` writes random numbers
 to ``numbers`` at the given rate. The summary says how many were written, how many
@@ -16,9 +17,10 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.client import redis_client
+from mwcore.store.interface import IntervalId
+from mwcore.store.redis_store import RedisCheckpointStore
 from mwcore.transport.topics import end_offsets
 from mwcore.transport.writer import SourceWriter
 
@@ -67,7 +69,7 @@ class RunningSumPipeline:
     def __init__(self) -> None:
         self.injected = 0
         self._feed: threading.Thread | None = None
-        self._redis: redis.Redis | None = None
+        self._store: RedisCheckpointStore | None = None
         self._bootstrap = ""
 
     def environment(self, workdir: Path) -> dict[str, str]:
@@ -75,7 +77,7 @@ class RunningSumPipeline:
 
     def start(self, env: Mapping[str, str], stop: threading.Event, rate: int, duration: float | None) -> None:
         self._bootstrap = env["MW_BOOTSTRAP"]
-        self._redis = redis.Redis.from_url(env["MW_REDIS_URL"])
+        self._store = RedisCheckpointStore(redis_client(env["MW_REDIS_URL"]))
         registry = SchemaRegistry.from_directory(env["MW_SCHEMAS_DIR"])
         writer = SourceWriter(self._bootstrap, registry, SOURCE, "mw.examples.Number")
         self._feed = threading.Thread(target=self._write, args=(writer, stop, rate), daemon=True)
@@ -102,14 +104,12 @@ class RunningSumPipeline:
     def committed(self) -> int:
         """Records of ``numbers`` the workers have checkpointed: the sum of their
         checkpointed input positions."""
-        if self._redis is None:
+        if self._store is None:
             return 0
-        total = 0
-        for key in self._redis.scan_iter(match="mw:{default/*}:pos", count=1000):
-            for name, value in self._redis.hgetall(key).items():
-                if (name.decode() if isinstance(name, bytes) else str(name)).startswith(f"{SOURCE}:"):
-                    total += int(value)
-        return total
+        return sum(
+            self._store.positions(IntervalId("default", "running_sum", index)).get(f"{SOURCE}:{index}", 0)
+            for index in range(STREAMS[SOURCE])
+        )
 
     def summary(self, counts: Mapping[str, int], watermarks: Mapping[str, int]) -> dict[str, Any]:
         if self._feed is not None:
