@@ -29,7 +29,8 @@ import redis
 from bench.chaos_pipeline import TIMER_EVERY, WINDOW_MS, ChaosCount
 from mwcore.api import ids
 from mwcore.api.record import LATE_HEADER
-from mwcore.serde.avro import AvroSerde, SchemaRegistry, SerializationError
+from mwcore.errors import SerializationError
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.transport.topics import dead_letter_stream, topic_name
 from tests.support.topics import Msg, read_topic
 

@@ -28,8 +28,8 @@ import pytest
 import redis
 
 from mwcore.api import ids
-from mwcore.runtime.injector import Injector
 from mwcore.runtime.dead_letters import LATE_INDEX
+from mwcore.runtime.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.tools.localstack import LocalStack
 from mwcore.transport.topics import late_stream, topic_name

@@ -377,7 +377,7 @@ def test_a_restarted_injector_keeps_its_promise_and_holds_what_it_had_in_flight(
         assert worker.terminate() == 0  # the consumer stops; its backlog builds up
         for i in range(20):
             first.send("events", "k", {"n": 1}, 5100 + i)
-        first._producer.flush(30)  # acknowledged, never reported: then the process dies
+        first._sender.flush(30)  # acknowledged, never reported: then the process dies
         second = injector(stack, registry, namespace)  # the same process, restarted
         assert second.reported == 5000  # its promise survived
         assert second.send("events", "k", {"n": 1}, 4000)  # still late after the restart
