@@ -17,25 +17,20 @@ type) gets ``None``, and the serde keeps using fastavro for it.
 from __future__ import annotations
 
 import contextlib
-import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from mwcore.serde.wire import HELPERS
 
 Encode = Callable[[Any], bytes]
 Decode = Callable[[bytes, int], Any]
 
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
-INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
-LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class Unsupported(Exception):
     """The schema uses something the generator does not cover."""
-
-
-class Truncated(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -43,65 +38,6 @@ class Codec:
     encode: Encode  # the Avro body of a datum
     decode: Decode  # the datum whose body starts at ``offset`` of ``data``
     source: str  # the generated module (for debugging)
-
-
-# -- run-time helpers the generated code calls ------------------------------------------
-
-
-def _varint_tail(b: bytes, p: int, first: int) -> tuple[int, int]:
-    """The rest of a varint whose first byte (``first``, >= 0x80) was at ``p - 1``."""
-    result = first & 0x7F
-    shift = 7
-    while True:
-        c = b[p]
-        p += 1
-        result |= (c & 0x7F) << shift
-        if c < 0x80:
-            return result, p
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
-def _write_long(out: bytearray, v: int) -> None:
-    if not LONG_MIN <= v <= LONG_MAX:
-        raise ValueError(f"{v} does not fit an Avro long")
-    z = (v << 1) ^ (v >> 63)
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-
-
-def _write_int(out: bytearray, v: int) -> None:
-    if not INT_MIN <= v <= INT_MAX:
-        raise ValueError(f"{v} does not fit an Avro int")
-    _write_long(out, v)
-
-
-def _write_bytes(out: bytearray, v: bytes) -> None:
-    if not isinstance(v, (bytes, bytearray)):
-        raise TypeError(f"expected bytes, got {type(v).__name__}")
-    _write_long(out, len(v))
-    out += v
-
-
-def _write_boolean(out: bytearray, v: bool) -> None:
-    out.append(1 if v else 0)
-
-
-_HELPERS: dict[str, Any] = {
-    "_varint_tail": _varint_tail,
-    "_write_long": _write_long,
-    "_write_int": _write_int,
-    "_write_bytes": _write_bytes,
-    "_write_boolean": _write_boolean,
-    "_pack_f": struct.Struct("<f").pack,
-    "_pack_d": struct.Struct("<d").pack,
-    "_unpack_f": struct.Struct("<f").unpack_from,
-    "_unpack_d": struct.Struct("<d").unpack_from,
-    "Truncated": Truncated,
-}
 
 
 # -- the generator ------------------------------------------------------------------------
@@ -406,7 +342,7 @@ def compile_codec(schema: Any, prefix: bytes = b"") -> Codec | None:
             "",
         ]
     )
-    namespace: dict[str, Any] = {**_HELPERS, **gen.consts, "_prefix": prefix}
+    namespace: dict[str, Any] = {**HELPERS, **gen.consts, "_prefix": prefix}
     name = schema.get("name", "") if isinstance(schema, dict) else str(schema)
     exec(compile(source, f"<avro codec {name}>", "exec"), namespace)
     return Codec(namespace["encode"], namespace["decode"], source)
