@@ -50,10 +50,10 @@ sys.path.insert(0, str(ROOT))
 from bench.keyed_count import KeyedCount  # noqa: E402
 from mwcore.runtime.interval import InputBinding, Interval, IntervalDeps  # noqa: E402
 from mwcore.serde.avro import AvroSerde, SchemaRegistry  # noqa: E402
+from mwcore.store.fast_script import pack_call  # noqa: E402
 from mwcore.store.interface import IntervalId  # noqa: E402
 from mwcore.store.memory_store import MemoryCheckpointStore  # noqa: E402
 from mwcore.store.redis_store import RedisCheckpointStore  # noqa: E402
-from mwcore.store.resp import pack_command  # noqa: E402
 
 KEYS = 10_000
 BATCH = 5_000
@@ -106,7 +106,7 @@ def interval_path(
         for b in range(0, len(batch), BATCH):
             interval.process(batch[b : b + BATCH])
             cp = interval.prepare()
-            pack_command(packer._commit_args(token, cp))
+            pack_call("0" * 40, (), packer._commit_args(token, cp))  # as FastScript sends it
             interval.committed(cp, store.commit(iv, interval.token, cp))
             interval.outbox.take_to_send()
 
