@@ -51,10 +51,10 @@ from bench.keyed_count import KeyedCount  # noqa: E402
 from mwcore.runtime.intake import InputBinding  # noqa: E402
 from mwcore.runtime.interval import Interval, IntervalDeps  # noqa: E402
 from mwcore.serde.avro import AvroSerde, SchemaRegistry  # noqa: E402
+from mwcore.store.fast_script import pack_call  # noqa: E402
 from mwcore.store.interface import IntervalId  # noqa: E402
 from mwcore.store.memory_store import MemoryCheckpointStore  # noqa: E402
 from mwcore.store.redis_store import RedisCheckpointStore  # noqa: E402
-from mwcore.store.resp import pack_command  # noqa: E402
 
 KEYS = 10_000
 BATCH = 5_000
@@ -108,7 +108,7 @@ def interval_path(
             interval.process(batch[b : b + BATCH])
             ready = interval.prepare()
             assert ready is not None
-            pack_command(packer._commit_args(token, ready.checkpoint))
+            pack_call("0" * 40, (), packer._commit_args(token, ready.checkpoint))  # as FastScript sends it
             interval.committed(ready, store.commit(iv, interval.token, ready.checkpoint))
             interval.take_to_send()
 

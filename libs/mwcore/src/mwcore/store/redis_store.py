@@ -12,8 +12,8 @@ import redis
 from mwcore.errors import CheckpointError, FencedError
 from mwcore.store import scripts
 from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_batch, decode_entry, encode_batch
+from mwcore.store.fast_script import Arg, FastScript
 from mwcore.store.interface import IntervalId
-from mwcore.store.resp import Arg, FastScript, PackedArgs
 from mwcore.watermarks.reports import STREAM_MAXLEN, decode_segments, report_stream
 
 TokenScheme = Literal["safe", "counter-only"]
@@ -208,8 +208,8 @@ class RedisCheckpointStore:
         args.append(len(cp.acked))
         args += cp.acked
         args.append(len(cp.seen))
-        if cp.seen:
-            args.append(_packed_seen(cp.seen))
+        for rid, ts in cp.seen.items():
+            args += (ts, rid)
         args.append(len(cp.positions))
         for pos_field, off in cp.positions.items():
             args += (pos_field, off)
@@ -229,16 +229,6 @@ class RedisCheckpointStore:
             if name.startswith("c:"):
                 out[name[2:]] = int(v)
         return out
-
-
-def _packed_seen(seen: dict[bytes, int]) -> PackedArgs:
-    """The seen section's (timestamp, id) pairs, already in RESP (one format per pair)."""
-    fmt = b"$%d\r\n%b\r\n$%d\r\n%b\r\n"
-    parts = []
-    for rid, ts in seen.items():
-        t = b"%d" % ts
-        parts.append(fmt % (len(t), t, len(rid), rid))
-    return PackedArgs(b"".join(parts), 2 * len(seen))
 
 
 def _sets_and_deletes(args: list[Arg], writes: dict[bytes, bytes | None]) -> None:
