@@ -26,7 +26,7 @@ from services.injector.generator import generate
 from services.injector.scenario import Scenario
 from tests.conftest import ROOT
 from tests.support.procs import wait_until
-from tests.test_watermarks import Published
+from tests.support.watermarks import Published
 from tests.test_zeitgeist import decoded, services
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.slow]

@@ -35,7 +35,7 @@ from services.model_trainer.job import publish, read_counts, train
 from tests.conftest import ROOT
 from tests.support.procs import wait_until
 from tests.support.topics import consumed
-from tests.test_watermarks import Published
+from tests.support.watermarks import Published
 from tests.test_zeitgeist import decoded, services
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.slow]

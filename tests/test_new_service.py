@@ -31,7 +31,7 @@ from services.injector.scenario import Scenario
 from tests.conftest import ROOT
 from tests.support.procs import Background, WorkerProc, joined, wait_until
 from tests.support.topics import read_topic
-from tests.test_watermarks import Published
+from tests.support.watermarks import Published
 from tests.test_zeitgeist import services
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

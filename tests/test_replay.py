@@ -34,7 +34,7 @@ from services.injector.truth import recount
 from tests.conftest import ROOT
 from tests.support.procs import Background, joined, wait_until
 from tests.support.topics import consumed, read_topic
-from tests.test_watermarks import Published
+from tests.support.watermarks import Published
 from tests.test_zeitgeist import decoded, services
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.slow]

@@ -42,7 +42,7 @@ from mwcore.transport.watermark_topic import WatermarkFeed
 from mwcore.watermarks.reports import retired_key, topology_key
 from tests.conftest import ROOT
 from tests.support.procs import WorkerProc, wait_until, worker_env
-from tests.test_watermarks import Published, authority, injector, windows
+from tests.support.watermarks import Published, authority, injector, windows
 
 pytestmark = pytest.mark.watermarks
 

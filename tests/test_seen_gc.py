@@ -16,7 +16,7 @@ from mwcore.runtime.injector import Injector
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.localstack import LocalStack
 from tests.support.procs import WorkerProc, wait_until, worker_env
-from tests.test_watermarks import authority
+from tests.support.watermarks import authority
 
 pytestmark = [pytest.mark.watermarks, pytest.mark.slow]
 

@@ -35,8 +35,8 @@ from mwcore.tools.localstack import LocalStack
 from mwcore.transport.topics import late_stream, topic_name
 from tests.support.procs import Background, WorkerProc, joined, wait_until, worker_env
 from tests.support.topics import read_topic
+from tests.support.watermarks import Published, authority
 from tests.support.windows import ROLLUP_MS, WINDOW_MS
-from tests.test_watermarks import Published, authority
 
 pytestmark = [pytest.mark.watermarks, pytest.mark.slow]
 

@@ -25,7 +25,7 @@ from services.injector.generator import generate
 from services.injector.scenario import Scenario, Traffic
 from services.injector.truth import load_truth, recount, score
 from tests.support.procs import Background, WorkerProc, joined, wait_until, worker_env
-from tests.test_watermarks import Published
+from tests.support.watermarks import Published
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
