@@ -33,7 +33,8 @@ from typing import Any
 
 import redis
 
-from bench.chaos import INTERVALS, Feeder, Monitor, Run, _drained, _wait
+from bench.chaos import Run
+from bench.chaos_actors import INTERVALS, Feeder, Monitor, drained, wait_for
 from bench.chaos_check import check
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.localstack import LocalStack, RedisServer
@@ -89,7 +90,7 @@ def run_rollback(args: argparse.Namespace) -> dict[str, Any]:
             if detected_at is None:  # not detected: let the pipeline finish, then check it
                 ends = end_offsets(stack.bootstrap, {topic_name(namespace, "chaos_in"): INTERVALS})
                 try:
-                    _wait(lambda: _drained(stack, namespace, ends), 180, "the pipeline to drain")
+                    wait_for(lambda: drained(stack, namespace, ends), 180, "the pipeline to drain")
                 except TimeoutError as exc:
                     print(f"{exc}; checking what there is", flush=True)
         finally:
