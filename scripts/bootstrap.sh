@@ -40,7 +40,7 @@ if ! command -v mvn >/dev/null 2>&1; then
 fi
 
 stamp="$VENV/.mw-bootstrap"
-inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/src/mwcore/kafka_broker.py libs/mwcore/src/mwcore/spark/session.py"
+inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/src/mwcore/tools/kafka_broker.py libs/mwcore/src/mwcore/archive/spark/session.py"
 if [ -f "$stamp" ] && [ -z "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
   exit 0
 fi
@@ -54,7 +54,7 @@ say "pip install mwcore[spark] and the dev tools into $VENV"
   | grep -v '^WARNING: Location' || true
 "$VENV/bin/python" -c "import mwcore, confluent_kafka, fastavro, redis, pyspark" \
   || { say "install failed"; exit 1; }
-# The broker: a pinned Apache Kafka from Maven Central, cached (see mwcore/kafka_broker.py).
+# The broker: a pinned Apache Kafka from Maven Central, cached (see mwcore/tools/kafka_broker.py).
 "$VENV/bin/python" -m mwcore.tools.kafka_broker fetch
 # Spark's Kafka source (archive reads go through it): resolved by Spark into its Ivy
 # cache (~/.ivy2*), once; later sessions find it there.
