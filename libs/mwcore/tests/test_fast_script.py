@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import pytest
 import redis
@@ -12,7 +11,6 @@ from mwcore.store.checkpoint import Checkpoint, encode_batch
 from mwcore.store.fast_script import Arg, FastScript, pack_call
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
-from mwcore.tools.localstack import RedisServer
 
 IV = IntervalId("fast", "comp", 0)
 ODD_ID = b"\r\n$3\r\n\x00\xff" + b"i" * 8  # RESP framing and non-UTF-8 bytes inside an id
@@ -25,20 +23,6 @@ def resp(args: Sequence[Arg]) -> bytes:
         b = a.encode() if isinstance(a, str) else b"%d" % a if isinstance(a, int) else a
         out += b"$%d\r\n%b\r\n" % (len(b), b)
     return out
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(directory=Path(tmp_path_factory.mktemp("redis"))).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def client(redis_server: RedisServer) -> redis.Redis:
-    c = redis.Redis(port=redis_server.port)
-    c.flushall()
-    return c
 
 
 def test_a_checkpoint_packs_as_its_sections_in_order() -> None:

@@ -6,8 +6,6 @@ the command against a running authority."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -15,7 +13,6 @@ import redis
 from mwcore.errors import ConfigError, RefusedError
 from mwcore.store.reports import RedisReportSink
 from mwcore.store.retirements import RedisRetirements
-from mwcore.tools.localstack import RedisServer
 from mwcore.watermarks import journal
 from mwcore.watermarks.model import MAX, MIN, Graph
 from mwcore.watermarks.reports import (
@@ -131,20 +128,6 @@ def test_rekey_stages_are_found_by_name() -> None:
 
 
 # -- the scripts, on a real redis-server --------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(directory=Path(tmp_path_factory.mktemp("redis"))).start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def client(redis_server: RedisServer) -> redis.Redis:
-    c = redis.Redis(port=redis_server.port)
-    c.flushall()
-    return c
 
 
 def ends(spec: NodeSpec) -> dict[str, int]:

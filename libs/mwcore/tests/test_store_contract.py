@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -18,13 +16,6 @@ from mwcore.store.redis_store import RedisCheckpointStore
 from mwcore.tools.localstack import RedisServer
 
 IV = IntervalId("contract", "comp", 0)
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(directory=Path(tmp_path_factory.mktemp("redis"))).start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(params=["memory", "redis"])
