@@ -40,19 +40,12 @@ class Process:
         self.name = name
         self.metrics = metrics
         self.stopping = False
-        self._on_stop: list[Callable[[], None]] = []
 
     def should_stop(self) -> bool:
         return self.stopping
 
     def stop(self) -> None:
         self.stopping = True
-        for callback in self._on_stop:
-            callback()
-
-    def on_stop(self, callback: Callable[[], None]) -> None:
-        """Also call ``callback`` when the process is asked to stop."""
-        self._on_stop.append(callback)
 
     def tick(self) -> None:
         """The loop turned (what ``/healthz`` watches for a hung loop)."""

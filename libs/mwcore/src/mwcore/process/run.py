@@ -36,9 +36,8 @@ def run_computation(computation: type[Computation] | str, settings: WorkerSettin
             instrument_workers(process.metrics, workers)
         for w in workers:
             process.add_check(w.health.problem)
-        process.on_stop(runner.stop)
         tune_gc(s.gc_threshold)
-        runner.run()
+        runner.run(process.should_stop)
         return 0
 
     return bootstrap.main(body)
