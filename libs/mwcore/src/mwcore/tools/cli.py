@@ -39,12 +39,17 @@ def _bootstrap(args: argparse.Namespace) -> str:
 
 
 def _schemas_dir(args: argparse.Namespace) -> str:
-    """--schemas, else $MW_SCHEMAS_DIR, else a running `mw up`'s, else ./schemas."""
+    """--schemas, else $MW_SCHEMAS_DIR, else a running `mw up`'s, else the project's
+    ([tool.mw] schemas), else ./schemas."""
     from pathlib import Path
 
+    from mwcore.tools.project import find_project
     from mwcore.tools.up import running
 
-    schemas = args.schemas or os.environ.get("MW_SCHEMAS_DIR") or running().get("schemas_dir") or "schemas"
+    schemas = args.schemas or os.environ.get("MW_SCHEMAS_DIR") or running().get("schemas_dir")
+    if not schemas:
+        project = find_project()
+        schemas = str(project.schemas) if project is not None else "schemas"
     if not Path(schemas).is_dir():
         raise ConfigError(f"no schemas directory {schemas!r}: pass --schemas DIR or set MW_SCHEMAS_DIR")
     return str(schemas)
