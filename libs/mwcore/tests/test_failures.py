@@ -196,3 +196,39 @@ def test_an_error_mid_batch_commits_nothing() -> None:
     # The batch moved positions past a record that never ran: committing it would lose it.
     assert store.recover(iv, "").positions == {} and store.recover(iv, "").commits == 0
     assert consumer.closed
+
+
+class BytearrayCodec:
+    """A user codec that returns a bytearray (the store takes bytes)."""
+
+    def bind(self, registry: SchemaRegistry) -> None:
+        return None
+
+    def encode(self, value: Any) -> bytes:
+        return bytearray(str(value).encode())  # type: ignore[return-value]
+
+    def decode(self, data: bytes) -> Any:
+        return int(data)
+
+
+class CountWithBytearrays(WeakProbe):
+    options = Options()
+    state = BytearrayCodec()  # type: ignore[assignment]
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        ctx.state.set((ctx.state.get() or 0) + record.value["n"])
+
+
+def test_a_codecs_bytearray_is_committed_as_bytes() -> None:
+    from mwcore.store.fast_script import pack_call
+    from mwcore.store.redis_store import RedisCheckpointStore
+
+    interval, store, registry = make(CountWithBytearrays())
+    interval.process([msg(registry, 0, 3), msg(registry, 1, 4)])
+    ready = interval.prepare()
+    assert ready is not None and ready.checkpoint.state == {b"k": b"7"}
+    packer = RedisCheckpointStore.__new__(RedisCheckpointStore)
+    packer._fencing = True
+    pack_call("0" * 40, (), packer._commit_args("t", ready.checkpoint))  # hiredis takes only bytes
+    interval.committed(ready, store.commit(IV, interval.token, ready.checkpoint))
+    assert store.load_state(IV, [b"k"]) == [b"7"]

@@ -116,6 +116,8 @@ class Applier:
         if value is not UNSET:
             try:
                 encoded = None if value is None else self._encode(value)
+                if encoded is not None and encoded.__class__ is not bytes:
+                    encoded = bytes(encoded)  # a codec's bytearray or memoryview: the store takes bytes
             except Exception as exc:
                 self.cache.restore(key, batch.state)
                 codec = type(self.cache.codec).__name__

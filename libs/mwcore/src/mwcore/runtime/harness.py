@@ -216,7 +216,10 @@ class Harness:
         self.failures.append(failure)
 
     def _commit(self, batch: Checkpoint) -> None:
-        """What the runtime's checkpoint would store, stored at once."""
+        """What the runtime's checkpoint would store, stored at once. The next call reads
+        state decoded from what was stored: a change user code made to a state object in
+        place, without ``state.set``, is not kept (in a worker it would be lost at the next
+        takeover or cache eviction)."""
         for k, v in batch.state.items():
             if v is None:
                 self._stored.pop(k, None)
@@ -224,3 +227,4 @@ class Harness:
                 self._stored[k] = v
         self._produced += batch.productions
         self._produced += self._applier.take_weak()
+        self._applier.cache.values.clear()

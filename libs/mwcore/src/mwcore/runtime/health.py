@@ -99,12 +99,12 @@ class GroupView(Protocol):
     """What the unassigned check reads of the group (``transport.consumer.GroupConsumer``)."""
 
     def committed(self, parts: Iterable[Part], timeout: float = 10.0) -> list[Offset]: ...
-    def end_offset(self, part: Part, cached: bool = False) -> int: ...
+    def end_offset(self, part: Part, cached: bool = False, timeout: float = 30.0) -> int: ...
 
 
 def group_state(consumer: GroupView, topics: Iterable[str], partitions: int) -> tuple[Offsets, Offsets]:
     """A group's committed positions and its input partitions' ends (for ``check_unassigned``)."""
     parts = [Part(t, p) for t in topics for p in range(partitions)]
     committed = {(o.topic, o.partition): max(0, o.offset) for o in consumer.committed(parts, timeout=5)}
-    ends: Offsets = {(p.topic, p.partition): consumer.end_offset(p) for p in parts}
+    ends: Offsets = {(p.topic, p.partition): consumer.end_offset(p, timeout=5) for p in parts}
     return committed, ends

@@ -62,6 +62,7 @@ class GroupConsumer:
         on_committed: OnCommitted | None = None,
     ) -> None:
         self.session_timeout_ms = session_timeout_ms
+        self.group = group
         self._on_committed = on_committed
         conf = consumer_config(
             bootstrap,
@@ -131,7 +132,7 @@ class GroupConsumer:
                 "group.min.session.timeout.ms is higher (6000 by Kafka's default); lower that "
                 "on the broker, or raise MW_SESSION_TIMEOUT_MS to at least it"
             )
-        log.warning("consumer_error", error=err.str(), code=err.name())
+        log.warning("consumer_error", group=self.group, error=err.str(), code=err.name())
         return True
 
     def pause(self, parts: Iterable[Part]) -> None:
@@ -143,13 +144,14 @@ class GroupConsumer:
     def seek(self, part: Part, offset: int) -> None:
         self._c.seek(TopicPartition(part.topic, part.partition, offset))
 
-    def end_offset(self, part: Part, cached: bool = False) -> int:
-        """The partition's end (high watermark): as last fetched (``cached``), or asked now."""
+    def end_offset(self, part: Part, cached: bool = False, timeout: float = 30.0) -> int:
+        """The partition's end (high watermark): as last fetched (``cached``), or asked now
+        (waiting up to ``timeout``)."""
         tp = TopicPartition(part.topic, part.partition)
         if cached:
             _, high = self._c.get_watermark_offsets(tp, cached=True)
         else:
-            _, high = self._c.get_watermark_offsets(tp, timeout=30, cached=False)
+            _, high = self._c.get_watermark_offsets(tp, timeout=timeout, cached=False)
         return int(high)
 
     def position(self, part: Part) -> int:
@@ -173,11 +175,11 @@ class GroupConsumer:
             else:
                 self._committed_cb(None, self._c.commit(offsets=tps, asynchronous=False) or [])
         except KafkaException as exc:
-            log.warning("offset_commit_failed", error=str(exc))
+            log.warning("offset_commit_failed", group=self.group, error=str(exc))
 
     def _committed_cb(self, err: Any, tps: list[TopicPartition]) -> None:
         if err is not None:
-            log.warning("offset_commit_failed", error=str(err))
+            log.warning("offset_commit_failed", group=self.group, error=str(err))
         if self._on_committed is not None:
             ok = [Offset(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in tps if tp.error is None]
             self._on_committed(ok)
