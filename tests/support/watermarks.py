@@ -19,7 +19,7 @@ from mwcore.tools.localstack import LocalStack
 from mwcore.transport.topics import consumer_config, topic_name
 from mwcore.transport.watermark_topic import ensure_watermark_topic
 from mwcore.watermarks.published import Watermarks
-from mwcore.watermarks.reports import report_stream, topology_key
+from mwcore.watermarks.reports import NodeSpec, report_stream, stream_field, streams, topology_key
 from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.topics import read_topic
 
@@ -77,18 +77,19 @@ class Published:
         it has published ``name`` after that (a change or its heartbeat). The value is
         the field-wise maximum of all published, so anything that moved shows."""
         ends = {}
-        for node in r.hkeys(topology_key(namespace)):
+        for node, raw_spec in r.hgetall(topology_key(namespace)).items():
             n = node.decode() if isinstance(node, bytes) else str(node)
-            last = r.xrevrange(report_stream(namespace, n), count=1)
-            if last:
-                ends[n] = _stream_id(last[0][0])
+            for stream in streams(NodeSpec.decode(n, raw_spec)):
+                last = r.xrevrange(report_stream(namespace, *stream), count=1)
+                if last:
+                    ends[stream_field(stream)] = _stream_id(last[0][0])
 
         def applied() -> bool:
             raw = r.get(f"mw:wma:{namespace}:0")
             if raw is None:
                 return False
             positions = json.loads(raw)["positions"]
-            return all(_stream_id(positions.get(n, "0-0")) >= end for n, end in ends.items())
+            return all(_stream_id(positions.get(s, "0-0")) >= end for s, end in ends.items())
 
         wait_until(applied, timeout, 0.05, f"the authority to apply the reports up to {ends}")
         applied_at = time.time_ns() // 1_000_000

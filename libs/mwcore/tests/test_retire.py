@@ -14,7 +14,7 @@ from mwcore.errors import ConfigError, RefusedError
 from mwcore.store.reports import RedisReportSink
 from mwcore.store.retirements import RedisRetirements
 from mwcore.watermarks import journal
-from mwcore.watermarks.model import MAX, MIN, Graph
+from mwcore.watermarks.model import MAX, MIN, Graph, Published
 from mwcore.watermarks.reports import (
     NodeSpec,
     Report,
@@ -104,16 +104,37 @@ def test_the_journal_keeps_a_retirement_and_what_it_left() -> None:
     report(g, "a", 300, {}, Segment("mid", 1, 9, 120, 2))
     g.compute(0)
     gone = g.retire("a", A, [Segment("mid", 0, 4, 300, 1)])
-    gone.position = "17-0"
-    raw = journal.encode(g, {"inj": "5-0", "b": "6-1"})
+    gone.position = {0: "17-0", 1: "15-2"}
+    raw = journal.encode(g, {("inj", 0): "5-0", ("b", 0): "6-1", ("b", 1): "4-0"})
     again = Graph()
     positions = journal.restore(again, raw, {"b": B, "inj": INJ})
-    assert positions == {"inj": "5-0", "b": "6-1"}
+    assert positions == {("inj", 0): "5-0", ("b", 0): "6-1", ("b", 1): "4-0"}
+    assert journal.positions(raw) == positions
     assert set(again.nodes) == {"inj", "b"} and set(again.retired) == {"a"}
     r = again.retired["a"]
-    assert (r.spec, r.position, r.published) == (A, "17-0", gone.published)
+    assert (r.spec, r.position, r.published) == (A, {0: "17-0", 1: "15-2"}, gone.published)
     assert r.segments == gone.segments
     assert again.retired_producers("mid") == [r]
+
+
+def test_a_journal_of_one_stream_per_node_restores_without_its_positions() -> None:
+    """A journal written before report streams were per interval: its positions are of
+    streams no longer written, so reading starts at the new streams' beginning."""
+    old = {
+        "positions": {"b": "6-1"},
+        "nodes": {},
+        "retired": {
+            "a": {
+                "spec": json.loads(A.encode()),
+                "segments": {},
+                "published": Published().__dict__,
+                "position": "17-0",
+            }
+        },
+    }
+    again = Graph()
+    assert journal.restore(again, json.dumps(old), {"b": B}) == {}
+    assert again.retired["a"].position == {}
 
 
 def test_a_retirement_record_decodes() -> None:
@@ -138,7 +159,7 @@ def silent(client: redis.Redis, name: str, ago_ms: int) -> None:
     """Make ``name``'s last sign of life ``ago_ms`` old (on Redis's clock)."""
     seconds, micros = client.time()
     now = seconds * 1000 + micros // 1000
-    client.xadd(report_stream("ns", name), {"r": "{}"}, id=f"{now - ago_ms}-0")
+    client.xadd(report_stream("ns", name, 0), {"r": "{}"}, id=f"{now - ago_ms}-0")
     client.hset(declared_key("ns"), name, now - ago_ms)
 
 
@@ -159,7 +180,7 @@ def test_retire_is_refused_while_workers_report_or_declare(client: redis.Redis) 
     with pytest.raises(RefusedError, match=r"workers of a declared themselves 0\.\d s ago; stop them first"):
         retirer.retire("a")
     silent(client, "a", 20_000)
-    client.xadd(report_stream("ns", "a"), {"r": "{}"})  # a report, now
+    client.xadd(report_stream("ns", "a", 0), {"r": "{}"})  # a report, now
     with pytest.raises(RefusedError, match=r"workers of a reported 0\.\d s ago; stop them first \(or wait 1"):
         retirer.retire("a")
     assert client.hexists(topology_key("ns"), "a") and not client.exists(retired_key("ns"))

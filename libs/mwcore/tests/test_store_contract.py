@@ -99,7 +99,7 @@ def test_grants_are_written_to_the_report_stream_in_order(redis_server: RedisSer
     client.flushall()
     store = RedisCheckpointStore(client)
     first, second = store.grant(IV, "a"), store.grant(IV, "b")
-    entries = client.xrange(f"mw:wmr:{IV.namespace}:{IV.computation}")
+    entries = client.xrange(f"mw:{IV.tag()}:wmr")
     assert [json.loads(f[b"r"]) for _, f in entries] == [
         {"k": "grant", "i": 0, "t": first},
         {"k": "grant", "i": 0, "t": second},

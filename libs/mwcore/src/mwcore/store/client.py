@@ -1,30 +1,63 @@
-"""The Redis client every process of the kit uses, with its timeouts and retries."""
+"""The Redis client every process of the kit uses, with its timeouts and retries.
+
+``MW_REDIS_URL`` names one Redis, or any one node of a Redis Cluster: the client asks
+that node (``INFO cluster``) and, if it is a cluster node, becomes a cluster client
+that discovers every other node from it. Every command the kit sends touches keys of
+one hash slot (the keys of one interval, or of one namespace, share a hash tag), so
+the same code runs on both.
+"""
 
 from __future__ import annotations
 
+from typing import Any, TypeAlias
+
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 REDIS_RETRIES = 10  # about 7 s of backoff in all
 
-RedisClient = redis.Redis  # what the other layers hold and pass, without importing redis
+# What the other layers hold and pass, without importing redis.
+RedisClient: TypeAlias = "redis.Redis | RedisCluster"
 
 
-def redis_client(url: str) -> redis.Redis:
+def _options() -> dict[str, Any]:
     # Timeouts: a half-open connection must fail the step (and the worker restarts),
     # not hang it; a large checkpoint script takes well under the read timeout.
     # Retries ride out a Redis restart or failover of a few seconds; a longer outage
     # fails the step, and the worker aborts (its supervisor restarts it).
-    return redis.Redis.from_url(
-        url,
-        socket_keepalive=True,
-        socket_timeout=30,
-        socket_connect_timeout=5,
-        health_check_interval=10,
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_RETRIES),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-    )
+    return {
+        "socket_keepalive": True,
+        "socket_timeout": 30,
+        "socket_connect_timeout": 5,
+        "health_check_interval": 10,
+        "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_RETRIES),
+        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+    }
+
+
+def redis_client(url: str) -> RedisClient:
+    """A client of the Redis (or Redis Cluster) at ``url``."""
+    single = redis.Redis.from_url(url, **_options())
+    if not is_cluster_node(single):
+        return single
+    single.close()
+    return RedisCluster.from_url(url, **_options())
+
+
+def is_cluster_node(client: redis.Redis) -> bool:
+    """Whether ``client``'s Redis runs in cluster mode (False if it cannot be asked:
+    the start's preflight check then says why)."""
+    try:
+        info: Any = client.info("cluster")
+    except redis.RedisError:
+        return False
+    return bool(info.get("cluster_enabled"))
+
+
+def is_cluster(client: RedisClient) -> bool:
+    return isinstance(client, RedisCluster)
 
 
 def redis_ready(port: int, password: str = "", host: str = "127.0.0.1") -> bool:

@@ -4,19 +4,19 @@ kept so a restart never forgets it), and its source's own progress (``finish``).
 
 from __future__ import annotations
 
-import redis
-
+from mwcore.store.client import RedisClient
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
 
 
 class InjectorState:
-    def __init__(self, client: redis.Redis, namespace: str, name: str, index: int) -> None:
+    def __init__(self, client: RedisClient, namespace: str, name: str, index: int) -> None:
         self._r = client
         self._store = RedisCheckpointStore(client)
         self._interval = IntervalId(namespace, name, index)
-        self._promise_key = f"mw:injp:{namespace}:{name}:{index}"
-        self._done_key = f"mw:inj:{namespace}:{name}:{index}:done"
+        # In the token's hash slot: the fenced promise is set in one script with it.
+        self._promise_key = f"mw:{self._interval.tag()}:promise"
+        self._done_key = f"mw:{self._interval.tag()}:done"
 
     def grant(self, owner: str) -> str:
         """A new token for this process: any earlier holder's promises are refused."""

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from mwcore.errors import FencedError
 from mwcore.store.checkpoint import Checkpoint, Snapshot
+from mwcore.watermarks.reports import interval_tag
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +21,7 @@ class IntervalId:
 
     def tag(self) -> str:
         """Redis Cluster hash tag shared by every key of the interval."""
-        return f"{{{self.namespace}/{self.computation}/{self.index}}}"
+        return interval_tag(self.namespace, self.computation, self.index)
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.computation}/{self.index}"

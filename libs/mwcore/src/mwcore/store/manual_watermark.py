@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import time
 
-import redis
-
 from mwcore.api.clock import MIN_WATERMARK
+from mwcore.store.client import RedisClient
 
 
 class RedisWatermark:
@@ -17,7 +16,7 @@ class RedisWatermark:
     hand; the watermark authority replaces it in a full deployment.
     """
 
-    def __init__(self, client: redis.Redis, prefix: str = "mw:wm", refresh_s: float = 0.05):
+    def __init__(self, client: RedisClient, prefix: str = "mw:wm", refresh_s: float = 0.05):
         self._r = client
         self._prefix = prefix
         self._refresh = refresh_s

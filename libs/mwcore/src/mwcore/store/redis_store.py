@@ -12,6 +12,7 @@ import redis
 from mwcore.errors import CheckpointError, FencedError
 from mwcore.store import scripts
 from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_batch, decode_entry, encode_batch
+from mwcore.store.client import RedisClient, redis_client
 from mwcore.store.fast_script import Arg, FastScript
 from mwcore.store.interface import IntervalId
 from mwcore.watermarks.reports import STREAM_MAXLEN, decode_segments, report_stream
@@ -56,29 +57,32 @@ class RedisCheckpointStore:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: RedisClient,
         *,
         fencing: bool = True,
         token_scheme: TokenScheme = "safe",
         retries: int = 5,
+        replicas: int = 0,
+        wait_ms: int = 5_000,
     ) -> None:
         self._r = client
         self._fencing = fencing
         self._scheme = token_scheme
         self._retries = retries
         self._grant = client.register_script(scripts.GRANT)
-        self._commit = FastScript(client, scripts.COMMIT)
+        # replicas: each checkpoint counts as committed only once that many replicas of
+        # its primary acknowledged it (WAIT): a failover then cannot lose it.
+        self._commit = FastScript(client, scripts.COMMIT, replicas=replicas, wait_ms=wait_ms)
         self._fenced_set = client.register_script(scripts.FENCED_SET)
         self._release = client.register_script(scripts.RELEASE)
         self._keys: dict[IntervalId, IntervalKeys] = {}
 
     @classmethod
     def from_url(cls, url: str, **kwargs: object) -> RedisCheckpointStore:
-        client = redis.Redis.from_url(url, socket_keepalive=True, health_check_interval=10)
-        return cls(client, **kwargs)  # type: ignore[arg-type]
+        return cls(redis_client(url), **kwargs)  # type: ignore[arg-type]
 
     @property
-    def client(self) -> redis.Redis:
+    def client(self) -> RedisClient:
         return self._r
 
     def keys(self, interval: IntervalId) -> IntervalKeys:
@@ -90,7 +94,7 @@ class RedisCheckpointStore:
     def grant(self, interval: IntervalId, owner: str) -> str:
         k = self.keys(interval)
         nonce = os.urandom(8).hex()
-        stream = report_stream(interval.namespace, interval.computation)
+        stream = report_stream(interval.namespace, interval.computation, interval.index)
         raw = self._grant(
             keys=[k.token, k.grants, k.meta, stream],
             args=[nonce, owner, self._scheme, interval.index, STREAM_MAXLEN],

@@ -2,24 +2,25 @@
 topology and retirements, the interval tokens, and its journal
 (``watermarks.authority.ReportLog``).
 
-Keys (``watermarks/reports.py``): one stream per node ``mw:wmr:<ns>:<name>``, the
-topology and retirement hashes, and one journal string per authority shard,
-``mw:wma:<ns>:<shard>``.
+Keys (``watermarks/reports.py``): one stream per interval of each node,
+``mw:{<ns>/<name>/<index>}:wmr``, the topology and retirement hashes, and one journal
+string per authority shard, ``mw:wma:<ns>:<shard>``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
-import redis
-
+from mwcore.store.client import RedisClient, is_cluster
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
 from mwcore.watermarks.reports import (
     Grant,
     NodeSpec,
     Report,
+    Stream,
     decode_entry,
     report_stream,
     retired_key,
@@ -35,7 +36,7 @@ def _text(raw: bytes | str) -> str:
 
 
 class RedisReportLog:
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
+    def __init__(self, client: RedisClient, namespace: str) -> None:
         self._r = client
         self.namespace = namespace
         self._tokens = RedisCheckpointStore(client)
@@ -50,27 +51,40 @@ class RedisReportLog:
         gone = {_text(n): Retirement.decode(_text(n), raw) for n, raw in retired.items()}
         return specs, gone
 
-    def read(self, after: Mapping[str, str], block_ms: int) -> dict[str, list[Entry]]:
-        """New entries of each node's stream after its position ("0-0": from the start),
-        waiting up to ``block_ms`` for any."""
-        names = {report_stream(self.namespace, n): n for n in after}
-        streams = {key: after[n] for key, n in names.items()}
-        resp: Any = self._r.xread(streams, count=10_000, block=block_ms or None)  # type: ignore[arg-type]
-        return {names[_text(key)]: _entries(entries) for key, entries in resp or []}
+    def read(self, after: Mapping[Stream, str], block_ms: int) -> dict[Stream, list[Entry]]:
+        """New entries of each stream after its position ("0-0": from the start),
+        waiting up to ``block_ms`` for any. On one Redis: one blocking XREAD of every
+        stream; on a cluster (an XREAD's streams must share a slot) one XREAD per stream
+        in a pipeline, then a sleep of ``block_ms`` if there was nothing new."""
+        keys = {report_stream(self.namespace, *s): s for s in after}
+        if not is_cluster(self._r):
+            streams = {key: after[s] for key, s in keys.items()}
+            resp: Any = self._r.xread(streams, count=10_000, block=block_ms or None)  # type: ignore[arg-type]
+            return {keys[_text(key)]: _entries(entries) for key, entries in resp or []}
+        pipe = self._r.pipeline(transaction=False)
+        for key, s in keys.items():
+            pipe.xread({key: after[s]}, count=10_000)
+        found: dict[Stream, list[Entry]] = {}
+        for resp in pipe.execute():
+            for key, entries in resp or []:
+                found[keys[_text(key)]] = _entries(entries)
+        if not found and block_ms:
+            time.sleep(block_ms / 1000)
+        return found
 
-    def read_after(self, name: str, after: str, count: int = 10_000) -> list[Entry]:
-        """Entries of ``name``'s stream after ``after``, without waiting."""
-        raw = self._r.xrange(report_stream(self.namespace, name), min=f"({after}", max="+", count=count)
+    def read_after(self, stream: Stream, after: str, count: int = 10_000) -> list[Entry]:
+        """Entries of ``stream`` after ``after``, without waiting."""
+        raw = self._r.xrange(report_stream(self.namespace, *stream), min=f"({after}", max="+", count=count)
         return _entries(raw)
 
-    def oldest_id(self, name: str) -> str | None:
-        """The first entry still on ``name``'s stream (trimming drops older ones)."""
-        first: Any = self._r.xrange(report_stream(self.namespace, name), count=1)
+    def oldest_id(self, stream: Stream) -> str | None:
+        """The first entry still on ``stream`` (trimming drops older ones)."""
+        first: Any = self._r.xrange(report_stream(self.namespace, *stream), count=1)
         return _text(first[0][0]) if first else None
 
-    def trim(self, name: str, below: str) -> None:
-        """Drop ``name``'s entries before ``below``."""
-        self._r.xtrim(report_stream(self.namespace, name), minid=below)
+    def trim(self, stream: Stream, below: str) -> None:
+        """Drop ``stream``'s entries before ``below``."""
+        self._r.xtrim(report_stream(self.namespace, *stream), minid=below)
 
     def current_token(self, name: str, index: int) -> str | None:
         return self._tokens.current_token(IntervalId(self.namespace, name, index))

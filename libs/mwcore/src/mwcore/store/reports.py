@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-import redis
 import structlog
 
+from mwcore.store.client import RedisClient
 from mwcore.watermarks.reports import (
     STREAM_MAXLEN,
     NodeSpec,
@@ -54,7 +54,7 @@ class NullReportSink:
 
 
 class RedisReportSink:
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
+    def __init__(self, client: RedisClient, namespace: str) -> None:
         self._r = client
         self._ns = namespace
         self._declare = client.register_script(DECLARE)
@@ -68,8 +68,8 @@ class RedisReportSink:
     def send(self, name: str, reports: Sequence[Report]) -> None:
         if not reports:
             return
-        key = report_stream(self._ns, name)
         pipe = self._r.pipeline(transaction=False)
-        for r in reports:
+        for r in reports:  # each to its interval's own stream (on a cluster: its slot)
+            key = report_stream(self._ns, name, r.index)
             pipe.xadd(key, {"r": r.encode()}, maxlen=STREAM_MAXLEN, approximate=True)
         pipe.execute()

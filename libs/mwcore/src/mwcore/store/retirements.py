@@ -8,15 +8,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import redis
-
-from mwcore.watermarks.reports import NodeSpec, declared_key, report_stream, retired_key, topology_key
+from mwcore.store.client import RedisClient
+from mwcore.watermarks.reports import (
+    NodeSpec,
+    declared_key,
+    report_stream,
+    retired_key,
+    streams,
+    topology_key,
+)
 from mwcore.watermarks.retire import Check, Retirement
 
 # KEYS[1] topology  KEYS[2] declaration times  KEYS[3] retirements
-# KEYS[3+i] report stream of node i (i = 1..n)
 # ARGV[1] quiet ms  ARGV[2] "1": retire, "0": only check  ARGV[3] n
-# ARGV[3+i] name of node i  ARGV[3+n+i] its output partitions' end offsets (JSON object)
+# ARGV[3+i] name of node i (i = 1..n)  ARGV[3+n+i] its output partitions' end offsets
+# (JSON object)  ARGV[3+2n+i] the newest entry on any of its report streams (ms, 0: none;
+# read just before: the streams are in the intervals' slots, not in this one)
 # Returns {"unknown", name} | {"live", name, ms ago, "reported"|"declared"} |
 # {"ok", now ms, ms since the most recent sign of life of any of them}.
 RETIRE = """
@@ -30,11 +37,7 @@ for i = 1, n do
   if redis.call('HEXISTS', KEYS[1], name) == 0 then
     return {'unknown', name}
   end
-  local last, what = 0, 'reported'
-  local e = redis.call('XREVRANGE', KEYS[3 + i], '+', '-', 'COUNT', 1)
-  if #e > 0 then
-    last = tonumber(string.match(e[1][1], '^(%d+)'))
-  end
+  local last, what = tonumber(ARGV[3 + 2 * n + i]), 'reported'
   local d = tonumber(redis.call('HGET', KEYS[2], name) or '0')
   if d > last then
     last, what = d, 'declared'
@@ -66,7 +69,7 @@ def _text(raw: bytes | str) -> str:
 
 
 class RedisRetirements:
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
+    def __init__(self, client: RedisClient, namespace: str) -> None:
         self._r = client
         self._ns = namespace
         self._script = client.register_script(RETIRE)
@@ -84,9 +87,9 @@ class RedisRetirements:
 
     def check(self, names: list[str], quiet_ms: int, ends: list[dict[str, int]] | None) -> Check:
         keys = [topology_key(self._ns), declared_key(self._ns), retired_key(self._ns)]
-        keys += [report_stream(self._ns, n) for n in names]
         args: list[Any] = [quiet_ms, "0" if ends is None else "1", len(names), *names]
         args += [json.dumps(e, separators=(",", ":")) for e in (ends or [{} for _ in names])]
+        args += self._last_reports(names)
         result: list[Any] = self._script(keys=keys, args=args)
         status = _text(result[0])
         if status == "unknown":
@@ -94,3 +97,21 @@ class RedisRetirements:
         if status == "live":
             return Check("live", _text(result[1]), int(result[2]), _text(result[3]))
         return Check("ok", now_ms=int(result[1]), ago_ms=int(result[2]))
+
+    def _last_reports(self, names: list[str]) -> list[int]:
+        """Per node, when the newest entry of any of its report streams was written
+        (Redis's clock, ms; 0: none). Workers also declare themselves every 10 s, and
+        the script checks that atomically: a node alive enough to report is declared."""
+        specs = self.declared()
+        pipe = self._r.pipeline(transaction=False)
+        owners: list[int] = []
+        for i, name in enumerate(names):
+            spec = specs.get(name)
+            for stream in streams(spec) if spec is not None else []:
+                pipe.xrevrange(report_stream(self._ns, *stream), count=1)
+                owners.append(i)
+        last = [0] * len(names)
+        for i, newest in zip(owners, pipe.execute(), strict=True):
+            if newest:
+                last[i] = max(last[i], int(_text(newest[0][0]).partition("-")[0]))
+        return last

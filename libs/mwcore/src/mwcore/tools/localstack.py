@@ -15,14 +15,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Literal, Protocol
 
 from mwcore.errors import ConfigError
 from mwcore.store.client import redis_ready
 from mwcore.tools.kafka_broker import KafkaBroker
 from mwcore.tools.localproc import die_with_parent, free_port, kill_process, stop_process, wait_for_port
 
-__all__ = ["LocalStack", "RedisServer", "free_port"]
+__all__ = ["LocalRedis", "LocalStack", "RedisServer", "free_port"]
 
 
 @dataclass
@@ -33,6 +33,7 @@ class RedisServer:
     directory: Path | None = None
     appendfsync: Literal["always", "everysec", "no"] = "always"
     password: str = ""  # requirepass, when set
+    extra: tuple[str, ...] = ()  # more redis-server arguments
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -60,6 +61,7 @@ class RedisServer:
             "--daemonize", "no",
             "--logfile", str(self.directory / "redis.log"),
             *(("--requirepass", self.password) if self.password else ()),
+            *self.extra,
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent
@@ -84,13 +86,24 @@ class RedisServer:
         kill_process(proc)
 
 
+class LocalRedis(Protocol):
+    """One Redis, or a local Redis Cluster (``tools/redis_cluster.py``)."""
+
+    directory: Path | None
+
+    @property
+    def url(self) -> str: ...
+    def start(self, timeout: float = 20) -> LocalRedis: ...
+    def stop(self) -> None: ...
+
+
 @dataclass
 class LocalStack:
     """Broker plus Redis for one test session or one ``mw up``."""
 
     workdir: Path | None = None
     broker: KafkaBroker = field(default_factory=KafkaBroker)
-    redis: RedisServer = field(default_factory=RedisServer)
+    redis: LocalRedis = field(default_factory=RedisServer)
 
     @property
     def bootstrap(self) -> str:

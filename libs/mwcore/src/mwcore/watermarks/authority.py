@@ -8,9 +8,9 @@ One step:
    retirements (``mw retire``: a retired computation's report stream is applied to its
    end, then it leaves the graph, keeping only what it left unread; declared again, it
    comes back);
-2. read new entries of every known report stream, in order, from the journaled
-   positions: grants set an interval's current token, reports with any other token
-   are rejected (counted);
+2. read new entries of every known report stream (one per interval of each node), in
+   order, from the journaled positions: grants set an interval's current token,
+   reports with any other token are rejected (counted);
 3. if anything changed (or a heartbeat is due): compute, **journal to Redis, then
    publish** (a restart resumes from the journal, so nothing published is ever lost
    and published values never go back), each computation as one record on the
@@ -37,7 +37,7 @@ import structlog
 from mwcore.watermarks import journal
 from mwcore.watermarks.model import MIN, Graph, Node, Options, Published
 from mwcore.watermarks.published import Watermarks
-from mwcore.watermarks.reports import Grant, NodeSpec, Report, Segment
+from mwcore.watermarks.reports import Grant, NodeSpec, Report, Segment, Stream, streams
 from mwcore.watermarks.retire import Retirement
 
 log = structlog.get_logger("mwcore.authority")
@@ -71,17 +71,17 @@ class AuthorityCounters:
     by_node: dict[str, int] = field(default_factory=dict)
 
 
-Entry = tuple[str, Report | Grant]  # (position on the node's stream, what it says)
+Entry = tuple[str, Report | Grant]  # (position on the interval's stream, what it says)
 
 
 class ReportLog(Protocol):
     """Where reports, declarations and the journal are (``store.report_log``: Redis)."""
 
     def topology(self) -> tuple[dict[str, NodeSpec], dict[str, Retirement]]: ...
-    def read(self, after: Mapping[str, str], block_ms: int) -> dict[str, list[Entry]]: ...
-    def read_after(self, name: str, after: str, count: int = 10_000) -> list[Entry]: ...
-    def oldest_id(self, name: str) -> str | None: ...
-    def trim(self, name: str, below: str) -> None: ...
+    def read(self, after: Mapping[Stream, str], block_ms: int) -> dict[Stream, list[Entry]]: ...
+    def read_after(self, stream: Stream, after: str, count: int = 10_000) -> list[Entry]: ...
+    def oldest_id(self, stream: Stream) -> str | None: ...
+    def trim(self, stream: Stream, below: str) -> None: ...
     def current_token(self, name: str, index: int) -> str | None: ...
     def load_journal(self, shard: int) -> str | None: ...
     def save_journal(self, shard: int, journal: str) -> None: ...
@@ -112,13 +112,13 @@ class Authority:
         self.graph = Graph(
             Options(backlog=config.backlog, percentile=config.percentile, check_tokens=config.check_tokens)
         )
-        self.positions: dict[str, str] = {}  # node name -> last stream id applied
+        self.positions: dict[Stream, str] = {}  # (node, interval) -> last stream id applied
         self.counters = AuthorityCounters()
         self._topology_at = 0.0
         self._heartbeat_at = 0.0  # the last round that republished every computation
         self._last_sent: dict[str, Watermarks] = {}
         self._trimmed_at = time.monotonic()
-        self._gap_checked: set[str] = set()
+        self._gap_checked: set[Stream] = set()
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -193,15 +193,15 @@ class Authority:
         reported or not, can be older than that (a node never known: MIN)."""
         node = self.graph.nodes.get(rec.name)
         floor = MIN
-        position = None
+        position: dict[int, str] = {}
         if node is not None:
             self._drain(node)
             floor = node.published.output
-            position = self.positions.pop(rec.name, None)
+            position = {s[1]: self.positions.pop(s) for s in list(self.positions) if s[0] == rec.name}
         handover = [Segment(t, p, end, floor, 1) for (t, p), end in sorted(rec.ends.items())]
         gone = self.graph.retire(rec.name, rec.spec, handover)
         gone.position = position or gone.position
-        self._gap_checked.discard(rec.name)
+        self._gap_checked = {s for s in self._gap_checked if s[0] != rec.name}
         waiting = sorted({c.name for t in rec.spec.outputs for c in self.graph.consumers(t)})
         log.warning("node_retired", node=rec.name, retired_at=rec.at_ms, floor=floor, waiting=waiting)
         self.counters.retired += 1
@@ -212,48 +212,50 @@ class Authority:
         """Declared again after its retirement: back in the graph with what it left
         (segments, published values), reading its stream on from where it stopped."""
         gone = self.graph.retired[spec.name]
-        if gone.position is not None:
-            self.positions[spec.name] = gone.position
+        for index, position in gone.position.items():
+            self.positions[(spec.name, index)] = position
         log.warning("node_revived", node=spec.name, inputs=spec.inputs, outputs=spec.outputs)
         self.counters.revived += 1
 
     def _drain(self, node: Node) -> None:
-        """Apply every entry of ``node``'s report stream not applied yet."""
-        while True:
-            entries = self.log.read_after(node.name, self.positions.get(node.name, "0-0"))
-            if not entries:
-                return
-            self._apply_entries(node, entries, self._clock())
+        """Apply every entry of ``node``'s report streams not applied yet."""
+        for stream in streams(node.spec):
+            while True:
+                entries = self.log.read_after(stream, self.positions.get(stream, "0-0"))
+                if not entries:
+                    break
+                self._apply_entries(node, stream, entries, self._clock())
 
     def _read(self, block_ms: int) -> bool:
         if not self.graph.nodes:
             time.sleep(block_ms / 1000)
             return False
-        after = {n: self.positions.get(n, "0-0") for n in self.graph.nodes}
+        after = {s: self.positions.get(s, "0-0") for n in self.graph.nodes.values() for s in streams(n.spec)}
         changed = False
         now_ms = self._clock()
-        for name, entries in self.log.read(after, block_ms).items():
-            node = self.graph.nodes[name]
-            if name not in self._gap_checked:
-                self._gap_checked.add(name)
-                if self._gap(name, self.positions.get(name, "0-0")):
-                    log.error("report_stream_gap", node=name, after=self.positions[name])
+        for stream, entries in self.log.read(after, block_ms).items():
+            node = self.graph.nodes[stream[0]]
+            if stream not in self._gap_checked:
+                self._gap_checked.add(stream)
+                if self._gap(stream, self.positions.get(stream, "0-0")):
+                    after_id = self.positions[stream]
+                    log.error("report_stream_gap", node=stream[0], index=stream[1], after=after_id)
                     self.counters.gaps += 1
-            self._apply_entries(node, entries, now_ms)
+            self._apply_entries(node, stream, entries, now_ms)
             changed = changed or bool(entries)
         return changed
 
-    def _apply_entries(self, node: Node, entries: list[Entry], now_ms: int) -> None:
+    def _apply_entries(self, node: Node, stream: Stream, entries: list[Entry], now_ms: int) -> None:
         for entry_id, entry in entries:
             self._apply(node, entry, now_ms)
-            self.positions[node.name] = entry_id
+            self.positions[stream] = entry_id
 
-    def _gap(self, name: str, position: str) -> bool:
+    def _gap(self, stream: Stream, position: str) -> bool:
         """Were entries after ``position`` trimmed before this authority read them?
         (Checked once per stream after a start: only a long outage can cause it.)"""
         if position == "0-0":
             return False
-        oldest = self.log.oldest_id(name)
+        oldest = self.log.oldest_id(stream)
         return oldest is not None and _id(oldest) > _id(position)
 
     def _trim(self) -> None:
@@ -262,14 +264,15 @@ class Authority:
         if any(j is None for j in journals):
             return  # a shard has not journaled yet: it may still need everything
         positions = [journal.positions(j) for j in journals if j is not None]
-        for name in self.graph.nodes:
-            if not self.owns(name):
+        for node in self.graph.nodes.values():
+            if not self.owns(node.name):
                 continue
-            ids = [p.get(name) for p in positions]
-            if any(i is None for i in ids):
-                continue
-            low = min(ids, key=lambda i: _id(str(i)))
-            self.log.trim(name, str(low))
+            for stream in streams(node.spec):
+                ids = [p.get(stream) for p in positions]
+                if any(i is None for i in ids):
+                    continue
+                low = min(ids, key=lambda i: _id(str(i)))
+                self.log.trim(stream, str(low))
 
     def _apply(self, node: Node, entry: Report | Grant, now_ms: int) -> None:
         if isinstance(entry, Grant):

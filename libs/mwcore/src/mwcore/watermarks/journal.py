@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from mwcore.watermarks.model import Graph, IntervalView, Published
-from mwcore.watermarks.reports import NodeSpec, Segment
+from mwcore.watermarks.reports import NodeSpec, Segment, Stream, parse_stream_field, stream_field
 
 
 def _segments_out(segments: dict[str, list[Segment]]) -> dict[str, list[list[int]]]:
@@ -24,9 +24,9 @@ def _segments_in(data: dict[str, list[list[int]]]) -> dict[str, list[Segment]]:
     return out
 
 
-def encode(graph: Graph, positions: dict[str, str]) -> str:
+def encode(graph: Graph, positions: dict[Stream, str]) -> str:
     data = {
-        "positions": positions,
+        "positions": {stream_field(s): p for s, p in positions.items()},
         "nodes": {
             n.name: {
                 "intervals": {str(i): v.__dict__ for i, v in n.intervals.items()},
@@ -40,7 +40,7 @@ def encode(graph: Graph, positions: dict[str, str]) -> str:
                 "spec": json.loads(r.spec.encode()),
                 "segments": _segments_out(r.segments),
                 "published": r.published.__dict__,
-                "position": r.position,
+                "position": {str(i): p for i, p in r.position.items()},
             }
             for r in graph.retired.values()
         },
@@ -48,7 +48,7 @@ def encode(graph: Graph, positions: dict[str, str]) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
-def restore(graph: Graph, raw: bytes | str, specs: dict[str, NodeSpec]) -> dict[str, str]:
+def restore(graph: Graph, raw: bytes | str, specs: dict[str, NodeSpec]) -> dict[Stream, str]:
     """Put the journal ``raw`` into ``graph``; returns the stream positions. A node
     missing from ``specs`` (the topology as it is now) gets an empty declaration until
     it declares itself again (or turns out to be retired)."""
@@ -62,10 +62,20 @@ def restore(graph: Graph, raw: bytes | str, specs: dict[str, NodeSpec]) -> dict[
         gone = graph.retire(name, NodeSpec.decode(name, json.dumps(rd["spec"])))
         gone.segments = _segments_in(rd["segments"])
         gone.published = Published(**rd["published"])
-        gone.position = rd.get("position")
-    return dict(data["positions"])
+        position = rd.get("position")  # an older journal's: one stream per node, a str
+        gone.position = {int(i): p for i, p in position.items()} if isinstance(position, dict) else {}
+    return _positions(data)
 
 
-def positions(raw: bytes | str) -> dict[str, str]:
+def positions(raw: bytes | str) -> dict[Stream, str]:
     """Only the stream positions of a journal (another shard's, for trimming)."""
-    return dict(json.loads(raw)["positions"])
+    return _positions(json.loads(raw))
+
+
+def _positions(data: dict[str, Any]) -> dict[Stream, str]:
+    out = {}
+    for text, position in data["positions"].items():
+        stream = parse_stream_field(text)
+        if stream is not None:
+            out[stream] = str(position)
+    return out

@@ -135,7 +135,7 @@ class Retired:
     spec: NodeSpec
     segments: dict[str, list[Segment]] = field(default_factory=dict)
     published: Published = field(default_factory=Published)  # its last values (I-7 if it comes back)
-    position: str | None = None  # how far its report stream was applied
+    position: dict[int, str] = field(default_factory=dict)  # how far each report stream was applied
 
     @property
     def name(self) -> str:

@@ -1,8 +1,9 @@
 """What interval owners and injectors tell the watermark authority, and where.
 
-Each computation (and each injector) has one Redis stream of reports,
-``mw:wmr:<namespace>:<name>``. Two kinds of entries go in it, in the order Redis
-serialises them:
+Each key interval of a computation (and each injector process) has one Redis stream
+of reports, ``mw:{<namespace>/<name>/<index>}:wmr``, in its interval's hash slot (the
+braces are its Redis Cluster hash tag). Two kinds of entries go in it, in the order
+Redis serialises them:
 
 - ``grant``: written by the grant script in the same atomic step that makes a new
   token current, so the authority learns of every grant in stream order;
@@ -28,23 +29,52 @@ from mwcore.api.clock import MAX_WATERMARK
 STREAM_MAXLEN = 1_000_000
 
 
-def report_stream(namespace: str, name: str) -> str:
-    return f"mw:wmr:{namespace}:{name}"
+def interval_tag(namespace: str, name: str, index: int) -> str:
+    """The Redis Cluster hash tag of one key interval (or injector process): every key
+    of it, its report stream included, is in one hash slot."""
+    return f"{{{namespace}/{name}/{index}}}"
+
+
+def report_stream(namespace: str, name: str, index: int) -> str:
+    return f"mw:{interval_tag(namespace, name, index)}:wmr"
+
+
+Stream = tuple[str, int]  # one report stream: (node name, interval or process index)
+
+
+def streams(spec: NodeSpec) -> list[Stream]:
+    """A node's report streams: one per key interval (an injector: per process)."""
+    return [(spec.name, i) for i in range(spec.intervals)]
+
+
+def stream_field(stream: Stream) -> str:
+    """A stream as a journal's JSON key, ``<name>/<index>``."""
+    return f"{stream[0]}/{stream[1]}"
+
+
+def parse_stream_field(text: str) -> Stream | None:
+    """The stream of a journal key; None for a key of an older journal (one stream per
+    node: its positions are of streams no longer written)."""
+    name, sep, index = text.rpartition("/")
+    return (name, int(index)) if sep and index.isdigit() else None
+
+
+# The namespace's registries share the namespace's hash tag: one script touches them all.
 
 
 def topology_key(namespace: str) -> str:
-    return f"mw:topo:{namespace}"
+    return f"mw:topo:{{{namespace}}}"
 
 
 def declared_key(namespace: str) -> str:
     """Hash: node name -> when a process last declared it (Redis's clock, ms)."""
-    return f"mw:topo-at:{namespace}"
+    return f"mw:topo-at:{{{namespace}}}"
 
 
 def retired_key(namespace: str) -> str:
     """Hash: name -> the retirement of a computation (``mw retire``), until it is
     declared again."""
-    return f"mw:retired:{namespace}"
+    return f"mw:retired:{{{namespace}}}"
 
 
 @dataclass(frozen=True, slots=True)

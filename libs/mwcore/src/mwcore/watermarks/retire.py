@@ -3,7 +3,8 @@ the watermark authority's topology, so that its consumers' watermarks stop waiti
 for it.
 
 What it does, in one Redis script (``store/retirements.py``: atomic with respect to
-every declaration and report):
+every declaration; the report streams' newest entries are read just before it, as
+they live in the intervals' hash slots):
 
 1. **Liveness.** The computation's last sign of life is the later of the newest
    entry on its report stream (a report, every 100 ms from each interval owner, or a
