@@ -40,14 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import redis
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*, tests.support.*
 
-from bench.chaos_actors import INTERVALS, Feeder, Monitor, drain_state, drained, wait_for
-from bench.chaos_check import Findings, check
+from bench.chaos_actors import INTERVALS, Feeder, Monitor, connect, drain_state, drained, wait_for
+from bench.chaos_check import COMPUTATION, Findings, check
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localstack import LocalStack, RedisServer
+from mwcore.tools.localstack import LocalRedis, LocalStack, RedisServer
+from mwcore.tools.redis_cluster import LocalRedisCluster
 from mwcore.transport.topics import end_offsets, topic_name
 from tests.support.procs import ROOT, WorkerProc, worker_env
 
@@ -200,6 +199,19 @@ class Run:
                 w.pause()
                 time.sleep(SESSION_TIMEOUT_S + 2)
                 w.resume()
+        elif kind in ("redis_term", "redis_kill") and isinstance(self.stack.redis, LocalRedisCluster):
+            # A cluster: the primary of a random interval goes down, its replica takes
+            # over, and the old primary comes back as a replica.
+            cluster = self.stack.redis
+            key = f"mw:{{{self.namespace}/{COMPUTATION}/{rng.randrange(INTERVALS)}}}:token"
+            node = cluster.primary_of(key)
+            target = f"redis:{node.port}"
+            wall0 = time.time()
+            (node.stop if kind == "redis_term" else node.kill)()
+            wait_for(lambda: cluster.primary_of(key) is not node, 60, "the failover")
+            self.outages.append((t0, wall0, time.monotonic()))
+            node.start()
+            cluster.wait_ok()
         elif kind in ("redis_term", "redis_kill"):
             target = "redis"
             wall0 = time.time()
@@ -279,6 +291,11 @@ def _parser() -> argparse.ArgumentParser:
         "--restart-after", type=float, default=2.0, help="a killed worker restarts after this"
     )
     parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument(
+        "--redis-cluster",
+        action="store_true",
+        help="the store: a local Redis Cluster (3 primaries, 3 replicas); a Redis fault: a failover",
+    )
     parser.add_argument("--kinds", default=",".join(KINDS), help="fault kinds to draw from")
     parser.add_argument(
         "--worker-env", type=json.loads, default={}, help="JSON of more worker settings (negative controls)"
@@ -303,7 +320,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     namespace = f"chaos{os.getpid()}"
     log_dir = Path(tempfile.mkdtemp(prefix="mw-chaos-"))
-    with LocalStack(redis=RedisServer(appendfsync="always")) as stack:
+    store: LocalRedis = LocalRedisCluster() if args.redis_cluster else RedisServer(appendfsync="always")
+    with LocalStack(redis=store) as stack:
         run_ = Run(stack, namespace, log_dir, extra_env=args.worker_env)
         feeder = Feeder(stack, registry, namespace, args.rate, args.seed)
         monitor = Monitor(stack.redis_url, namespace)
@@ -335,9 +353,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             stall = monitor.longest_stall(first_fault, input_end)
         finally:
             run_.halt(feeder, monitor)
-        findings = check(
-            stack.bootstrap, redis.Redis.from_url(stack.redis_url), registry, namespace, feeder.malformed
-        )
+        findings = check(stack.bootstrap, connect(stack.redis_url, 5), registry, namespace, feeder.malformed)
     return _result(args, run_, findings, feeder, stall, progress, caught_up - input_end, log_dir)
 
 

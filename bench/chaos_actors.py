@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from bench.chaos_check import COMPUTATION
 from bench.chaos_pipeline import ChaosCount
@@ -18,12 +19,23 @@ from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.runtime.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.client import is_cluster_node
 from mwcore.tools.localstack import LocalStack
 
 INTERVALS = ChaosCount.partitions
 KEYS = 500
 DISORDER_MS = 2000  # input timestamps up to this far behind the clock
 PROMISE_LAG_MS = 3000  # the injector's watermark trails the clock by this much
+
+
+def connect(url: str, timeout: float) -> Any:
+    """A client with short timeouts (the actors ride out outages), of one Redis or of a
+    Redis Cluster (``--redis-cluster``)."""
+    single = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    if not is_cluster_node(single):
+        return single
+    single.close()
+    return RedisCluster.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
 class Feeder(threading.Thread):
@@ -34,7 +46,7 @@ class Feeder(threading.Thread):
         super().__init__(daemon=True, name="feeder")
         self.inj = Injector(
             bootstrap=stack.bootstrap,
-            client=redis.Redis.from_url(stack.redis_url, socket_timeout=2),
+            client=connect(stack.redis_url, 2),
             registry=registry,
             name="chaos_injector",
             outputs={"chaos_in": "mw.examples.Number"},
@@ -116,7 +128,7 @@ class Monitor(threading.Thread):
 
     def __init__(self, redis_url: str, namespace: str) -> None:
         super().__init__(daemon=True, name="monitor")
-        self.r = redis.Redis.from_url(redis_url, socket_timeout=1, socket_connect_timeout=1)
+        self.r = connect(redis_url, 1)
         self.keys = [f"mw:{{{namespace}/{COMPUTATION}/{i}}}:meta" for i in range(INTERVALS)]
         self.samples: list[list[Sample]] = [[] for _ in range(INTERVALS)]
         self.stopping = threading.Event()
@@ -174,7 +186,7 @@ class Monitor(threading.Thread):
 
 def drained(stack: LocalStack, namespace: str, ends: dict[tuple[str, int], int]) -> bool:
     """Every input position committed, nothing pending, no timer left."""
-    r = redis.Redis.from_url(stack.redis_url, socket_timeout=2)
+    r = connect(stack.redis_url, 2)
     try:
         for (topic, p), end in ends.items():
             base = f"mw:{{{namespace}/{COMPUTATION}/{p}}}"
@@ -189,7 +201,7 @@ def drained(stack: LocalStack, namespace: str, ends: dict[tuple[str, int], int])
 
 def drain_state(stack: LocalStack, namespace: str, ends: dict[tuple[str, int], int]) -> str:
     """What an undrained pipeline still holds, per interval (for the error)."""
-    r = redis.Redis.from_url(stack.redis_url, socket_timeout=2)
+    r = connect(stack.redis_url, 2)
     out = []
     for (topic, p), end in sorted(ends.items()):
         base = f"mw:{{{namespace}/{COMPUTATION}/{p}}}"

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.localstack import LocalStack
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +42,7 @@ def namespace() -> str:
 
 @pytest.fixture
 def redis_client(stack: LocalStack) -> redis.Redis:
-    return redis.Redis.from_url(stack.redis_url)
+    return connect_redis(stack.redis_url)
 
 
 @pytest.fixture(scope="session")

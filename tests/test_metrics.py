@@ -21,10 +21,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.localstack import LocalStack, free_port
 from mwcore.transport.topics import ensure_topics
 from mwcore.transport.writer import SourceWriter
@@ -68,7 +68,7 @@ def test_worker_metrics_count_what_it_did(
     writer.flush()
     dep.wait_caught_up(writer.end_offsets, timeout=120)
     wm = time.time_ns() // 1_000_000 - 5_000
-    redis.Redis.from_url(stack.redis_url).set(f"mw:wm:{namespace}:running_sum", wm)
+    connect_redis(stack.redis_url).set(f"mw:wm:{namespace}:running_sum", wm)
 
     def settled() -> bool:
         m = scrape(port)

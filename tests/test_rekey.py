@@ -18,9 +18,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-import redis
 
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 from mwcore.transport.writer import SourceWriter
@@ -47,7 +47,7 @@ def run_rekeyed(
         tmp_path,
         "rk",
     ).start()
-    r = redis.Redis.from_url(stack.redis_url)
+    r = connect_redis(stack.redis_url)
 
     def positions(comp: str, topic: str) -> dict[int, int]:
         return {p: int(r.hget(f"mw:{{{namespace}/{comp}/{p}}}:pos", f"{topic}:{p}") or 0) for p in range(4)}

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.localstack import LocalStack
 from mwcore.transport.topics import end_offsets, topic_name
 from services.dip_detector.offline import detect
@@ -92,7 +92,7 @@ def test_a_replay_into_a_namespace_backfills_beside_the_live_pipeline(
         wait_until(lambda: pub_b.output("dip_detector") >= TO_MS - 1, 120, 0.5, "the backfill to finish")
         assert pub_b.output("replay-queries") == TO_MS
         # its promise stops at the range's end, whatever comes after it in the archive
-        promised = redis.Redis.from_url(stack.redis_url).get(f"mw:{{{backfill}/replay-queries/0}}:promise")
+        promised = connect_redis(stack.redis_url).get(f"mw:{{{backfill}/replay-queries/0}}:promise")
         assert promised is not None and int(promised) == TO_MS
         first_counts = decoded(stack, registry, backfill, "window_counts", "zeitgeist.WindowCount")
         _, again = replay()  # run twice (as after a crash): the copy drops every record as seen

@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from mwcore.runtime.injector import Injector
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.localstack import LocalStack
 from mwcore.transport.watermark_topic import WatermarkFeed
 from mwcore.watermarks.reports import retired_key, topology_key
@@ -61,7 +61,7 @@ def live_writer(stack: LocalStack, registry: SchemaRegistry, namespace: str) -> 
     """An injector writing straight into ``forwarded``: B's other, live, input."""
     inj = Injector(
         bootstrap=stack.bootstrap,
-        client=redis.Redis.from_url(stack.redis_url),
+        client=connect_redis(stack.redis_url),
         registry=registry,
         name="side",
         outputs={"forwarded": "mw.examples.Number"},
@@ -103,7 +103,7 @@ def scenario(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path, retire: bool
 ) -> Observed:
     seen = Observed()
-    r = redis.Redis.from_url(stack.redis_url)
+    r = connect_redis(stack.redis_url)
     auth = authority(stack, namespace, log_dir).start()
     env = worker_env(
         stack.bootstrap, stack.redis_url, namespace, MW_WATERMARK="authority", MW_REPORT_INTERVAL_MS="50"

@@ -10,10 +10,10 @@ import random
 from pathlib import Path
 
 import pytest
-import redis
 
 from mwcore.runtime.injector import Injector
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.localstack import LocalStack
 from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.watermarks import authority
@@ -39,7 +39,7 @@ def run(
 ) -> dict[str, float]:
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
-    r = redis.Redis.from_url(stack.redis_url)
+    r = connect_redis(stack.redis_url)
     auth = authority(stack, namespace, log_dir).start()
     env = worker_env(
         stack.bootstrap,

@@ -19,9 +19,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-import redis
 
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 from mwcore.transport.writer import SourceWriter
@@ -99,7 +99,7 @@ def run_timer_steps(
         writer.write(key, {"at": at}, 0)
     writer.flush()
 
-    r = redis.Redis.from_url(stack.redis_url)
+    r = connect_redis(stack.redis_url)
     worker = WorkerProc(
         "tests.support.computations:TimerProbe",
         worker_env(stack.bootstrap, stack.redis_url, namespace, **env),

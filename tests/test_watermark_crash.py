@@ -25,12 +25,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import redis
 
 from mwcore.api import ids
 from mwcore.runtime.dead_letters import LATE_INDEX
 from mwcore.runtime.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.localstack import LocalStack
 from mwcore.transport.topics import late_stream, topic_name
 from tests.support.procs import Background, WorkerProc, joined, wait_until, worker_env
@@ -117,7 +117,7 @@ def run_pipeline(
     pub = Published(stack.bootstrap, namespace)
     inj = Injector(
         bootstrap=stack.bootstrap,
-        client=redis.Redis.from_url(stack.redis_url),
+        client=connect_redis(stack.redis_url),
         registry=registry,
         name="src",
         outputs={"events": "mw.examples.Number"},

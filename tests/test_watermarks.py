@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from mwcore.api import ids
 from mwcore.api.clock import MIN_WATERMARK
 from mwcore.errors import FencedError
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.localstack import LocalStack, free_port
 from mwcore.transport.topics import late_stream, partition_counts, topic_name
 from tests.support.procs import WorkerProc, wait_until, worker_env
@@ -80,7 +80,7 @@ def backlog_scenario(
         inj.flush()
         wait_until(lambda: pub.output("src") >= 20_000, 30, what="the injector's watermark")
         # what the authority publishes once it has the injector's promise and segments
-        held = pub.after_reports(redis.Redis.from_url(stack.redis_url), namespace, "window_count").input
+        held = pub.after_reports(connect_redis(stack.redis_url), namespace, "window_count").input
         worker.start()
         wait_until(
             lambda: (
@@ -151,7 +151,7 @@ def zombie_injector_scenario(
             old.advance(9000)
             old.report()  # ... but its report is written, after the replacement's grant
         # what the authority publishes once it has read that report
-        return pub.after_reports(redis.Redis.from_url(stack.redis_url), namespace, "src").output, auth
+        return pub.after_reports(connect_redis(stack.redis_url), namespace, "src").output, auth
     finally:
         pub.close()
 
@@ -207,7 +207,7 @@ def test_a_missing_injector_process_holds_the_watermark(
 ) -> None:
     auth = authority(stack, namespace, log_dir).start()
     pub = Published(stack.bootstrap, namespace)
-    r = redis.Redis.from_url(stack.redis_url)
+    r = connect_redis(stack.redis_url)
     p0 = injector(stack, registry, namespace, index=0, processes=2)
     try:
         p0.advance(5000)
@@ -257,7 +257,7 @@ def test_a_restarted_injector_keeps_its_promise_and_holds_what_it_had_in_flight(
         second.flush()
         wait_until(lambda: pub.output("src") >= 20_000, 30, what="the new promise")
         # what the first run left in Kafka holds it, once the authority has every report
-        held = pub.after_reports(redis.Redis.from_url(stack.redis_url), namespace, "window_count").input
+        held = pub.after_reports(connect_redis(stack.redis_url), namespace, "window_count").input
         assert held <= 5100, held
         second.close()
     finally:

@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from mwcore.api import ids
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 from mwcore.transport.writer import SourceWriter
@@ -116,7 +115,7 @@ class Deployment:
         return cls(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", log_dir, **kw)
 
     def __post_init__(self) -> None:
-        self.r = redis.Redis.from_url(self.redis_url)
+        self.r = connect_redis(self.redis_url)
         self.numbers = topic_name(self.namespace, "numbers")
         ensure_topics(self.bootstrap, {self.numbers: PARTITIONS})
 

@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from mwcore.api.clock import MIN_WATERMARK
 from mwcore.runtime.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.localstack import LocalStack
 from mwcore.transport.topics import consumer_config, topic_name
 from mwcore.transport.watermark_topic import ensure_watermark_topic
@@ -130,7 +131,7 @@ def authority(
 def injector(stack: LocalStack, registry: SchemaRegistry, namespace: str, **kw: Any) -> Injector:
     inj = Injector(
         bootstrap=stack.bootstrap,
-        client=redis.Redis.from_url(stack.redis_url),
+        client=connect_redis(stack.redis_url),
         registry=registry,
         name=kw.pop("name", "src"),
         outputs={"events": "mw.examples.Number"},

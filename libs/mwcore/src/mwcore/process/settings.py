@@ -87,6 +87,11 @@ class WorkerSettings(ProcessSettings):
     # a store that can lose acknowledged writes (no appendfsync always) is refused at
     # start unless this is set (preflight.check_durable, docs/reliability.md)
     allow_volatile_store: bool = False
+    # a checkpoint counts as committed once this many replicas of its Redis primary
+    # acknowledged it (WAIT; a failover then cannot lose it); auto: 1 if the store has
+    # replicas (a cluster's, or a single Redis's connected ones), else 0
+    redis_wait_replicas: int | Literal["auto"] = Field(default="auto")
+    redis_wait_ms: int = Field(default=5000, ge=1, le=60_000)
     # productions and watermark reports wait until Kafka holds the commit witness
     # (runtime/witness.py); off: the witness only detects a loss older than its last write
     witness_gate: bool = True

@@ -12,7 +12,7 @@ from mwcore.runtime.faults import Faults
 from mwcore.runtime.injector import Injector
 from mwcore.runtime.worker import Worker
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.store.client import REDIS_RETRIES, redis_client
+from mwcore.store.client import REDIS_RETRIES, default_wait_replicas, redis_client
 from mwcore.store.manual_watermark import RedisWatermark
 from mwcore.store.redis_store import RedisCheckpointStore
 from mwcore.store.report_log import RedisReportLog
@@ -47,7 +47,14 @@ def build_worker(
     cls: type[Computation], settings: WorkerSettings, registry: SchemaRegistry, schemas: SchemaTopic
 ) -> Worker:
     client = redis_client(settings.redis_url)
-    store = RedisCheckpointStore(client, fencing=not settings.unsafe_disable_fencing, retries=REDIS_RETRIES)
+    wait = settings.redis_wait_replicas
+    store = RedisCheckpointStore(
+        client,
+        fencing=not settings.unsafe_disable_fencing,
+        retries=REDIS_RETRIES,
+        replicas=default_wait_replicas(client) if wait == "auto" else wait,
+        wait_ms=settings.redis_wait_ms,
+    )
     watermarks: WatermarkSource
     if settings.watermark == "authority":
         watermarks = TopicWatermark(WatermarkFeed(settings.bootstrap, settings.namespace))

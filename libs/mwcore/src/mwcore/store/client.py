@@ -9,7 +9,7 @@ the same code runs on both.
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -58,6 +58,15 @@ def is_cluster_node(client: redis.Redis) -> bool:
 
 def is_cluster(client: RedisClient) -> bool:
     return isinstance(client, RedisCluster)
+
+
+def default_wait_replicas(client: RedisClient) -> int:
+    """How many replicas a checkpoint waits for by default: 1 if the store has any
+    (a cluster with replicas; a single Redis with a connected replica), else 0."""
+    if isinstance(client, RedisCluster):
+        return 1 if cast(Any, client).get_replicas() else 0
+    info: Any = client.info("replication")
+    return 1 if int(info.get("connected_slaves", 0)) > 0 else 0
 
 
 def redis_ready(port: int, password: str = "", host: str = "127.0.0.1") -> bool:

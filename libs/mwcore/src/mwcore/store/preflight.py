@@ -7,12 +7,14 @@ check is bounded (``timeout_s``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
+from redis.cluster import RedisCluster
 
 from mwcore.errors import ConfigError
+from mwcore.store.client import is_cluster_node
 
 
 def _without_password(url: str) -> str:
@@ -66,10 +68,38 @@ def check_redis(
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise ConfigError(f"{setting}={shown}: cannot reach Redis ({_first_line(exc)})") from None
     try:
-        if durable:
+        if is_cluster_node(client):
+            _check_cluster(client, url, f"{setting}={shown}", timeout_s, durable)
+        elif durable:
             check_durable(client, f"{setting}={shown}")
     finally:
         client.close()
+
+
+def _check_cluster(client: redis.Redis, url: str, where: str, timeout_s: float, durable: bool) -> None:
+    """A Redis Cluster must serve every slot; ``durable``: each primary must be."""
+    raw: Any = cast(Any, client).execute_command("CLUSTER", "INFO")
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    info = dict(line.strip().split(":", 1) for line in text.splitlines() if ":" in line)
+    state, served = info.get("cluster_state", "?"), info.get("cluster_slots_ok", "?")
+    if state != "ok":
+        raise ConfigError(
+            f"{where}: this Redis Cluster is not ok (cluster_state {state}, {served} of 16384 slots "
+            "served): finish its set-up (redis-cli --cluster create / fix) or wait for its failover"
+        )
+    if not durable:
+        return
+    cluster = RedisCluster.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        for node in cast(Any, cluster).get_primaries():
+            conn = cluster.get_redis_connection(node)
+            check_durable(conn, f"{where} (cluster primary {node.name})")
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise ConfigError(
+            f"{where}: cannot reach a node of this Redis Cluster ({_first_line(exc)})"
+        ) from None
+    finally:
+        cluster.close()
 
 
 VOLATILE_OPT_IN = "MW_ALLOW_VOLATILE_STORE=1"

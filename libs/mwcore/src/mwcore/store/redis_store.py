@@ -69,9 +69,11 @@ class RedisCheckpointStore:
         self._fencing = fencing
         self._scheme = token_scheme
         self._retries = retries
-        self._grant = client.register_script(scripts.GRANT)
         # replicas: each checkpoint counts as committed only once that many replicas of
-        # its primary acknowledged it (WAIT): a failover then cannot lose it.
+        # its primary acknowledged it (WAIT): a failover then cannot lose it. A grant
+        # waits too: replication is in order, so a new owner never starts from a
+        # checkpoint (its predecessor's last, maybe not acknowledged) a failover can lose.
+        self._grant = FastScript(client, scripts.GRANT, replicas=replicas, wait_ms=wait_ms)
         self._commit = FastScript(client, scripts.COMMIT, replicas=replicas, wait_ms=wait_ms)
         self._fenced_set = client.register_script(scripts.FENCED_SET)
         self._release = client.register_script(scripts.RELEASE)
@@ -96,8 +98,7 @@ class RedisCheckpointStore:
         nonce = os.urandom(8).hex()
         stream = report_stream(interval.namespace, interval.computation, interval.index)
         raw = self._grant(
-            keys=[k.token, k.grants, k.meta, stream],
-            args=[nonce, owner, self._scheme, interval.index, STREAM_MAXLEN],
+            [k.token, k.grants, k.meta, stream], [nonce, owner, self._scheme, interval.index, STREAM_MAXLEN]
         )
         return raw.decode() if isinstance(raw, bytes) else str(raw)
 

@@ -33,6 +33,7 @@ class LocalRedisCluster:
     replicas: int = 1  # per primary
     directory: Path | None = None
     appendfsync: Literal["always", "everysec", "no"] = "always"
+    debug_command: bool = False  # DEBUG (SLEEP) from local clients: for tests
     nodes: list[RedisServer] = field(default_factory=list)
 
     @property
@@ -56,6 +57,7 @@ class LocalRedisCluster:
                         "--cluster-port", str(free_port()),
                         "--cluster-config-file", "nodes.conf",
                         "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+                        *(("--enable-debug-command", "local") if self.debug_command else ()),
                     ),
                 )  # fmt: skip
                 self.nodes.append(node.start(timeout))
@@ -99,7 +101,13 @@ class LocalRedisCluster:
             if info.get("cluster_state") != "ok" or int(info.get("cluster_slots_ok", 0)) != 16384:
                 return False
             repl: Any = c.info("replication")
-            return bool(repl.get("role") == "master" or repl.get("master_link_status") == "up")
+            if repl.get("role") != "master" and repl.get("master_link_status") != "up":
+                return False
+            # and it knows each primary's replicas (clients learn them from CLUSTER SLOTS)
+            alive = sum(1 for n in self.nodes if n.proc is not None)
+            slots: Any = cast(Any, c).execute_command("CLUSTER", "SLOTS")
+            known = {tuple(node[:2]) for entry in slots for node in entry[2:]}
+            return len(known) >= min(alive, self.primaries * (1 + self.replicas))
         except redis.RedisError:
             return False
         finally:

@@ -1,0 +1,162 @@
+"""The guarantees on a real Redis Cluster (three primaries, each with a replica).
+
+The exactly-once, fencing, timer and watermark tests run again here, unchanged, with
+``MW_REDIS_URL`` naming one node of a local cluster (``tools/redis_cluster.py``): every
+command the kit sends must touch keys of one hash slot, or the cluster refuses it
+(``CROSSSLOT``), so these tests fail on any command that does not.
+
+Then a failover: while workers run, the primary serving some intervals is SIGKILLed,
+its replica takes over, and every result stays exact (checkpoints wait for the
+replica's acknowledgement, ``WAIT``: the promoted replica has every committed one).
+The mechanism's own check: with the replica unable to acknowledge, a checkpoint does
+not count as committed (``NotReplicatedError``); without ``WAIT`` it does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.checkpoint import Checkpoint
+from mwcore.store.client import default_wait_replicas, is_cluster
+from mwcore.store.client import redis_client as connect_redis
+from mwcore.store.fast_script import NotReplicatedError
+from mwcore.store.interface import IntervalId
+from mwcore.store.redis_store import RedisCheckpointStore
+from mwcore.tools.localstack import LocalStack
+from mwcore.tools.redis_cluster import LocalRedisCluster
+from mwcore.transport.writer import SourceWriter
+from tests.support.procs import joined, wait_until
+from tests.support.running_sum import Deployment, Injector, make_inputs, verify
+from tests.test_exactly_once import test_crash_storm_keeps_exactly_once as test_crash_storm_on_a_cluster
+from tests.test_fencing import (
+    test_negative_control_without_fencing_accepts_stale_writes as test_nc_no_fencing_on_a_cluster,
+)
+from tests.test_fencing import test_zombie_writes_are_rejected as test_zombie_on_a_cluster
+from tests.test_timers import test_timers_fire_in_order_once_and_survive_restarts as test_timers_on_a_cluster
+from tests.test_watermarks import (
+    test_records_in_the_backlog_hold_the_watermark_and_no_timer_fires_early as test_backlog_on_a_cluster,
+)
+from tests.test_watermarks import (
+    test_reports_under_a_stale_token_are_rejected as test_stale_token_on_a_cluster,
+)
+
+pytestmark = pytest.mark.cluster
+
+__all__ = [
+    "test_backlog_on_a_cluster",
+    "test_crash_storm_on_a_cluster",
+    "test_nc_no_fencing_on_a_cluster",
+    "test_stale_token_on_a_cluster",
+    "test_timers_on_a_cluster",
+    "test_zombie_on_a_cluster",
+]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRedisCluster]:
+    c = LocalRedisCluster(directory=tmp_path_factory.mktemp("redis-cluster"), debug_command=True).start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(stack: LocalStack, cluster: LocalRedisCluster) -> LocalStack:
+    """The session's broker, with the Redis Cluster as the store (this module only)."""
+    return LocalStack(workdir=stack.workdir, broker=stack.broker, redis=cluster)
+
+
+def test_the_client_finds_the_cluster_from_one_node(cluster: LocalRedisCluster) -> None:
+    client = connect_redis(cluster.url)
+    assert is_cluster(client) and default_wait_replicas(client) == 1
+    store = RedisCheckpointStore(client)
+    primaries = set()
+    for index in range(12):  # intervals spread over the primaries, each script on one
+        iv = IntervalId("spread", "c", index)
+        token = store.grant(iv, "me")
+        assert store.commit(iv, token, Checkpoint(positions={"in:0": index})) == 1
+        primaries.add(cluster.primary_of(f"mw:{iv.tag()}:token").port)
+    assert len(primaries) == 3
+
+
+def _sleep_replica(cluster: LocalRedisCluster, key: str, seconds: float) -> threading.Thread:
+    """Block the replica of ``key``'s primary (DEBUG SLEEP): it cannot acknowledge."""
+    primary = cluster.primary_of(key)
+    c = cluster.client(primary)
+    try:
+        replica_port = int(c.info("replication")["slave0"]["port"])
+    finally:
+        c.close()
+    replica = next(n for n in cluster.nodes if n.port == replica_port)
+
+    def sleep() -> None:
+        r = redis.Redis(port=replica.port, socket_timeout=seconds + 5)
+        r.execute_command("DEBUG", "SLEEP", seconds)  # type: ignore[no-untyped-call]
+        r.close()
+
+    t = threading.Thread(target=sleep)
+    t.start()
+    time.sleep(0.2)
+    return t
+
+
+@pytest.mark.negative_control
+def test_a_checkpoint_waits_for_its_replica(cluster: LocalRedisCluster) -> None:
+    """With WAIT (replicas=1) a checkpoint the replica has not acknowledged is an error,
+    not a commit; without it (replicas=0: the control) the same commit returns as done."""
+    client = connect_redis(cluster.url)
+    iv = IntervalId("wait", "c", 0)
+    key = f"mw:{iv.tag()}:token"
+    waiting = RedisCheckpointStore(client, replicas=1, wait_ms=500)
+    token = waiting.grant(iv, "me")
+    assert waiting.commit(iv, token, Checkpoint(positions={"in:0": 1})) == 1  # replica up: fine
+    sleeper = _sleep_replica(cluster, key, 2.0)
+    try:
+        with pytest.raises(NotReplicatedError, match="0 of 1 replicas acknowledged"):
+            waiting.commit(iv, token, Checkpoint(positions={"in:0": 2}))
+        unchecked = RedisCheckpointStore(client, replicas=0)
+        assert unchecked.commit(iv, token, Checkpoint(positions={"in:0": 3})) == 3
+    finally:
+        sleeper.join()
+    cluster.wait_ok()
+
+
+@pytest.mark.exactly_once
+@pytest.mark.slow
+def test_a_primary_failover_loses_no_checkpoint(
+    stack: LocalStack, cluster: LocalRedisCluster, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    inputs = make_inputs(60_000, 500, dup_rate=0.01, seed=17)
+    dep = Deployment.on(stack, namespace, tmp_path)
+    workers = [dep.add_worker("w0").start(), dep.add_worker("w1").start()]
+    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    injector = Injector(writer, inputs, rate=3_000)
+    injector.start()
+    try:
+        wait_until(lambda: min(dep.commits()) >= 2, 60, what="two checkpoints per interval")
+        victim = cluster.primary_of(dep.key(0, "token"))
+        before = dep.commits()
+        victim.kill()  # SIGKILL: its replica is promoted after the node timeout
+        wait_until(lambda: cluster.primary_of(dep.key(0, "token")) is not victim, 60, what="the failover")
+        wait_until(
+            lambda: min(c - b for c, b in zip(dep.commits(), before, strict=True)) >= 3,
+            90,
+            what="three more checkpoints per interval after the failover",
+        )
+        assert all(w.alive for w in workers), "a worker stopped over the failover"
+        joined(injector, 120, "the injector")
+        dep.wait_caught_up(writer.end_offsets, timeout=180)
+    finally:
+        injector.release.set()
+        for w in workers:
+            w.terminate()
+    problems = verify(inputs, registry, dep)
+    assert problems == [], "\n".join(problems)
