@@ -32,14 +32,15 @@ from mwcore.store.redis_store import RedisCheckpointStore
 from mwcore.tools.localstack import LocalStack
 from mwcore.tools.redis_cluster import LocalRedisCluster
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import joined, wait_until
-from tests.support.running_sum import Deployment, Injector, make_inputs, verify
+from tests.support.procs import WorkerProc, joined, wait_until
+from tests.support.running_sum import Deployment, Injector, InputRecord, make_inputs, verify
 from tests.test_exactly_once import test_crash_storm_keeps_exactly_once as test_crash_storm_on_a_cluster
 from tests.test_fencing import (
     test_negative_control_without_fencing_accepts_stale_writes as test_nc_no_fencing_on_a_cluster,
 )
 from tests.test_fencing import test_zombie_writes_are_rejected as test_zombie_on_a_cluster
 from tests.test_timers import test_timers_fire_in_order_once_and_survive_restarts as test_timers_on_a_cluster
+from tests.test_watermarks import log_dir
 from tests.test_watermarks import (
     test_records_in_the_backlog_hold_the_watermark_and_no_timer_fires_early as test_backlog_on_a_cluster,
 )
@@ -50,6 +51,7 @@ from tests.test_watermarks import (
 pytestmark = pytest.mark.cluster
 
 __all__ = [
+    "log_dir",
     "test_backlog_on_a_cluster",
     "test_crash_storm_on_a_cluster",
     "test_nc_no_fencing_on_a_cluster",
@@ -90,7 +92,7 @@ def test_the_client_finds_the_cluster_from_one_node(cluster: LocalRedisCluster) 
 def _sleep_replica(cluster: LocalRedisCluster, key: str, seconds: float) -> threading.Thread:
     """Block the replica of ``key``'s primary (DEBUG SLEEP): it cannot acknowledge."""
     primary = cluster.primary_of(key)
-    c = cluster.client(primary)
+    c = redis.Redis(port=primary.port)
     try:
         replica_port = int(c.info("replication")["slave0"]["port"])
     finally:
@@ -134,6 +136,7 @@ def test_a_checkpoint_waits_for_its_replica(cluster: LocalRedisCluster) -> None:
 def test_a_primary_failover_loses_no_checkpoint(
     stack: LocalStack, cluster: LocalRedisCluster, registry: SchemaRegistry, namespace: str, tmp_path: Path
 ) -> None:
+    cluster.restore()
     inputs = make_inputs(60_000, 500, dup_rate=0.01, seed=17)
     dep = Deployment.on(stack, namespace, tmp_path)
     workers = [dep.add_worker("w0").start(), dep.add_worker("w1").start()]
@@ -160,3 +163,96 @@ def test_a_primary_failover_loses_no_checkpoint(
             w.terminate()
     problems = verify(inputs, registry, dep)
     assert problems == [], "\n".join(problems)
+
+
+def _cut_replica(cluster: LocalRedisCluster, key: str) -> redis.Redis:
+    """Cut the replication link of ``key``'s primary's replica, and keep it cut (the
+    replica tries to reconnect with a password the primary refuses); it stays a
+    replica the cluster can promote, without the writes since. Returns a client of it."""
+    primary = cluster.primary_of(key)
+    c = redis.Redis(port=primary.port)
+    try:
+        replica_port = int(c.info("replication")["slave0"]["port"])
+    finally:
+        c.close()
+    replica = redis.Redis(port=replica_port)
+    replica.config_set("masterauth", "not-the-password")
+    replica.client_kill_filter(_type="master")
+    wait_until(lambda: replica.info("replication")["master_link_status"] == "down", 10, what="the cut")
+    return replica
+
+
+def _lagging_failover(
+    stack: LocalStack,
+    cluster: LocalRedisCluster,
+    registry: SchemaRegistry,
+    namespace: str,
+    tmp_path: Path,
+    **env: str,
+) -> tuple[Deployment, list[WorkerProc], list[InputRecord], list[int]]:
+    """Workers run; the replica of interval 0's primary loses its replication link
+    while checkpoints go on; the primary is SIGKILLed in that window, so the replica
+    that takes over lacks the checkpoints since. Returns the exit codes of the workers
+    that stopped on their own by the end."""
+    inputs = make_inputs(40_000, 400, dup_rate=0.01, seed=23)
+    dep = Deployment.on(stack, namespace, tmp_path, worker_env=env)
+    workers = [dep.add_worker("w0").start(), dep.add_worker("w1").start()]
+    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    injector = Injector(writer, inputs, rate=3_000)
+    injector.start()
+    try:
+        wait_until(lambda: min(dep.commits()) >= 2, 60, what="two checkpoints per interval")
+        key = dep.key(0, "token")
+        victim = cluster.primary_of(key)
+        replica = _cut_replica(cluster, key)
+        time.sleep(1.5)  # checkpoints the replica does not get
+        victim.kill()
+        wait_until(lambda: cluster.primary_of(key) is not victim, 60, what="the failover")
+        replica.config_set("masterauth", "")
+        stopped: list[int] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and injector.is_alive():
+            stopped = [w.proc.returncode for w in workers if w.proc is not None and w.proc.poll() is not None]
+            if stopped:
+                break
+            time.sleep(0.2)
+        joined(injector, 120, "the injector")
+        if not stopped:
+            dep.wait_caught_up(writer.end_offsets, timeout=180)
+    finally:
+        injector.release.set()
+        codes = [w.proc.returncode for w in workers if w.proc is not None and w.proc.poll() is not None]
+        for w in workers:
+            w.terminate()
+    return dep, workers, inputs, codes
+
+
+@pytest.mark.exactly_once
+@pytest.mark.slow
+def test_a_failover_to_a_lagging_replica_loses_no_committed_checkpoint(
+    stack: LocalStack, cluster: LocalRedisCluster, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    """With WAIT (the default on a cluster with replicas) the checkpoints the replica
+    never got were never committed: nothing left from them, the workers go on, exact."""
+    cluster.restore()
+    dep, workers, inputs, stopped = _lagging_failover(stack, cluster, registry, namespace, tmp_path)
+    assert stopped == [], [w.logs()[-2000:] for w in workers]
+    problems = verify(inputs, registry, dep)
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.exactly_once
+@pytest.mark.negative_control
+@pytest.mark.slow
+def test_negative_control_without_wait_a_lagging_failover_stops_the_worker(
+    stack: LocalStack, cluster: LocalRedisCluster, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    """Without WAIT the promoted replica lacks committed checkpoints: the commit witness
+    finds the store behind what Kafka witnessed, and the worker stops (exit 2) rather
+    than produce from it."""
+    cluster.restore()
+    _, workers, _, stopped = _lagging_failover(
+        stack, cluster, registry, namespace, tmp_path, MW_REDIS_WAIT_REPLICAS="0"
+    )
+    assert 2 in stopped, stopped
+    assert any("but Kafka witnessed" in w.logs() for w in workers)

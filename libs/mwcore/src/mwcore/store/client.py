@@ -9,11 +9,14 @@ the same code runs on both.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any, TypeAlias, cast
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
+from redis.exceptions import ClusterDownError
 from redis.retry import Retry
 
 REDIS_RETRIES = 10  # about 7 s of backoff in all
@@ -37,13 +40,56 @@ def _options() -> dict[str, Any]:
     }
 
 
+FAILOVER_S = 20.0  # how long a cluster command keeps trying while its primary fails over
+
+
+class FailoverCluster(RedisCluster):
+    """A cluster client whose commands ride out a failover: redis-py retries a command
+    at once on a refreshed slot map, which is spent before the replica is promoted
+    (the node timeout, then an election); this retries it with backoff for up to
+    ``FAILOVER_S``."""
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        backoff = ExponentialBackoff(cap=1.0, base=0.05)
+        deadline = time.monotonic() + FAILOVER_S
+        attempt = 0
+        while True:
+            try:
+                return super().execute_command(*args, **kwargs)  # type: ignore[no-untyped-call]
+            except (redis.ConnectionError, redis.TimeoutError, ClusterDownError):
+                attempt += 1
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(backoff.compute(attempt))
+
+
 def redis_client(url: str) -> RedisClient:
     """A client of the Redis (or Redis Cluster) at ``url``."""
     single = redis.Redis.from_url(url, **_options())
     if not is_cluster_node(single):
         return single
     single.close()
-    return RedisCluster.from_url(url, **_options())
+    return FailoverCluster.from_url(url, **_options())
+
+
+def execute(client: RedisClient, build: Callable[[Any], None], *, transaction: bool = False) -> list[Any]:
+    """Build a pipeline with ``build`` and run it; on a cluster, retry it with backoff
+    while a primary fails over (redis-py retries a cluster pipeline at once, so its
+    retries are spent before the failover is done)."""
+    backoff = ExponentialBackoff(cap=1.0, base=0.05)
+    deadline = time.monotonic() + FAILOVER_S
+    attempt = 0
+    while True:
+        pipe = client.pipeline(transaction=transaction)
+        build(pipe)
+        try:
+            result: list[Any] = pipe.execute()
+            return result
+        except (redis.ConnectionError, redis.TimeoutError, ClusterDownError):
+            attempt += 1
+            if not isinstance(client, RedisCluster) or time.monotonic() > deadline:
+                raise
+            time.sleep(backoff.compute(attempt))
 
 
 def is_cluster_node(client: redis.Redis) -> bool:

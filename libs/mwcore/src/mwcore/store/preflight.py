@@ -15,6 +15,7 @@ from redis.cluster import RedisCluster
 
 from mwcore.errors import ConfigError
 from mwcore.store.client import is_cluster_node
+from mwcore.store.cluster_probe import cluster_info
 
 
 def _without_password(url: str) -> str:
@@ -66,7 +67,13 @@ def check_redis(
             ) from None
         raise ConfigError(f"{setting}={shown}: Redis answered an error: {text}") from None
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        raise ConfigError(f"{setting}={shown}: cannot reach Redis ({_first_line(exc)})") from None
+        text = _first_line(exc)
+        if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
+            raise ConfigError(
+                f"{setting}={shown}: the Redis server's TLS certificate is not trusted: name the CA that "
+                f"signed it in the URL (rediss://...?ssl_ca_certs=/path/ca.pem) ({text})"
+            ) from None
+        raise ConfigError(f"{setting}={shown}: cannot reach Redis ({text})") from None
     try:
         if is_cluster_node(client):
             _check_cluster(client, url, f"{setting}={shown}", timeout_s, durable)
@@ -78,9 +85,7 @@ def check_redis(
 
 def _check_cluster(client: redis.Redis, url: str, where: str, timeout_s: float, durable: bool) -> None:
     """A Redis Cluster must serve every slot; ``durable``: each primary must be."""
-    raw: Any = cast(Any, client).execute_command("CLUSTER", "INFO")
-    text = raw.decode() if isinstance(raw, bytes) else str(raw)
-    info = dict(line.strip().split(":", 1) for line in text.splitlines() if ":" in line)
+    info = cluster_info(client)
     state, served = info.get("cluster_state", "?"), info.get("cluster_slots_ok", "?")
     if state != "ok":
         raise ConfigError(

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import redis
 
 from mwcore.errors import CheckpointError, FencedError
 from mwcore.store import scripts
 from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_batch, decode_entry, encode_batch
-from mwcore.store.client import RedisClient, redis_client
+from mwcore.store.client import RedisClient, execute, redis_client
 from mwcore.store.fast_script import Arg, FastScript
 from mwcore.store.interface import IntervalId
 from mwcore.watermarks.reports import STREAM_MAXLEN, decode_segments, report_stream
@@ -104,13 +104,15 @@ class RedisCheckpointStore:
 
     def recover(self, interval: IntervalId, token: str) -> Snapshot:
         k = self.keys(interval)
-        pipe = self._r.pipeline(transaction=False)
-        pipe.hgetall(k.positions)
-        pipe.hgetall(k.timers)
-        pipe.hgetall(k.pending)
-        pipe.hget(k.meta, "commits")
-        pipe.hgetall(k.segments)
-        positions_raw, timers_raw, pending_raw, commits, segments_raw = pipe.execute()
+
+        def build(pipe: Any) -> None:
+            pipe.hgetall(k.positions)
+            pipe.hgetall(k.timers)
+            pipe.hgetall(k.pending)
+            pipe.hget(k.meta, "commits")
+            pipe.hgetall(k.segments)
+
+        positions_raw, timers_raw, pending_raw, commits, segments_raw = execute(self._r, build)
         seen = self.seen_ids(interval)
         return Snapshot(
             token=token,

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from mwcore.store.client import RedisClient, is_cluster
+from mwcore.store.client import RedisClient, execute, is_cluster
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
 from mwcore.watermarks.reports import (
@@ -43,10 +43,12 @@ class RedisReportLog:
 
     def topology(self) -> tuple[dict[str, NodeSpec], dict[str, Retirement]]:
         """Declared nodes and retired computations, as one snapshot of both hashes."""
-        pipe = self._r.pipeline(transaction=True)
-        pipe.hgetall(topology_key(self.namespace))
-        pipe.hgetall(retired_key(self.namespace))
-        declared, retired = pipe.execute()
+
+        def build(pipe: Any) -> None:
+            pipe.hgetall(topology_key(self.namespace))
+            pipe.hgetall(retired_key(self.namespace))
+
+        declared, retired = execute(self._r, build, transaction=True)
         specs = {_text(n): NodeSpec.decode(_text(n), raw) for n, raw in declared.items()}
         gone = {_text(n): Retirement.decode(_text(n), raw) for n, raw in retired.items()}
         return specs, gone
@@ -61,11 +63,13 @@ class RedisReportLog:
             streams = {key: after[s] for key, s in keys.items()}
             resp: Any = self._r.xread(streams, count=10_000, block=block_ms or None)  # type: ignore[arg-type]
             return {keys[_text(key)]: _entries(entries) for key, entries in resp or []}
-        pipe = self._r.pipeline(transaction=False)
-        for key, s in keys.items():
-            pipe.xread({key: after[s]}, count=10_000)
+
+        def build(pipe: Any) -> None:
+            for key, s in keys.items():
+                pipe.xread({key: after[s]}, count=10_000)
+
         found: dict[Stream, list[Entry]] = {}
-        for resp in pipe.execute():
+        for resp in execute(self._r, build):
             for key, entries in resp or []:
                 found[keys[_text(key)]] = _entries(entries)
         if not found and block_ms:

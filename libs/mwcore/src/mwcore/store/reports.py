@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
-from mwcore.store.client import RedisClient
+from mwcore.store.client import RedisClient, execute
 from mwcore.watermarks.reports import (
     STREAM_MAXLEN,
     NodeSpec,
@@ -68,8 +68,10 @@ class RedisReportSink:
     def send(self, name: str, reports: Sequence[Report]) -> None:
         if not reports:
             return
-        pipe = self._r.pipeline(transaction=False)
-        for r in reports:  # each to its interval's own stream (on a cluster: its slot)
-            key = report_stream(self._ns, name, r.index)
-            pipe.xadd(key, {"r": r.encode()}, maxlen=STREAM_MAXLEN, approximate=True)
-        pipe.execute()
+        entries = [(report_stream(self._ns, name, r.index), r.encode()) for r in reports]
+
+        def build(pipe: Any) -> None:
+            for key, entry in entries:  # each to its interval's own stream (on a cluster: its slot)
+                pipe.xadd(key, {"r": entry}, maxlen=STREAM_MAXLEN, approximate=True)
+
+        execute(self._r, build)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mwcore.store.client import RedisClient
+from mwcore.store.client import RedisClient, execute
 from mwcore.watermarks.reports import (
     NodeSpec,
     declared_key,
@@ -103,15 +103,17 @@ class RedisRetirements:
         (Redis's clock, ms; 0: none). Workers also declare themselves every 10 s, and
         the script checks that atomically: a node alive enough to report is declared."""
         specs = self.declared()
-        pipe = self._r.pipeline(transaction=False)
-        owners: list[int] = []
+        keys: list[tuple[int, str]] = []
         for i, name in enumerate(names):
             spec = specs.get(name)
-            for stream in streams(spec) if spec is not None else []:
-                pipe.xrevrange(report_stream(self._ns, *stream), count=1)
-                owners.append(i)
+            keys += [(i, report_stream(self._ns, *s)) for s in (streams(spec) if spec is not None else [])]
+
+        def build(pipe: Any) -> None:
+            for _, key in keys:
+                pipe.xrevrange(key, count=1)
+
         last = [0] * len(names)
-        for i, newest in zip(owners, pipe.execute(), strict=True):
+        for (i, _), newest in zip(keys, execute(self._r, build), strict=True):
             if newest:
                 last[i] = max(last[i], int(_text(newest[0][0]).partition("-")[0]))
         return last

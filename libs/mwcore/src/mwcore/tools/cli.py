@@ -98,9 +98,9 @@ def _tail(args: argparse.Namespace) -> int:
 
 
 def _stack(args: argparse.Namespace) -> int:
-    from mwcore.tools.localstack import LocalStack
+    from mwcore.tools.stack_builder import local_stack
 
-    with LocalStack() as stack:
+    with local_stack(brokers=args.brokers, redis_cluster=args.redis_cluster) as stack:
         print(f"export MW_BOOTSTRAP={stack.bootstrap}")
         print(f"export MW_REDIS_URL={stack.redis_url}", flush=True)
         stopped = False
@@ -264,7 +264,7 @@ def _retire(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from mwcore.tools import up
 
-    return up.main(args.duration, args.rate)
+    return up.main(args.duration, args.rate, args.brokers, args.redis_cluster)
 
 
 def _down(args: argparse.Namespace) -> int:
@@ -348,14 +348,28 @@ def build_parser() -> argparse.ArgumentParser:
     rt.set_defaults(func=_retire)
     stack = sub.add_parser("stack", help="start a local broker and Redis and print their addresses")
     stack.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
+    _cluster_options(stack)
     stack.set_defaults(func=_stack)
     up = sub.add_parser("up", help="run the pipeline on a local broker and Redis, with a live view")
     up.add_argument("--duration", type=float, default=None, help="stop after SECONDS; print a JSON summary")
     up.add_argument("--rate", type=int, default=2000, help="queries per second the generator writes")
+    _cluster_options(up)
     up.set_defaults(func=_up)
     down = sub.add_parser("down", help="stop a running `mw up`")
     down.set_defaults(func=_down)
     return parser
+
+
+def _cluster_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="Kafka brokers (3: every topic with 3 replicas, 2 in sync; docs/scaling.md)",
+    )
+    p.add_argument(
+        "--redis-cluster", action="store_true", help="a Redis Cluster (3 primaries, 3 replicas) as the store"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mwcore.errors import ConfigError
@@ -49,6 +49,19 @@ GUARANTEE_SETTINGS: dict[str, str] = {
     # Takeover: the kit's consumers use a 1.5 s session timeout (a dead worker's
     # intervals move on within 3 s); Kafka refuses one below this bound.
     "group.min.session.timeout.ms": "1000",
+}
+
+# A cluster of three (``mw up --brokers 3``, ``tools/kafka_cluster.py``): every topic,
+# the kit's streams and the internal ones, has three replicas, and a write counts once
+# two have it (the kit's producers use acks=all), so one broker can die at any moment.
+CLUSTER_SETTINGS: dict[str, str] = {
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "share.coordinator.state.topic.replication.factor": "3",
+    "share.coordinator.state.topic.min.isr": "2",
 }
 
 # What makes it fit a laptop and a test run; none of it changes what the kit promises.
@@ -175,7 +188,8 @@ def _java() -> str:
 
 @dataclass
 class KafkaBroker:
-    """One Apache Kafka node in KRaft mode (broker and controller), on free ports."""
+    """One Apache Kafka node in KRaft mode (broker and controller), on free ports; alone,
+    or one of a cluster (``voters``: every node's ``id@host:controller port``)."""
 
     port: int = 0
     controller_port: int = 0
@@ -183,6 +197,11 @@ class KafkaBroker:
     heap_mb: int = 512
     home: Path | None = None
     proc: subprocess.Popen[bytes] | None = None
+    node_id: int = 1
+    voters: str = ""  # the controller quorum; empty: this node alone
+    cluster_id: str = ""  # the cluster's id (formatted with it); empty: a new one
+    extra: dict[str, str] = field(default_factory=dict)  # more (or other) broker settings
+    format_args: tuple[str, ...] = ()  # more storage format arguments (--add-scram ...)
 
     product = "Apache Kafka"
     version = KAFKA_VERSION
@@ -208,8 +227,8 @@ class KafkaBroker:
         assert self.directory is not None
         return {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters or f"{self.node_id}@127.0.0.1:{self.controller_port}",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
@@ -218,14 +237,29 @@ class KafkaBroker:
             "log.dirs": str(self.directory / "data"),
             **GUARANTEE_SETTINGS,
             **LOCAL_SETTINGS,
+            **self.extra,
         }
 
     def start(self, timeout: float = 60) -> KafkaBroker:
+        self.launch(timeout)
+        try:
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def reserve_ports(self) -> None:
+        self.port = self.port or free_port()
+        self.controller_port = self.controller_port or free_port()
+
+    def launch(self, timeout: float = 60) -> None:
+        """Format the storage (the first time) and start the process, without waiting
+        for it (a cluster's nodes wait for each other's quorum)."""
         home = self.home or kafka_home()
         classpath = _classpath(home)
         java = _java()
-        self.port = self.port or free_port()
-        self.controller_port = self.controller_port or free_port()
+        self.reserve_ports()
         if self.directory is None:
             self.directory = Path(tempfile.mkdtemp(prefix="mw-kafka-"))
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -241,11 +275,19 @@ class KafkaBroker:
             f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}", "-cp", classpath,
         ]  # fmt: skip
         if not (self.directory / "data" / "meta.properties").exists():
-            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster = self.cluster_id or new_cluster_id()
             fmt = subprocess.run(
                 # "--cluster-id=": a random id may start with "-", which the tool would
                 # take for an option (1 start in 64 failed)
-                [*jvm, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster}", "-c", str(config)],
+                [
+                    *jvm,
+                    "kafka.tools.StorageTool",
+                    "format",
+                    f"--cluster-id={cluster}",
+                    "-c",
+                    str(config),
+                    *self.format_args,
+                ],
                 capture_output=True,
                 text=True,
                 timeout=timeout,
@@ -257,14 +299,8 @@ class KafkaBroker:
             [*jvm, "kafka.Kafka", str(config)], stdout=out, stderr=out, preexec_fn=die_with_parent
         )
         out.close()
-        try:
-            self._wait_ready(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
-    def _wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float) -> None:
         """Ready when the broker answers metadata and a group coordinator exists."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout
@@ -284,6 +320,10 @@ class KafkaBroker:
     def kill(self) -> None:
         proc, self.proc = self.proc, None
         kill_process(proc)
+
+
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ from mwcore.store.client import redis_ready
 from mwcore.tools.kafka_broker import KafkaBroker
 from mwcore.tools.localproc import die_with_parent, free_port, kill_process, stop_process, wait_for_port
 
-__all__ = ["LocalRedis", "LocalStack", "RedisServer", "free_port"]
+__all__ = ["LocalKafka", "LocalRedis", "LocalStack", "RedisServer", "free_port"]
 
 
 @dataclass
@@ -97,12 +97,25 @@ class LocalRedis(Protocol):
     def stop(self) -> None: ...
 
 
+class LocalKafka(Protocol):
+    """One broker, or a local Kafka cluster (``tools/kafka_cluster.py``)."""
+
+    directory: Path | None
+    product: str
+
+    @property
+    def bootstrap(self) -> str: ...
+    def running_version(self) -> str: ...
+    def start(self, timeout: float = 60) -> LocalKafka: ...
+    def stop(self, timeout: float = 20) -> None: ...
+
+
 @dataclass
 class LocalStack:
     """Broker plus Redis for one test session or one ``mw up``."""
 
     workdir: Path | None = None
-    broker: KafkaBroker = field(default_factory=KafkaBroker)
+    broker: LocalKafka = field(default_factory=KafkaBroker)
     redis: LocalRedis = field(default_factory=RedisServer)
 
     @property

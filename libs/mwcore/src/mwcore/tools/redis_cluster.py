@@ -15,12 +15,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
-
-import redis
-from redis.crc import key_slot
+from typing import Literal
 
 from mwcore.errors import ConfigError
+from mwcore.store.cluster_probe import primary_port, role, settled
 from mwcore.tools.localproc import free_port
 from mwcore.tools.localstack import RedisServer
 
@@ -82,70 +80,33 @@ class LocalRedisCluster:
             raise
         return self
 
-    def client(self, node: RedisServer) -> redis.Redis:
-        return redis.Redis(port=node.port, socket_connect_timeout=2, socket_timeout=5)
-
     def wait_ok(self, timeout: float = 60) -> None:
         """Until every running node says the cluster is ok and sees every slot served,
-        and every running replica is in sync with its primary."""
+        every running replica is in sync with its primary, and each knows the others."""
         deadline = time.monotonic() + timeout
-        while not all(self._settled(n) for n in self.nodes if n.proc is not None):
+        alive = [n for n in self.nodes if n.proc is not None]
+        while not all(settled(n.port, len(alive)) for n in alive):
             if time.monotonic() > deadline:
                 raise TimeoutError("the Redis Cluster did not settle")
             time.sleep(0.1)
 
-    def _settled(self, node: RedisServer) -> bool:
-        c = self.client(node)
-        try:
-            info = cluster_info(c)
-            if info.get("cluster_state") != "ok" or int(info.get("cluster_slots_ok", 0)) != 16384:
-                return False
-            repl: Any = c.info("replication")
-            if repl.get("role") != "master" and repl.get("master_link_status") != "up":
-                return False
-            # and it knows each primary's replicas (clients learn them from CLUSTER SLOTS)
-            alive = sum(1 for n in self.nodes if n.proc is not None)
-            slots: Any = cast(Any, c).execute_command("CLUSTER", "SLOTS")
-            known = {tuple(node[:2]) for entry in slots for node in entry[2:]}
-            return len(known) >= min(alive, self.primaries * (1 + self.replicas))
-        except redis.RedisError:
-            return False
-        finally:
-            c.close()
-
     def primary_of(self, key: str) -> RedisServer:
         """The node that serves ``key``'s slot now."""
-        c = self.client(next(n for n in self.nodes if n.proc is not None))
-        try:
-            slot = key_slot(key.encode())
-            slots: Any = cast(Any, c).execute_command("CLUSTER", "SLOTS")
-            for start, end, primary, *_ in slots:
-                if start <= slot <= end:
-                    port = int(primary[1])
-                    return next(n for n in self.nodes if n.port == port)
-        finally:
-            c.close()
-        raise LookupError(f"no node serves {key}")
+        asked = next(n for n in self.nodes if n.proc is not None)
+        port = primary_port(asked.port, key)
+        return next(n for n in self.nodes if n.port == port)
 
-    def role(self, node: RedisServer) -> str:
-        c = self.client(node)
-        try:
-            return str(c.info("replication")["role"])
-        finally:
-            c.close()
+    def restore(self, timeout: float = 60) -> None:
+        """Start every node that is down (a former primary comes back as a replica),
+        then wait until the cluster settles."""
+        for node in self.nodes:
+            if node.proc is None:
+                node.start(timeout)
+        self.wait_ok(timeout)
 
     def primaries_now(self) -> list[RedisServer]:
-        return [n for n in self.nodes if n.proc is not None and self.role(n) == "master"]
+        return [n for n in self.nodes if n.proc is not None and role(n.port) == "master"]
 
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
-
-
-def cluster_info(client: redis.Redis) -> dict[str, str]:
-    """``CLUSTER INFO`` of one node, as a dict of strings."""
-    raw: Any = cast(Any, client).execute_command("CLUSTER", "INFO")
-    if isinstance(raw, dict):
-        return {str(k): str(v) for k, v in raw.items()}
-    text = raw.decode() if isinstance(raw, bytes) else str(raw)
-    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)

@@ -26,14 +26,22 @@ from typing import Any
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools import up_view
 from mwcore.tools.localproc import stop_processes
-from mwcore.tools.localstack import LocalStack, free_port
+from mwcore.tools.localstack import free_port
 from mwcore.tools.project import find_project
+from mwcore.tools.stack_builder import local_stack
 from mwcore.tools.up_plan import Pipeline, Plan, example_plan, project_plan
 from mwcore.transport.topics import ensure_topics
 from mwcore.transport.watermark_topic import WatermarkFeed
 
 
-def run(plan: Plan, workdir: Path, duration: float | None, rate: int) -> dict[str, Any]:
+def run(
+    plan: Plan,
+    workdir: Path,
+    duration: float | None,
+    rate: int,
+    brokers: int = 1,
+    redis_cluster: bool = False,
+) -> dict[str, Any]:
     hooks = plan.pipeline
     stop = threading.Event()
 
@@ -43,7 +51,7 @@ def run(plan: Plan, workdir: Path, duration: float | None, rate: int) -> dict[st
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
     try:
-        with LocalStack(workdir=workdir) as stack:
+        with local_stack(workdir, brokers=brokers, redis_cluster=redis_cluster) as stack:
             ensure_topics(stack.bootstrap, plan.streams)
             announce(bootstrap=stack.bootstrap, redis_url=stack.redis_url, schemas_dir=str(plan.schemas))
             env = {
@@ -143,11 +151,11 @@ def _follow(
     return lags
 
 
-def main(duration: float | None, rate: int) -> int:
+def main(duration: float | None, rate: int, brokers: int = 1, redis_cluster: bool = False) -> int:
     project = find_project()
     workdir = Path(tempfile.mkdtemp(prefix="mw-up-"))
     plan = project_plan(project) if project is not None and project.up is not None else example_plan(workdir)
-    print(json.dumps(run(plan, workdir, duration, rate)), flush=True)
+    print(json.dumps(run(plan, workdir, duration, rate, brokers, redis_cluster)), flush=True)
     return 0
 
 

@@ -18,6 +18,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from mwcore.errors import ConfigError
+from mwcore.transport.client_properties import client_properties
 
 
 def topic_name(namespace: str, stream: str) -> str:
@@ -37,6 +38,11 @@ def rekey_stream(computation: str, stream: str) -> str:
     return f"{computation}-rekey-{stream}"
 
 
+def admin_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
+    """An admin client's: the servers and the user's client properties (security)."""
+    return {"bootstrap.servers": bootstrap, **client_properties(), **overrides}
+
+
 def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
@@ -48,6 +54,7 @@ def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
         "partitioner": "murmur2_random",
         "queue.buffering.max.messages": 500_000,
     }
+    conf.update(client_properties())  # security, or a tuning of the user's
     conf.update(overrides)
     return conf
 
@@ -81,6 +88,7 @@ def consumer_config(
     }
     if instance_id:
         conf["group.instance.id"] = instance_id
+    conf.update(client_properties())  # security, or a tuning of the user's
     conf.update(overrides)
     return conf
 
@@ -98,7 +106,7 @@ def ensure_topics(
     """
     if not topics:
         return
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(admin_config(bootstrap))
     existing = admin.list_topics(timeout=timeout).topics
     # replication_factor -1: the broker's default.replication.factor (1 on a single node)
     missing = [NewTopic(t, n, -1, config=dict(config or {})) for t, n in topics.items() if t not in existing]
@@ -123,7 +131,7 @@ def ensure_topics(
 
 
 def partition_counts(bootstrap: str, topics: list[str], timeout: float = 30.0) -> dict[str, int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(admin_config(bootstrap))
     meta = admin.list_topics(timeout=timeout).topics
     return {t: len(meta[t].partitions) for t in topics if t in meta}
 
@@ -145,7 +153,7 @@ def end_offsets(
     parts = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
     if not parts:
         return {}
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(admin_config(bootstrap))
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
     futures = admin.list_offsets({tp: latest for tp in parts}, request_timeout=timeout)
     return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
@@ -160,7 +168,7 @@ def partition_ends(bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
 
 def topic_partitions(bootstrap: str, timeout: float = 10.0) -> dict[str, int]:
     """Every topic the cluster has (internal ones left out) and its partition count."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(admin_config(bootstrap))
     meta = admin.list_topics(timeout=timeout).topics
     return {
         name: len(t.partitions)
@@ -173,7 +181,7 @@ def broker_ready(bootstrap: str) -> bool:
     """Whether the broker answers metadata and can coordinate a group (asking for a
     group's coordinator creates ``__consumer_offsets``: done once here, so the first
     consumer does not wait for it)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    admin = AdminClient(admin_config(bootstrap, log_level=0))
     try:
         if not admin.list_topics(timeout=1).brokers:
             return False

@@ -1,0 +1,82 @@
+"""Three Apache Kafka brokers (``mwcore.tools.kafka_cluster``): every stream the kit
+creates has three replicas and needs two in sync, and a broker SIGKILLed while workers
+run loses nothing and duplicates nothing (it comes back and catches up).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.kafka_cluster import KafkaCluster
+from mwcore.tools.localstack import LocalStack
+from mwcore.transport.topics import admin_config, topic_name
+from mwcore.transport.writer import SourceWriter
+from tests.support.procs import joined, wait_until
+from tests.support.running_sum import Deployment, Injector, make_inputs, verify
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    c = KafkaCluster(brokers=3, directory=tmp_path_factory.mktemp("kafka-cluster"), heap_mb=384)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(stack: LocalStack, brokers: KafkaCluster) -> LocalStack:
+    """The session's Redis, with the three brokers (this module only)."""
+    return LocalStack(workdir=stack.workdir, broker=brokers, redis=stack.redis)
+
+
+def _replication(bootstrap: str, topic: str) -> tuple[int, str]:
+    admin = AdminClient(admin_config(bootstrap))
+    meta = admin.list_topics(topic, timeout=10).topics[topic]
+    replicas = {len(p.replicas) for p in meta.partitions.values()}
+    assert len(replicas) == 1, replicas
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    conf = admin.describe_configs([res])[res].result(timeout=10)
+    return replicas.pop(), conf["min.insync.replicas"].value
+
+
+@pytest.mark.exactly_once
+@pytest.mark.slow
+def test_a_broker_sigkilled_under_load_loses_nothing(
+    stack: LocalStack, brokers: KafkaCluster, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    inputs = make_inputs(40_000, 400, dup_rate=0.01, seed=31)
+    dep = Deployment.on(stack, namespace, tmp_path)
+    workers = [dep.add_worker("w0").start(), dep.add_worker("w1").start()]
+    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    injector = Injector(writer, inputs, rate=2_000)
+    injector.start()
+    try:
+        wait_until(lambda: min(dep.commits()) >= 2, 90, what="two checkpoints per interval")
+        before = dep.commits()
+        brokers.kill(1)  # SIGKILL: its partitions' leaders move to the other two
+        wait_until(
+            lambda: min(c - b for c, b in zip(dep.commits(), before, strict=True)) >= 3,
+            90,
+            what="three more checkpoints per interval with a broker down",
+        )
+        brokers.start_node(1)
+        joined(injector, 120, "the injector")
+        dep.wait_caught_up(writer.end_offsets, timeout=180)
+        assert all(w.alive for w in workers), "a worker stopped over the broker's death"
+    finally:
+        injector.release.set()
+        for w in workers:
+            w.terminate()
+    problems = verify(inputs, registry, dep)
+    assert problems == [], "\n".join(problems)
+    for stream in ("numbers", "sums"):  # what the kit created: the input and the output
+        assert _replication(stack.bootstrap, topic_name(namespace, stream)) == (3, "2")
