@@ -168,5 +168,6 @@ def test_a_wrong_password_or_an_untrusted_certificate_stops_the_worker_with_one_
     assert done.returncode == 2, done.stderr[-3000:]
     assert len(lines) == 1 and expected in lines[0], done.stderr[-3000:]
     assert "Traceback" not in done.stderr
+    print(lines[0])
     shown = done.stdout + done.stderr
     assert not [s for s in SECRETS if s in shown], shown

@@ -31,6 +31,7 @@ def check_kafka(bootstrap: str, setting: str = "MW_BOOTSTRAP", timeout_s: float 
     try:
         meta = admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
+        admin.poll(0.5)  # serve the queued error callbacks: they say why
         raise ConfigError(_refusal(bootstrap, setting, timeout_s, errors, _kafka_text(exc))) from None
     if not meta.brokers:
         raise ConfigError(f"{setting}={bootstrap}: the Kafka cluster reports no brokers")
