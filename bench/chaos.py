@@ -1,6 +1,7 @@
 """The fault suite: a keyed pipeline on the local stack under a seeded schedule of faults.
 
-Run: ``.venv/bin/python bench/chaos.py [--faults 40] [--seed 1] [--scenario mixed|rollback]``
+Run: ``.venv/bin/python bench/chaos.py [--faults 40] [--seed 1] [--scenario mixed|rollback]
+[--brokers 3] [--redis-cluster]``
 (``rollback``: see ``bench/chaos_rollback.py``).
 
 Three ``mw run`` workers of ``bench/chaos_pipeline.py`` (per-key state, one strong
@@ -14,9 +15,12 @@ the input flows, one fault every ``--gap`` seconds, each kind at least once:
 - ``worker_stop``: SIGSTOP a worker past the session timeout, then SIGCONT (a zombie;
   a worker that stopped itself at a fault point, ``MW_FAULTS=...:stop``, is resumed
   the same way);
-- ``redis_term`` / ``redis_kill``: restart Redis after SIGTERM / SIGKILL;
+- ``redis_term`` / ``redis_kill``: restart Redis after SIGTERM / SIGKILL (with
+  ``--redis-cluster``: stop the primary of a random interval, wait for its replica to
+  take over, start it again: it rejoins as a replica);
 - ``authority_kill``: SIGKILL the watermark authority, restart it at once;
-- ``broker_kill``: SIGKILL the Kafka broker, restart it.
+- ``broker_kill``: SIGKILL the Kafka broker, restart it (with ``--brokers 3``: SIGKILL
+  one of the three, restart it 1 to 5 s later).
 
 Then the input ends, the pipeline drains (every window's and timer's time passes),
 and ``bench/chaos_check.py`` checks the outputs and Redis. The last line printed is
@@ -45,7 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*, test
 from bench.chaos_actors import INTERVALS, Feeder, Monitor, connect, drain_state, drained, wait_for
 from bench.chaos_check import COMPUTATION, Findings, check
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localstack import LocalRedis, LocalStack, RedisServer
+from mwcore.tools.kafka_broker import KafkaBroker
+from mwcore.tools.kafka_cluster import KafkaCluster
+from mwcore.tools.localstack import LocalKafka, LocalRedis, LocalStack, RedisServer
 from mwcore.tools.redis_cluster import LocalRedisCluster
 from mwcore.transport.topics import end_offsets, topic_name
 from tests.support.procs import ROOT, WorkerProc, worker_env
@@ -223,6 +229,13 @@ class Run:
             assert self.authority is not None
             self.authority.kill()
             self.authority.start(MW_AUTHORITY_BLOCK_MS="10")
+        elif kind == "broker_kill" and isinstance(self.stack.broker, KafkaCluster):
+            # One of the brokers: the others lead its partitions meanwhile (no outage).
+            index = rng.randrange(len(self.stack.broker.nodes))
+            target = f"broker:{index + 1}"
+            self.stack.broker.kill(index)
+            time.sleep(rng.uniform(1, 5))
+            self.stack.broker.start_node(index)
         elif kind == "broker_kill":
             target = "broker"
             wall0 = time.time()
@@ -292,6 +305,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument(
+        "--brokers", type=int, default=1, help="Kafka brokers (3: a broker fault SIGKILLs one of them)"
+    )
+    parser.add_argument(
         "--redis-cluster",
         action="store_true",
         help="the store: a local Redis Cluster (3 primaries, 3 replicas); a Redis fault: a failover",
@@ -321,7 +337,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     namespace = f"chaos{os.getpid()}"
     log_dir = Path(tempfile.mkdtemp(prefix="mw-chaos-"))
     store: LocalRedis = LocalRedisCluster() if args.redis_cluster else RedisServer(appendfsync="always")
-    with LocalStack(redis=store) as stack:
+    broker: LocalKafka = KafkaCluster(brokers=args.brokers) if args.brokers > 1 else KafkaBroker()
+    with LocalStack(broker=broker, redis=store) as stack:
         run_ = Run(stack, namespace, log_dir, extra_env=args.worker_env)
         feeder = Feeder(stack, registry, namespace, args.rate, args.seed)
         monitor = Monitor(stack.redis_url, namespace)
@@ -371,6 +388,8 @@ def _result(
     return {
         "scenario": args.scenario,
         "seed": args.seed,
+        "brokers": args.brokers,
+        "redis_cluster": args.redis_cluster,
         "records_sent": feeder.sent,
         "malformed_sent": len(feeder.malformed),
         "late_inputs": f.late_inputs,

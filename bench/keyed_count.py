@@ -40,3 +40,11 @@ class KeyedCountEvery(Computation):
         count, _ = ctx.state.get() or [0, 0]
         ctx.produce("counts", {"count": count}, timer.timestamp)
         ctx.state.set([count, 0])
+
+
+class KeyedCountWide(KeyedCount):
+    """The same keyed count over 16 key intervals (``bench/scale.py``: enough intervals
+    for many worker processes)."""
+
+    name = "keyed_count_wide"
+    partitions = 16

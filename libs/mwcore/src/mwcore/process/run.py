@@ -10,6 +10,7 @@ Each returns the exit code; configuration errors come out as one line (``main``)
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
@@ -17,6 +18,7 @@ from typing import Protocol, TypeVar
 from mwcore.api.computation import Computation, load_computation
 from mwcore.process import bootstrap
 from mwcore.process.observe import instrument_authority, instrument_injector, instrument_workers
+from mwcore.process.pool import CHILD, Pool
 from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
 from mwcore.process.wiring import build_authority, build_injector, build_workers
 from mwcore.runtime.injector import Injector
@@ -24,11 +26,15 @@ from mwcore.runtime.runner import Runner, tune_gc
 
 
 def run_computation(computation: type[Computation] | str, settings: WorkerSettings | None = None) -> int:
-    """Run workers of ``computation`` (a class, or ``module:Class``) until SIGTERM."""
+    """Run workers of ``computation`` (a class, or ``module:Class``) until SIGTERM;
+    ``MW_PROCESSES`` > 1: that many worker processes (``process/pool.py``)."""
 
     def body() -> int:
         s = settings or WorkerSettings.load()
         cls = computation if isinstance(computation, type) else load_computation(computation)
+        if s.processes > 1 and not os.environ.get(CHILD):
+            name = computation if isinstance(computation, str) else f"{cls.__module__}:{cls.__qualname__}"
+            return Pool(name, s.processes).run()
         process = bootstrap.start(cls.name, s)
         workers = build_workers(cls, s)
         runner = Runner(workers, on_step=process.tick)

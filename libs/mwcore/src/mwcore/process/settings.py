@@ -71,6 +71,8 @@ class WorkerSettings(ProcessSettings):
 
     schemas_dir: Path = Field(description="directory of the Avro .avsc files")
     worker_id: str = Field(default_factory=_default_worker_id)
+    # worker processes of the computation on this machine (process/pool.py)
+    processes: int = Field(default=1, ge=1, le=256)
     instance_id: str | None = None
     max_batch_records: int = Field(default=5000, ge=1)
     max_batch_delay_ms: int = Field(default=10, ge=0)

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 def _run(args: argparse.Namespace) -> int:
     from mwcore.process.run import run_computation
 
+    if args.processes is not None:
+        os.environ["MW_PROCESSES"] = str(args.processes)
     return run_computation(args.computation)
 
 
@@ -278,6 +280,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one worker process of a computation")
     run.add_argument("computation", help="module:Class of the computation")
+    run.add_argument(
+        "--processes",
+        type=int,
+        help="worker processes on this machine (default: $MW_PROCESSES or 1); intervals spread over them",
+    )
     run.set_defaults(func=_run)
     auth = sub.add_parser("authority", help="run the watermark authority (MW_* environment)")
     auth.set_defaults(func=_authority)

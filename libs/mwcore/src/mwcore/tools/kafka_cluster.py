@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mwcore.tools.kafka_broker import CLUSTER_SETTINGS, KAFKA_VERSION, KafkaBroker, new_cluster_id
+from mwcore.tools.localproc import stop_processes
 
 
 @dataclass
@@ -76,5 +77,8 @@ class KafkaCluster:
         node.wait_ready(timeout)
 
     def stop(self, timeout: float = 20) -> None:
+        """All at once: one by one, the last ones wait for a quorum that is leaving."""
+        procs = [n.proc for n in self.nodes if n.proc is not None]
         for n in self.nodes:
-            n.stop(timeout)
+            n.proc = None
+        stop_processes(procs, timeout)
