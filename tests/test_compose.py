@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.support.compose import load, problems
+from tests.support.compose import active, env_file, load, problems
 
 pytestmark = pytest.mark.observability
 
@@ -89,3 +89,28 @@ def test_compose_runs_the_embedded_brokers_version_and_settings(doc: dict[str, A
     assert kafka["image"] == f"apache/kafka:{KAFKA_VERSION}"
     for setting, value in GUARANTEE_SETTINGS.items():
         assert str(kafka["environment"][kafka_env_name(setting)]) == value, setting
+
+
+def test_the_three_broker_profile_is_a_replicated_cluster(tmp_path: Path) -> None:
+    """``docker compose --env-file compose/three-brokers.env up``: three brokers in one
+    quorum, each with three replicas and two in sync, every service told of all three
+    (what ``mw up --brokers 3`` runs); the file's checks hold with the profile on."""
+    env = env_file(ROOT / "compose" / "three-brokers.env")
+    doc = load(ROOT / "docker-compose.yml", env)
+    profiles = tuple(env["COMPOSE_PROFILES"].split(","))
+    assert problems(ROOT, doc, tmp_path, profiles=profiles) == []
+    brokers = {n for n, s in active(doc["services"], profiles).items() if "kafka" in str(s.get("image"))}
+    assert brokers == {"kafka", "kafka-2", "kafka-3"}
+    assert (
+        doc["services"]["windower"]["environment"]["MW_BOOTSTRAP"] == "kafka:9092,kafka-2:9092,kafka-3:9092"
+    )
+    # without the env file the profile is off, and the same file is the single broker
+    single = load(ROOT / "docker-compose.yml")
+    assert problems(ROOT, single, tmp_path) == []
+    # the check catches a cluster that is not one: a broker left out of the quorum
+    broken = load(ROOT / "docker-compose.yml", env | {"ZG_KAFKA_VOTERS": "1@kafka:9093,2@kafka-2:9093"})
+    found = problems(ROOT, broken, tmp_path, profiles=profiles)
+    assert any("2 controller quorum voter(s) for 3 brokers" in p for p in found), found
+    lonely = load(ROOT / "docker-compose.yml", env | {"ZG_KAFKA_MIN_ISR": "1"})
+    found = problems(ROOT, lonely, tmp_path, profiles=profiles)
+    assert any("min.insync.replicas=2" in p for p in found), found

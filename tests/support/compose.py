@@ -24,7 +24,7 @@ from compose_spec import PyCompose
 
 from mwcore.errors import ConfigError
 from mwcore.process.settings import AuthoritySettings, WorkerSettings
-from mwcore.tools.kafka_broker import GUARANTEE_SETTINGS, KAFKA_VERSION
+from mwcore.tools.kafka_broker import CLUSTER_SETTINGS, GUARANTEE_SETTINGS, KAFKA_VERSION
 from services.injector.settings import InjectorSettings
 from services.model_trainer.settings import TrainerSettings
 
@@ -38,9 +38,32 @@ SETTINGS: dict[str, type[Any]] = {
 COMPUTATION = re.compile(r"""["']((?:services|mwcore)(?:\.\w+)+:\w+)["']""")
 
 
-def load(path: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(path.read_text())  # resolves anchors and merge keys
+_VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def load(path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The compose file as Compose reads it with ``env`` (from an ``--env-file``;
+    default: none, so every ``${VAR:-default}`` takes its default)."""
+    given = env or {}
+    text = _VARIABLE.sub(lambda m: given.get(m.group(1), m.group(2) or ""), path.read_text())
+    doc: dict[str, Any] = yaml.safe_load(text)  # resolves anchors and merge keys
     return doc
+
+
+def env_file(path: Path) -> dict[str, str]:
+    """``KEY=VALUE`` lines (``#`` comments), as ``docker compose --env-file`` reads them."""
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def active(services: dict[str, Any], profiles: tuple[str, ...]) -> dict[str, Any]:
+    """The services ``docker compose up`` starts with these profiles on."""
+    return {n: s for n, s in services.items() if not s.get("profiles") or set(s["profiles"]) & set(profiles)}
 
 
 def _environment(svc: dict[str, Any]) -> dict[str, str]:
@@ -118,23 +141,43 @@ def kafka_env_name(setting: str) -> str:
     return "KAFKA_" + setting.upper().replace(".", "_")
 
 
-def _check_kafka(services: dict[str, Any]) -> list[str]:
-    kafka = services.get("kafka")
-    if kafka is None:
+def _check_kafka(services: dict[str, Any], profiles: tuple[str, ...] = ()) -> list[str]:
+    """The brokers that run: the embedded broker's version and guarantee settings; more
+    than one: a quorum of all of them, three replicas with two in sync (what
+    ``mw up --brokers 3`` runs), and every service of ours told of every broker."""
+    if "kafka" not in services:
         return ["no kafka service"]
+    running = active(services, profiles)
+    brokers = {n: s for n, s in running.items() if str(s.get("image", "")).startswith("apache/kafka")}
+    expected = dict(GUARANTEE_SETTINGS)
+    if len(brokers) > 1:
+        expected |= CLUSTER_SETTINGS
     out = []
-    image = str(kafka.get("image", ""))
-    if image != f"apache/kafka:{KAFKA_VERSION}":
-        out.append(f"kafka: image {image!r} is not the embedded broker's apache/kafka:{KAFKA_VERSION}")
-    env = _environment(kafka)
-    for setting, value in GUARANTEE_SETTINGS.items():
-        name = kafka_env_name(setting)
-        if env.get(name) != value:
-            out.append(f"kafka: {name} is {env.get(name)!r}, the embedded broker runs {setting}={value}")
+    for name, broker in sorted(brokers.items()):
+        image = str(broker.get("image", ""))
+        if image != f"apache/kafka:{KAFKA_VERSION}":
+            out.append(f"{name}: image {image!r} is not the embedded broker's apache/kafka:{KAFKA_VERSION}")
+        env = _environment(broker)
+        for setting, value in expected.items():
+            key = kafka_env_name(setting)
+            if env.get(key) != value:
+                out.append(f"{name}: {key} is {env.get(key)!r}, the embedded broker runs {setting}={value}")
+        voters = env.get("KAFKA_CONTROLLER_QUORUM_VOTERS", "").split(",")
+        if len(voters) != len(brokers):
+            out.append(f"{name}: {len(voters)} controller quorum voter(s) for {len(brokers)} brokers")
+    ids = [_environment(b).get("KAFKA_NODE_ID") for b in brokers.values()]
+    if len(set(ids)) != len(ids):
+        out.append(f"brokers share node ids: {ids}")
+    for name, svc in running.items():
+        bootstrap = _environment(svc).get("MW_BOOTSTRAP")
+        if bootstrap is not None and {a.split(":")[0] for a in bootstrap.split(",")} != set(brokers):
+            out.append(f"{name}: MW_BOOTSTRAP={bootstrap} does not name every broker ({sorted(brokers)})")
     return out
 
 
-def problems(root: Path, doc: dict[str, Any], data: Path, dockerfile: str | None = None) -> list[str]:
+def problems(
+    root: Path, doc: dict[str, Any], data: Path, dockerfile: str | None = None, profiles: tuple[str, ...] = ()
+) -> list[str]:
     """What is wrong with ``doc`` (a loaded compose file of the repository at ``root``);
     ``data`` stands in for the query-log volume; ``dockerfile`` for the Dockerfile's text
     (default: the repository's)."""
@@ -163,7 +206,7 @@ def problems(root: Path, doc: dict[str, Any], data: Path, dockerfile: str | None
         module = f"services.{main.parent.name}"
         if module not in modules:
             out.append(f"{module} has no service in the compose file")
-    out += _check_kafka(services)
+    out += _check_kafka(services, profiles)
     if dockerfile is None:
         dockerfile = (root / "Dockerfile").read_text() if (root / "Dockerfile").exists() else ""
     for needed in ("COPY libs/mwcore", "COPY schemas", "COPY services", f"PYTHONPATH={IMAGE_ROOT}"):
