@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
 
 from mwcore.api.computation import Computation, load_computation
-from mwcore.process import bootstrap
+from mwcore.process import bootstrap, logs
 from mwcore.process.observe import instrument_authority, instrument_injector, instrument_workers
 from mwcore.process.pool import CHILD, Pool
 from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
@@ -34,6 +34,7 @@ def run_computation(computation: type[Computation] | str, settings: WorkerSettin
         cls = computation if isinstance(computation, type) else load_computation(computation)
         if s.processes > 1 and not os.environ.get(CHILD):
             name = computation if isinstance(computation, str) else f"{cls.__module__}:{cls.__qualname__}"
+            logs.configure(s.log_level, s.log_format)
             return Pool(name, s.processes).run()
         process = bootstrap.start(cls.name, s)
         workers = build_workers(cls, s)
