@@ -116,7 +116,9 @@ def _env(stack: LocalStack, namespace: str, **extra: str) -> dict[str, str]:
 def _run(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
     done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
-    summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    last = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert last, f"no JSON summary: {done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    summary: dict[str, Any] = json.loads(last[-1])
     return summary
 
 

@@ -95,13 +95,23 @@ def decoded(df: DataFrame, stream: str, schema: str, registry: SchemaRegistry) -
 
 
 def decode_frame(df: DataFrame, stream: str, schema: str, registry: SchemaRegistry) -> DataFrame:
-    """One stream of batch records as a DataFrame of its Avro fields, plus key,
-    timestamp (ms) and id."""
+    """One stream of batch records as a DataFrame of its Avro fields, plus the record's
+    key, timestamp (ms) and id: columns ``key``, ``timestamp`` and ``id``, or ``_key``,
+    ``_timestamp`` and ``_id`` where the schema has a field of that name."""
     from mwcore.archive.spark.types import struct_of, to_row
 
     fields = struct_of(registry.latest(schema).parsed)
-    head = [StructField("key", StringType(), True), StructField("timestamp", LongType(), False)]
-    out_schema = StructType([*head, StructField("id", BinaryType(), True), *fields.fields])
+    taken = set(fields.names)
+
+    def meta(name: str) -> str:
+        return f"_{name}" if name in taken else name
+
+    head = [
+        StructField(meta("key"), StringType(), True),
+        StructField(meta("timestamp"), LongType(), False),
+        StructField(meta("id"), BinaryType(), True),
+    ]
+    out_schema = StructType([*head, *fields.fields])
 
     def rows(it: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         serde = AvroSerde(registry, schema)
