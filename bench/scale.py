@@ -2,7 +2,7 @@
 exactly-once computation (``mw run --processes N``), with the broker and Redis on the
 same machine.
 
-Run: ``.venv/bin/python bench/scale.py [--max 8] [--records 200000] [--repeat 2]``
+Run: ``.venv/bin/python bench/scale.py [--max 8] [--records 600000] [--repeat 2]``
 
 For each process count, a fresh namespace gets ``--records`` Avro records (10,000
 Zipf-skewed keys) on a 16-partition topic, then ``mw run
@@ -94,7 +94,7 @@ def one_run(stack: LocalStack, registry: SchemaRegistry, n: int, records: int, t
             pos = positions(r, namespace, topic)
             done = sum(pos)
             if start is None and done > 0:
-                workers = descendants(proc.pid)
+                workers = [proc.pid, *descendants(proc.pid)]  # the parent, or the pool's children
                 cpu0 = {
                     "broker": cpu_seconds(broker_pid) or 0.0,
                     "redis": cpu_seconds(redis_pid) or 0.0,
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cores = os.cpu_count() or 1
     parser.add_argument("--max", type=int, default=max(2, cores), help="the most worker processes")
-    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--records", type=int, default=600_000)
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args(argv)
     registry = SchemaRegistry.from_directory(ROOT / "schemas")

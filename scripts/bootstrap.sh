@@ -31,6 +31,12 @@ java_major() {
 if ! command -v redis-server >/dev/null 2>&1; then
   apt_install redis-server
 fi
+if ! command -v redis-cli >/dev/null 2>&1; then
+  apt_install redis-tools  # redis-cli --cluster create: the local Redis Cluster
+fi
+if ! command -v openssl >/dev/null 2>&1; then
+  apt_install openssl  # the secure tests make their certificates
+fi
 if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
   # the Kafka broker (4.x) and PySpark 4 need Java 17+
   apt_install openjdk-17-jre-headless
