@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import redis
+from redis.backoff import ExponentialBackoff
 
 from mwcore.errors import CheckpointError, FencedError
 from mwcore.store import scripts
 from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_batch, decode_entry, encode_batch
-from mwcore.store.client import RedisClient, execute, redis_client
+from mwcore.store.client import REDIS_RETRIES, RedisClient, execute, redis_client
 from mwcore.store.fast_script import Arg, FastScript
 from mwcore.store.interface import IntervalId
 from mwcore.watermarks.reports import STREAM_MAXLEN, decode_segments, report_stream
@@ -97,9 +98,19 @@ class RedisCheckpointStore:
         k = self.keys(interval)
         nonce = os.urandom(8).hex()
         stream = report_stream(interval.namespace, interval.computation, interval.index)
-        raw = self._grant(
-            [k.token, k.grants, k.meta, stream], [nonce, owner, self._scheme, interval.index, STREAM_MAXLEN]
-        )
+        keys: list[Arg] = [k.token, k.grants, k.meta, stream]
+        args: list[Arg] = [nonce, owner, self._scheme, interval.index, STREAM_MAXLEN]
+        backoff = ExponentialBackoff(cap=1.0, base=0.05)
+        for attempt in range(REDIS_RETRIES + 1):
+            try:
+                raw = self._grant(keys, args)
+                break
+            except (redis.ConnectionError, redis.TimeoutError):
+                # A Redis restart of a few seconds (as the client's own retries ride
+                # out): a grant repeated after a lost reply only makes another token.
+                if attempt == REDIS_RETRIES:
+                    raise
+                time.sleep(backoff.compute(attempt + 1))
         return raw.decode() if isinstance(raw, bytes) else str(raw)
 
     def recover(self, interval: IntervalId, token: str) -> Snapshot:
