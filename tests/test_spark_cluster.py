@@ -82,11 +82,17 @@ class Standalone:
             "--work-dir", str(self.directory / "work"),
         )  # fmt: skip
         deadline = time.monotonic() + 90
-        while self.status().get("aliveworkers", 0) < 1:
+        while self._alive_workers() < 1:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no Spark worker registered (logs: {self.directory})")
             time.sleep(0.5)
         return self
+
+    def _alive_workers(self) -> int:
+        try:
+            return int(self.status().get("aliveworkers", 0))
+        except (OSError, ValueError):  # the web UI is still starting
+            return 0
 
     def stop(self) -> None:
         stop_processes(self.procs, 30)
