@@ -5,6 +5,8 @@ run loses nothing and duplicates nothing (it comes back and catches up).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,11 +14,13 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # type: ignore[attr-defined]
 
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.client import default_wait_replicas, is_cluster
+from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.kafka_cluster import KafkaCluster
 from mwcore.tools.localstack import LocalStack
 from mwcore.transport.topics import admin_config, topic_name
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import joined, wait_until
+from tests.support.procs import ROOT, joined, wait_until
 from tests.support.running_sum import Deployment, Injector, make_inputs, verify
 
 pytestmark = pytest.mark.cluster
@@ -80,3 +84,28 @@ def test_a_broker_sigkilled_under_load_loses_nothing(
     assert problems == [], "\n".join(problems)
     for stream in ("numbers", "sums"):  # what the kit created: the input and the output
         assert _replication(stack.bootstrap, topic_name(namespace, stream)) == (3, "2")
+
+
+def test_mw_stack_starts_three_brokers_and_a_redis_cluster(tmp_path: Path) -> None:
+    """``mw stack --brokers 3 --redis-cluster`` (what ``mw up`` starts with the same
+    options): the addresses it prints reach three brokers and a Redis Cluster."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mwcore", "stack", "--brokers", "3", "--redis-cluster", "--duration", "120"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        exports = dict(proc.stdout.readline().strip().removeprefix("export ").split("=", 1) for _ in range(2))
+        bootstrap, redis_url = exports["MW_BOOTSTRAP"], exports["MW_REDIS_URL"]
+        assert len(bootstrap.split(",")) == 3
+        meta = AdminClient(admin_config(bootstrap)).list_topics(timeout=10)
+        assert len(meta.brokers) == 3
+        client = connect_redis(redis_url)
+        assert is_cluster(client) and default_wait_replicas(client) == 1
+        assert client.set("mw:probe", "1") and client.get("mw:probe") == b"1"
+    finally:
+        proc.terminate()
+        assert proc.wait(60) == 0

@@ -111,7 +111,10 @@ def default_wait_replicas(client: RedisClient) -> int:
     (a cluster with replicas; a single Redis with a connected replica), else 0."""
     if isinstance(client, RedisCluster):
         return 1 if cast(Any, client).get_replicas() else 0
-    info: Any = client.info("replication")
+    try:
+        info: Any = client.info("replication")
+    except redis.ResponseError:  # INFO not allowed to this user: set MW_REDIS_WAIT_REPLICAS
+        return 0
     return 1 if int(info.get("connected_slaves", 0)) > 0 else 0
 
 
