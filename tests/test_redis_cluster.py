@@ -211,9 +211,9 @@ def _lagging_failover(
         replica.config_set("masterauth", "")
         stopped: list[int] = []
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and injector.is_alive():
+        while time.monotonic() < deadline:  # until a worker stops, or all is read
             stopped = [w.proc.returncode for w in workers if w.proc is not None and w.proc.poll() is not None]
-            if stopped:
+            if stopped or (not injector.is_alive() and dep.caught_up(writer.end_offsets)):
                 break
             time.sleep(0.2)
         joined(injector, 120, "the injector")
