@@ -89,18 +89,21 @@ def test_the_client_finds_the_cluster_from_one_node(cluster: LocalRedisCluster) 
     assert len(primaries) == 3
 
 
-def _sleep_replica(cluster: LocalRedisCluster, key: str, seconds: float) -> threading.Thread:
-    """Block the replica of ``key``'s primary (DEBUG SLEEP): it cannot acknowledge."""
-    primary = cluster.primary_of(key)
-    c = redis.Redis(port=primary.port)
+def _replica_port(cluster: LocalRedisCluster, key: str) -> int:
+    """The port of the replica of the primary that serves ``key``."""
+    c = redis.Redis(port=cluster.primary_of(key).port)
     try:
-        replica_port = int(c.info("replication")["slave0"]["port"])
+        return int(c.info("replication")["slave0"]["port"])
     finally:
         c.close()
-    replica = next(n for n in cluster.nodes if n.port == replica_port)
+
+
+def _sleep_replica(cluster: LocalRedisCluster, key: str, seconds: float) -> threading.Thread:
+    """Block the replica of ``key``'s primary (DEBUG SLEEP): it cannot acknowledge."""
+    replica_port = _replica_port(cluster, key)
 
     def sleep() -> None:
-        r = redis.Redis(port=replica.port, socket_timeout=seconds + 5)
+        r = redis.Redis(port=replica_port, socket_timeout=seconds + 5)
         r.execute_command("DEBUG", "SLEEP", seconds)  # type: ignore[no-untyped-call]
         r.close()
 
@@ -169,13 +172,7 @@ def _cut_replica(cluster: LocalRedisCluster, key: str) -> redis.Redis:
     """Cut the replication link of ``key``'s primary's replica, and keep it cut (the
     replica tries to reconnect with a password the primary refuses); it stays a
     replica the cluster can promote, without the writes since. Returns a client of it."""
-    primary = cluster.primary_of(key)
-    c = redis.Redis(port=primary.port)
-    try:
-        replica_port = int(c.info("replication")["slave0"]["port"])
-    finally:
-        c.close()
-    replica = redis.Redis(port=replica_port)
+    replica = redis.Redis(port=_replica_port(cluster, key))
     replica.config_set("masterauth", "not-the-password")
     replica.client_kill_filter(_type="master")
     wait_until(lambda: replica.info("replication")["master_link_status"] == "down", 10, what="the cut")

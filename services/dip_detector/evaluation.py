@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,35 +108,50 @@ def _series(counts: Mapping[int, int], start: int, end: int) -> list[tuple[int, 
     return [(b, counts.get(b, 0)) for b in range(start, end + 1, BUCKET_MS)]
 
 
-def zscore_reports(
-    counts: Mapping[str, Mapping[int, int]], start: int, end: int, window: int = 60, threshold: float = 4.0
+def _rolling(
+    counts: Mapping[str, Mapping[int, int]],
+    start: int,
+    end: int,
+    window: int,
+    threshold: float,
+    center: Callable[[Sequence[int]], float],
+    scale: Callable[[Sequence[int], float], float],
 ) -> list[Report]:
-    """The rolling z-score baseline over every key's buckets ``start``..``end``."""
+    """Every key's buckets ``start``..``end`` whose distance from ``center`` of the
+    previous ``window`` counts, in units of their ``scale`` (floored at one count), is
+    at least ``threshold``."""
     out: list[Report] = []
     for key, series in counts.items():
         recent: deque[int] = deque(maxlen=window)
         for bucket, n in _series(series, start, end):
             if len(recent) == window:
-                mean = statistics.fmean(recent)
-                z = (n - mean) / max(statistics.pstdev(recent), 1.0)
+                c = center(recent)
+                z = (n - c) / max(scale(recent, c), 1.0)
                 if abs(z) >= threshold:
                     out.append(Report(key, bucket, "SPIKE" if z > 0 else "DIP"))
             recent.append(n)
     return out
+
+
+def zscore_reports(
+    counts: Mapping[str, Mapping[int, int]], start: int, end: int, window: int = 60, threshold: float = 4.0
+) -> list[Report]:
+    """The rolling z-score baseline: mean and standard deviation."""
+    return _rolling(
+        counts, start, end, window, threshold, statistics.fmean, lambda r, m: statistics.pstdev(r, m)
+    )
 
 
 def mad_reports(
     counts: Mapping[str, Mapping[int, int]], start: int, end: int, window: int = 60, threshold: float = 5.0
 ) -> list[Report]:
-    """The rolling median / MAD baseline over every key's buckets ``start``..``end``."""
-    out: list[Report] = []
-    for key, series in counts.items():
-        recent: deque[int] = deque(maxlen=window)
-        for bucket, n in _series(series, start, end):
-            if len(recent) == window:
-                med = statistics.median(recent)
-                z = (n - med) / max(1.4826 * statistics.median(abs(x - med) for x in recent), 1.0)
-                if abs(z) >= threshold:
-                    out.append(Report(key, bucket, "SPIKE" if z > 0 else "DIP"))
-            recent.append(n)
-    return out
+    """The rolling median / MAD baseline (the MAD scaled to a standard deviation's units)."""
+    return _rolling(
+        counts,
+        start,
+        end,
+        window,
+        threshold,
+        statistics.median,
+        lambda r, med: 1.4826 * statistics.median(abs(x - med) for x in r),
+    )
