@@ -12,6 +12,8 @@ WORKDIR /app
 COPY libs/mwcore /app/libs/mwcore
 RUN pip install /app/libs/mwcore
 
+COPY services/requirements.txt /app/services/requirements.txt
+RUN pip install -r /app/services/requirements.txt
 COPY schemas /app/schemas
 COPY services /app/services
 

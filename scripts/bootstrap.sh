@@ -54,11 +54,11 @@ if [ ! -x "$VENV/bin/python" ]; then
   say "creating the virtualenv $VENV"
   "$PY" -m venv "$VENV"
 fi
-say "pip install mwcore[spark] and the dev tools into $VENV"
+say "pip install mwcore[spark], the services' and the dev tools' requirements into $VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-"$VENV/bin/python" -m pip install -q -e "libs/mwcore[spark]" -r requirements-dev.txt 2>&1 \
+"$VENV/bin/python" -m pip install -q -e "libs/mwcore[spark]" -r services/requirements.txt -r requirements-dev.txt 2>&1 \
   | grep -v '^WARNING: Location' || true
-"$VENV/bin/python" -c "import mwcore, confluent_kafka, fastavro, redis, pyspark" \
+"$VENV/bin/python" -c "import mwcore, confluent_kafka, fastavro, redis, pyspark, scipy" \
   || { say "install failed"; exit 1; }
 # The broker: a pinned Apache Kafka from Maven Central, cached (see mwcore/tools/kafka_broker.py).
 "$VENV/bin/python" -m mwcore.tools.kafka_broker fetch

@@ -1,27 +1,36 @@
 """A key's count model for real traffic, and its anomalies as episodes (pure: no I/O,
 no clock; one call per bucket, in bucket order).
 
-**The model.** The expected count of a bucket is ``level * profile(slot)``: a level
-that adapts (slow shifts), times a daily profile of ``SLOTS`` slots (interpolated
-between their middles) learned online, multiplicatively, while the level follows
-what the profile does not explain. Counts are negative binomial around it, with the
-key's dispersion ``k`` estimated online (pooled method of moments: ``k = (E[(x-mu)^2]
-- E[mu]) / E[mu^2]``), so significance means the same at 2 per bucket and at 2,000.
-Only buckets outside episodes are learned from: a burst does not raise the level, so
-its decay is not taken for a dip.
+**The expectation** of a bucket is ``level * profile(slot)``. The level adapts
+(``LEVEL_BUCKETS`` of memory: slow shifts and the weekly rhythm), learned from the
+counts divided by the profile. The daily profile has ``SLOTS`` slots (interpolated
+between their middles): per slot, the counts seen over the level expected there, both
+summed with ``PROFILE_DAYS`` of memory and a prior worth ``PROFILE_PRIOR`` records
+added to each, so that a small key's profile stays near the prior until it has seen
+enough. The prior is flat, or the shape the model job fitted to the key's history
+(``set_prior``).
+
+**The variance** is negative binomial (variance ``m + k * m**2``) with a dispersion
+``k`` per scale, learned from the key's own residuals (pooled method of moments,
+``k = E[(S - M)**2 - M] / E[M**2]`` over the sums ``S`` of the last ``w`` counts and
+their expectations ``M``, each squared residual capped at ``WINSOR_SD`` standard
+deviations). Learned per scale, it takes in what a per-bucket dispersion cannot: the
+level's own error, bursts that last a few buckets, the profile's imperfection. So
+significance means the same for a key at 2 per bucket and one at 2,000.
 
 **The threshold** is a false-alarm budget: ``budget`` expected false episodes per key
-per day, both directions. Each bucket runs ``len(SCALES)`` tests per direction (the
-bucket alone, and the sums of the last 4 and 16 buckets: evidence one quiet bucket of
-a small key cannot give); each test's level is the budget split over the day's
-buckets, the two directions and the tests (Bonferroni: conservative).
+per day, both directions. Each bucket runs a test per scale and direction (the bucket
+alone, and the sums of the last 4 and 16: evidence one quiet bucket of a small key
+cannot give); each test's level is the budget split over the day's buckets, the two
+directions and the scales (Bonferroni: conservative).
 
-**Episodes.** The first significant bucket opens an episode (``open``: reported at
-once, its kind and start); while it lasts, buckets beyond the expectation in the same
-direction at a weaker level (``HOLD_P``) keep it open, and ``CLOSE_AFTER`` ordinary
-buckets in a row close it (``close``); nothing else is reported in between. An episode
-that lasts longer than ``MAX_EPISODE_DAYS`` of a day is a new normal: it closes and
-the level restarts from the recent counts.
+**Episodes.** The first significant bucket opens an episode (``OPEN``, reported at
+once: its kind, start and evidence); while it lasts, buckets beyond the expectation at
+a weaker level (``HOLD_P``) keep it open, and ``CLOSE_AFTER`` ordinary buckets in a
+row close it (``CLOSE``); nothing else is reported. Nothing is learned inside an
+episode, so a burst does not raise the level and its decay is not taken for a dip. An
+episode that lasts ``MAX_EPISODE_DAYS`` is a new normal: it closes and the level
+restarts from the recent counts.
 """
 
 from __future__ import annotations
@@ -30,32 +39,36 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from services.dip_detector.counts import lower, upper, window
+from services.dip_detector.counts import lower, upper
 
 SLOTS = 24
 SCALES = (1, 4, 16)
+LEVEL_BUCKETS = 30  # the level's memory
+PROFILE_DAYS = 3.0  # the profile's memory
+PROFILE_PRIOR = 20.0  # records' worth of prior in each slot
+DISPERSION_BUCKETS = 1000  # the dispersion's memory
+DISPERSION_PRIOR = (0.1, 30)  # k, and how many buckets' worth it counts for at the start
+WINSOR_SD = 5.0
+WARMUP_BUCKETS = 30  # no episode before this many buckets
 HOLD_P = 0.01
 CLOSE_AFTER = 8
 MAX_EPISODE_DAYS = 1.0
-WARMUP_DAYS = 1.0  # no episode before the profile has seen a day
-LEVEL_DAYS = 0.25  # the level's memory
-PROFILE_DAYS = 3.0  # the profile's memory
-DISPERSION_DAYS = 2.0
 
 
 @dataclass
 class CountModel:
     day: int  # buckets per day
-    budget: float = 0.2  # expected false episodes per key per day
+    budget: float = 0.02  # expected false episodes per key per day
     level: float = 0.0
-    profile: list[float] = field(default_factory=lambda: [1.0] * SLOTS)
-    sq_err: float = 0.0  # EWMA of (x - mu)^2
-    mean_mu: float = 0.0  # EWMA of mu
-    mean_mu2: float = 0.0  # EWMA of mu^2
     seen: int = 0
+    prior: list[float] = field(default_factory=lambda: [1.0] * SLOTS)
+    slot_x: list[float] = field(default_factory=lambda: [0.0] * SLOTS)  # counts seen, per slot
+    slot_e: list[float] = field(default_factory=lambda: [0.0] * SLOTS)  # level expected, per slot
+    dev: list[float] = field(default_factory=lambda: [0.0] * len(SCALES))  # E[(S - M)^2 - M]
+    m2: list[float] = field(default_factory=lambda: [0.0] * len(SCALES))  # E[M^2]
     recent: list[tuple[int, float]] = field(default_factory=list)  # (count, expected), newest last
     episode: str | None = None  # "SPIKE" | "DIP"
-    start: int = 0  # bucket (ms) the episode opened at
+    start: int = 0  # bucket (ms) the episode started at
     since: int = 0  # buckets in the episode
     calm: int = 0  # ordinary buckets in a row within it
 
@@ -70,77 +83,125 @@ class CountModel:
 
     # -- the model -----------------------------------------------------------------------
 
-    @property
-    def dispersion(self) -> float:
-        if self.mean_mu2 <= 0:
-            return 0.0
-        return max(0.0, (self.sq_err - self.mean_mu) / self.mean_mu2)
+    def set_prior(self, shape: list[float]) -> None:
+        """The profile's prior: a day's shape (any number of slots, resampled to
+        ``SLOTS``), e.g. what the model job fitted to the key's history."""
+        if not shape:
+            return
+        n = len(shape)
+        # the shape's value at each slot's middle, between its own slots' middles
+        resampled = []
+        for s in range(SLOTS):
+            pos = (s + 0.5) * n / SLOTS - 0.5
+            lo = math.floor(pos)
+            frac = pos - lo
+            resampled.append((1 - frac) * shape[lo % n] + frac * shape[(lo + 1) % n])
+        mean = sum(resampled) / SLOTS
+        if mean > 0:
+            self.prior = [max(p / mean, 0.01) for p in resampled]
 
-    def slot(self, index: int) -> float:
-        """The profile at bucket ``index`` of the day (fractional slot, interpolated)."""
+    def profile(self) -> list[float]:
+        """The daily profile, per slot, normalised to a mean of 1."""
+        ratios = [
+            (x + PROFILE_PRIOR * p) / (e + PROFILE_PRIOR)
+            for x, e, p in zip(self.slot_x, self.slot_e, self.prior, strict=True)
+        ]
+        mean = sum(ratios) / SLOTS
+        return [r / mean for r in ratios]
+
+    def slot(self, index: int, profile: list[float] | None = None) -> float:
+        """The profile at bucket ``index`` of the day (between the middles of slots,
+        interpolated)."""
+        prof = self.profile() if profile is None else profile
         pos = (index % self.day + 0.5) * SLOTS / self.day - 0.5
         lo = math.floor(pos)
         frac = pos - lo
-        return (1 - frac) * self.profile[lo % SLOTS] + frac * self.profile[(lo + 1) % SLOTS]
+        return (1 - frac) * prof[lo % SLOTS] + frac * prof[(lo + 1) % SLOTS]
 
     def expected(self, index: int) -> float:
         return self.level * self.slot(index)
+
+    def dispersion(self, scale: int = 0) -> float:
+        """The learned dispersion of the sums at ``SCALES[scale]``."""
+        return max(0.0, self.dev[scale] / self.m2[scale]) if self.m2[scale] > 0 else DISPERSION_PRIOR[0]
 
     @property
     def alpha(self) -> float:
         return self.budget / (self.day * 2 * len(SCALES))
 
-    def _learn(self, index: int, x: int, mu: float) -> None:
+    def _learn(self, index: int, x: int, s: float) -> None:
+        """Learn from bucket ``index``'s count ``x`` (``s``: the profile there)."""
         self.seen += 1
-        n = self.seen
-        a_level = max(1.0 / n, 1.0 / (LEVEL_DAYS * self.day))
-        s = self.slot(index)
-        self.level += a_level * (x / max(s, 1e-6) - self.level)
-        if self.level > 0:
-            visits = max(1.0, n * SLOTS / self.day)
-            a_slot = max(1.0 / visits, SLOTS / (PROFILE_DAYS * self.day))
-            slot = int((index % self.day) * SLOTS / self.day)
-            self.profile[slot] += a_slot * (x / self.level - self.profile[slot])
-            mean = sum(self.profile) / SLOTS
-            if mean > 0:
-                self.profile = [p / mean for p in self.profile]
-                self.level *= mean
-        a_k = max(1.0 / n, 1.0 / (DISPERSION_DAYS * self.day))
-        self.sq_err += a_k * ((x - mu) ** 2 - self.sq_err)
-        self.mean_mu += a_k * (mu - self.mean_mu)
-        self.mean_mu2 += a_k * (mu * mu - self.mean_mu2)
+        self.level += max(1.0 / self.seen, 1.0 / LEVEL_BUCKETS) * (x / max(s, 1e-6) - self.level)
+        slot = int((index % self.day) * SLOTS / self.day)
+        keep = 1.0 - SLOTS / (PROFILE_DAYS * self.day)
+        self.slot_x[slot] = self.slot_x[slot] * keep + x
+        self.slot_e[slot] = self.slot_e[slot] * keep + self.level
 
-    def _tests(self, x: int, mu: float) -> tuple[float, float]:
-        """The smallest p-value over the scales, upwards and downwards."""
-        k = self.dispersion
-        counts = [c for c, _ in self.recent] + [x]
-        mus = [m for _, m in self.recent] + [mu]
-        up = down = 1.0
-        for w in SCALES:
+    def _learn_dispersion(self) -> None:
+        counts = [c for c, _ in self.recent]
+        mus = [m for _, m in self.recent]
+        for i, w in enumerate(SCALES):
             if len(counts) < w:
                 break
-            m, kw = window(mus[-w:], k)
+            big_s, big_m = sum(counts[-w:]), sum(mus[-w:])
+            k = self.dispersion(i)
+            cap = WINSOR_SD**2 * (big_m + k * big_m * big_m)
+            r = min((big_s - big_m) ** 2, cap) - big_m
+            k0, n0 = DISPERSION_PRIOR
+            if self.m2[i] == 0:  # the prior, worth n0 buckets
+                self.dev[i], self.m2[i] = k0 * big_m * big_m, big_m * big_m
+            a = max(1.0 / (self.seen + n0), 1.0 / DISPERSION_BUCKETS)
+            self.dev[i] += a * (r - self.dev[i])
+            self.m2[i] += a * (big_m * big_m - self.m2[i])
+
+    def _tests(self) -> tuple[float, float]:
+        """The smallest p-value over the scales, upwards and downwards."""
+        counts = [c for c, _ in self.recent]
+        mus = [m for _, m in self.recent]
+        up = down = 1.0
+        for i, w in enumerate(SCALES):
+            if len(counts) < w:
+                break
+            m = sum(mus[-w:])
             if m <= 0:
                 continue
-            total = sum(counts[-w:])
-            up = min(up, upper(total, m, kw))
-            down = min(down, lower(total, m, kw))
+            total, k = sum(counts[-w:]), self.dispersion(i)
+            if total > m:
+                up = min(up, upper(total, m, k))
+            else:
+                down = min(down, lower(total, m, k))
         return up, down
+
+    def _start(self, bucket: int, kind: str) -> int:
+        """Where the anomaly began: back over the buckets at least a standard deviation
+        beyond their expectation, in its direction (at most the largest scale)."""
+        k = self.dispersion(0)
+        back = 0
+        for c, m in reversed(self.recent[:-1]):
+            sd = math.sqrt(m + k * m * m)
+            if not (c > m + sd if kind == "SPIKE" else c < m - sd):
+                break
+            back += 1
+        return bucket - 1000 * back
 
     # -- one bucket ----------------------------------------------------------------------
 
     def observe(self, bucket: int, index: int, x: int) -> list[dict[str, Any]]:
-        """The final count ``x`` of bucket ``bucket`` (ms; the ``index``-th bucket since
-        the day's start, for the profile): what it opens or closes."""
-        mu = self.expected(index)
-        warm = self.seen >= WARMUP_DAYS * self.day
-        up, down = self._tests(x, mu) if warm else (1.0, 1.0)
+        """The final count ``x`` of bucket ``bucket`` (ms; the ``index``-th bucket of
+        the key's days, for the profile): what it opens or closes."""
+        s = self.slot(index)
+        if self.seen == 0 and not self.recent:
+            self.level = x / max(s, 1e-6)
+        mu = self.level * s
+        self.recent = [*self.recent[-(max(SCALES) - 1) :], (x, mu)]
+        up, down = self._tests() if self.seen >= WARMUP_BUCKETS else (1.0, 1.0)
         out: list[dict[str, Any]] = []
         if self.episode is None:
             kind = "SPIKE" if up < self.alpha else "DIP" if down < self.alpha else None
             if kind is not None:
-                self.episode, self.start, self.since, self.calm = kind, bucket, 0, 0
-                out.append(self._event("OPEN", kind, bucket, mu, x, up if kind == "SPIKE" else down))
+                self.episode, self.start, self.since, self.calm = kind, self._start(bucket, kind), 0, 0
+                out.append(self._event("OPEN", bucket, mu, x, up if kind == "SPIKE" else down))
         if self.episode is not None:
             self.since += 1
             p = up if self.episode == "SPIKE" else down
@@ -148,20 +209,19 @@ class CountModel:
             self.calm = 0 if (p < HOLD_P or (beyond and self.since <= CLOSE_AFTER)) else self.calm + 1
             if self.calm >= CLOSE_AFTER or self.since > MAX_EPISODE_DAYS * self.day:
                 if self.calm < CLOSE_AFTER:  # a new normal: restart the level from now
-                    s = self.slot(index)
-                    recent = [c for c, _ in self.recent[-CLOSE_AFTER:]] + [x]
+                    recent = [c for c, _ in self.recent[-CLOSE_AFTER:]]
                     self.level = sum(recent) / len(recent) / max(s, 1e-6)
-                out.append(self._event("CLOSE", self.episode, bucket, mu, x, p))
+                out.append(self._event("CLOSE", bucket, mu, x, p))
                 self.episode = None
         else:
-            self._learn(index, x, mu)
-        self.recent = [*self.recent[-(max(SCALES) - 1) :], (x, mu)]
+            self._learn(index, x, s)
+            self._learn_dispersion()
         return out
 
-    def _event(self, phase: str, kind: str, bucket: int, mu: float, x: int, p: float) -> dict[str, Any]:
+    def _event(self, phase: str, bucket: int, mu: float, x: int, p: float) -> dict[str, Any]:
         return {
             "phase": phase,
-            "kind": kind,
+            "kind": self.episode,
             "start": self.start,
             "detected_bucket": bucket,
             "expected": round(mu, 3),

@@ -9,7 +9,7 @@ import pytest
 from services.dip_detector.episodes import CountModel
 
 DAY = 600
-BUDGET = 0.5
+BUDGET = 2.0  # high, so that 20 days of noise give a rate to measure
 
 
 def _events(model: CountModel, xs: list[int]) -> list[dict[str, object]]:
@@ -19,16 +19,30 @@ def _events(model: CountModel, xs: list[int]) -> list[dict[str, object]]:
     return out
 
 
-@pytest.mark.parametrize(("volume", "k"), [(1, 0.0), (1, 0.2), (10, 0.0), (10, 0.2), (1000, 0.0)])
-def test_on_pure_noise_false_episodes_stay_within_twice_the_budget(volume: float, k: float) -> None:
-    days = 12
+def _false_per_day(model: CountModel, volume: float, k: float, days: int = 20) -> float:
     rng = np.random.default_rng(11)
     lam = rng.gamma(1 / k, k * volume, DAY * days) if k else np.full(DAY * days, float(volume))
-    model = CountModel(day=DAY, budget=BUDGET)
     opened = [e for e in _events(model, rng.poisson(lam).tolist()) if e["phase"] == "OPEN"]
-    per_day = len(opened) / (days - 1)  # (the first day is the warm-up)
+    return len(opened) / days
+
+
+@pytest.mark.parametrize(
+    ("volume", "k"), [(1, 0.0), (1, 0.2), (10, 0.0), (10, 0.2), (1000, 0.0), (1000, 0.05)]
+)
+def test_on_pure_noise_false_episodes_stay_within_twice_the_budget(volume: float, k: float) -> None:
+    model = CountModel(day=DAY, budget=BUDGET)
+    per_day = _false_per_day(model, volume, k)
     assert per_day <= 2 * BUDGET, (volume, k, per_day)
-    assert model.dispersion == pytest.approx(k, abs=0.05)
+    assert model.dispersion(0) == pytest.approx(k, abs=0.05)
+
+
+@pytest.mark.negative_control
+def test_negative_control_a_poisson_variance_on_overdispersed_noise_breaks_the_budget() -> None:
+    class PoissonModel(CountModel):
+        def dispersion(self, scale: int = 0) -> float:
+            return 0.0
+
+    assert _false_per_day(PoissonModel(day=DAY, budget=BUDGET), 10, 0.2) > 2 * BUDGET
 
 
 def test_a_burst_and_its_decay_are_one_episode_and_an_outage_another() -> None:
@@ -38,7 +52,7 @@ def test_a_burst_and_its_decay_are_one_episode_and_an_outage_another() -> None:
     burst_at, outage_at = 1300, 1600
     base *= 1 + 9 * np.where(t >= burst_at, np.exp(-(t - burst_at) / 60), 0)  # 10x, decaying
     base[outage_at : outage_at + 40] *= 0.03
-    events = _events(CountModel(day=DAY, budget=BUDGET), rng.poisson(base).tolist())
+    events = _events(CountModel(day=DAY), rng.poisson(base).tolist())  # the default budget
     opened = [(e["kind"], e["index"]) for e in events if e["phase"] == "OPEN"]
     assert opened == [("SPIKE", burst_at), ("DIP", outage_at)], events
     assert [e["phase"] for e in events] == ["OPEN", "CLOSE", "OPEN", "CLOSE"]
