@@ -46,7 +46,8 @@ class Zeitgeist:
 
     def environment(self, workdir: Path) -> dict[str, str]:
         self.logs_dir = workdir / "querylogs"
-        return {"MW_INJECTOR_DIR": str(self.logs_dir)}
+        # the detector's day is the scenario's compressed one
+        return {"MW_INJECTOR_DIR": str(self.logs_dir), "MW_DETECTOR_DAY_S": str(Scenario().day_s)}
 
     def start(self, env: Mapping[str, str], stop: threading.Event, rate: int, duration: float | None) -> None:
         assert self.logs_dir is not None, "environment() comes first"
@@ -75,7 +76,7 @@ class Zeitgeist:
             mark = "not scripted" if (a["kind"], a["query"], a["start"]) in false else "scripted"
             when = time.strftime("%H:%M:%S", time.localtime(a["start"] / 1000))
             lines.append(
-                f"  {when} {a['kind']:<5} {a['query']:<24} expected {a['expected']:>7.1f}"
+                f"  {when} {a['kind']:<5} {a.get('phase', 'OPEN'):<5} {a['query']:<24} expected {a['expected']:>7.1f}"
                 f"  observed {a['observed']:>7.1f}  {mark}"
             )
         return lines

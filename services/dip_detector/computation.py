@@ -1,11 +1,16 @@
 """The dip detector (paper section 2, figure 3): window counts and model updates in,
 anomalies out, keyed by query.
 
-Each query's model lives in its state. A count that arrives can raise a spike at
-once; dips need the low watermark: a timer at each bucket's last millisecond fires
-once the input watermark is past it, when every count of that bucket has arrived, so
-a bucket nobody searched is known to be 0. ``model_updates`` is a side input: it does
-not hold the watermark (the batch job publishes only now and then).
+Each query's count model lives in its state (``services/dip_detector/model.py``). A
+count that arrives is final: it is fed at once (a spike is reported on the count that
+shows it). Quiet buckets need the low watermark: a timer at the end of the next
+bucket fires once the input watermark is past it, when every count of that bucket has
+arrived, so a bucket nobody searched is known to be 0. ``model_updates`` is a side
+input: it does not hold the watermark (the batch job publishes only now and then).
+
+Anomalies are episodes (``phase`` OPEN, then CLOSE). Settings: ``MW_DETECTOR_DAY_S``
+(the daily rhythm's period, seconds) and ``MW_DETECTOR_BUDGET`` (expected false
+episodes per query per day), read when the computation is created.
 """
 
 from __future__ import annotations
@@ -13,9 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from mwcore import Computation, Context, Input, JsonCodec, Output, Record, TimeDomain, Timer
-from services.dip_detector.model import QueryModel
-
-BUCKET_MS = 1000
+from services.dip_detector.model import BUCKET_MS, QueryModel
+from services.dip_detector.settings import DetectorSettings
 
 
 class DipDetector(Computation):
@@ -27,9 +31,13 @@ class DipDetector(Computation):
     outputs = (Output("anomalies", schema="zeitgeist.Anomaly"),)
     state = JsonCodec[dict[str, Any]]()
 
+    def __init__(self) -> None:
+        settings = DetectorSettings.load()
+        self.day, self.budget = settings.detector_day_s, settings.detector_budget
+
     def _model(self, ctx: Context) -> QueryModel:
         raw = ctx.state.get()
-        return QueryModel() if raw is None else QueryModel.from_json(raw)
+        return QueryModel(day=self.day, budget=self.budget) if raw is None else QueryModel.from_json(raw)
 
     def process_record(self, ctx: Context, record: Record) -> None:
         model = self._model(ctx)

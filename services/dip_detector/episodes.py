@@ -5,9 +5,10 @@ no clock; one call per bucket, in bucket order).
 (``LEVEL_BUCKETS`` of memory: slow shifts and the weekly rhythm), learned from the
 counts divided by the profile. The daily profile has ``SLOTS`` slots (interpolated
 between their middles): per slot, the counts seen over the level expected there, both
-summed with ``PROFILE_DAYS`` of memory and a prior worth ``PROFILE_PRIOR`` records
-added to each, so that a small key's profile stays near the prior until it has seen
-enough. The prior is flat, or the shape the model job fitted to the key's history
+summed with ``PROFILE_DAYS`` of memory and a prior added to each, worth a day of the
+slot's records (``PROFILE_PRIOR_DAYS``) and at least ``PROFILE_PRIOR`` records, so
+that the first buckets of a slot do not make its profile and a small key's profile
+stays near the prior until it has seen enough. The prior is flat, or the shape the model job fitted to the key's history
 (``set_prior``).
 
 **The variance** is negative binomial (variance ``m + k * m**2``) with a dispersion
@@ -45,9 +46,10 @@ SLOTS = 24
 SCALES = (1, 4, 16)
 LEVEL_BUCKETS = 30  # the level's memory
 PROFILE_DAYS = 3.0  # the profile's memory
-PROFILE_PRIOR = 20.0  # records' worth of prior in each slot
+PROFILE_PRIOR = 20.0  # records' worth of prior in each slot, at least ...
+PROFILE_PRIOR_DAYS = 1.0  # ... and at least this many days of the slot's records
 DISPERSION_BUCKETS = 1000  # the dispersion's memory
-DISPERSION_PRIOR = (0.1, 30)  # k, and how many buckets' worth it counts for at the start
+DISPERSION_PRIOR = (0.05, 30)  # k of one bucket (of a sum of w: k / w), and how many buckets it is worth
 WINSOR_SD = 5.0
 WARMUP_BUCKETS = 30  # no episode before this many buckets
 HOLD_P = 0.01
@@ -102,9 +104,9 @@ class CountModel:
 
     def profile(self) -> list[float]:
         """The daily profile, per slot, normalised to a mean of 1."""
+        weight = max(PROFILE_PRIOR, PROFILE_PRIOR_DAYS * self.day / SLOTS * self.level)
         ratios = [
-            (x + PROFILE_PRIOR * p) / (e + PROFILE_PRIOR)
-            for x, e, p in zip(self.slot_x, self.slot_e, self.prior, strict=True)
+            (x + weight * p) / (e + weight) for x, e, p in zip(self.slot_x, self.slot_e, self.prior, strict=True)
         ]
         mean = sum(ratios) / SLOTS
         return [r / mean for r in ratios]
@@ -123,7 +125,9 @@ class CountModel:
 
     def dispersion(self, scale: int = 0) -> float:
         """The learned dispersion of the sums at ``SCALES[scale]``."""
-        return max(0.0, self.dev[scale] / self.m2[scale]) if self.m2[scale] > 0 else DISPERSION_PRIOR[0]
+        if self.m2[scale] <= 0:
+            return DISPERSION_PRIOR[0] / SCALES[scale]
+        return max(0.0, self.dev[scale] / self.m2[scale])
 
     @property
     def alpha(self) -> float:
@@ -150,7 +154,7 @@ class CountModel:
             r = min((big_s - big_m) ** 2, cap) - big_m
             k0, n0 = DISPERSION_PRIOR
             if self.m2[i] == 0:  # the prior, worth n0 buckets
-                self.dev[i], self.m2[i] = k0 * big_m * big_m, big_m * big_m
+                self.dev[i], self.m2[i] = k0 / w * big_m * big_m, big_m * big_m
             a = max(1.0 / (self.seen + n0), 1.0 / DISPERSION_BUCKETS)
             self.dev[i] += a * (r - self.dev[i])
             self.m2[i] += a * (big_m * big_m - self.m2[i])

@@ -1,16 +1,19 @@
-"""A query's traffic model and the anomaly rules (pure: no I/O, no clock).
+"""A query's detector state: its count model fed bucket by bucket in event time, and
+the anomalies it reports (pure: no I/O, no clock).
 
-The expected count per one-second bucket comes from a time-of-day profile when the
-batch job has published one (``model_updates``), else from an exponentially weighted
-mean learned online from the buckets seen (anomalous buckets are not learned from).
+Every one-second bucket of the query is fed to its ``CountModel``
+(``services/dip_detector/episodes.py``) once, in order, with its final count: when
+its count arrives (the windower emits a bucket's count once it is final, and a
+query's counts in bucket order, so every earlier bucket is final too and one nobody
+searched counts 0), or when the watermark passes the bucket's end (a timer) and no
+count came. The model is then the same however counts and watermarks interleave.
 
-- **Spike**: as soon as one bucket's count arrives that a Poisson with the expected
-  rate would reach with probability under ``SPIKE_P`` (and at least 3x expected):
-  reported at once, once per episode.
-- **Dip**: evaluated when the watermark says a bucket is complete (a bucket nobody
-  searched counts as 0). A run of ``DIP_BUCKETS`` buckets each improbably low
-  (``DIP_P``) whose joint probability is under ``1 - DIP_CONFIDENCE`` is reported,
-  once per episode, with its start.
+The anomalies are episodes: ``OPEN`` when one starts (kind, start, the count and
+expectation of the bucket that decided it, confidence), ``CLOSE`` when it ends.
+
+A model the batch job published for the query (``model_updates``: expected counts per
+slot of a period) becomes the shape the daily profile starts from, and its mean the
+level of a query not seen yet (no warm-up then).
 """
 
 from __future__ import annotations
@@ -19,46 +22,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-WARMUP_BUCKETS = 15
-ALPHA = 0.1
-SPIKE_P = 1e-6
-SPIKE_RATIO = 3.0
-DIP_P = 0.02
-DIP_BUCKETS = 3
-DIP_CONFIDENCE = 0.9999
-MIN_DIP_RATE = 2.0  # below this a quiet bucket is not news
-DORMANT_RATE = 0.05  # stop evaluating a query that has gone this quiet
+from services.dip_detector.episodes import WARMUP_BUCKETS, CountModel
 
-
-def poisson_cdf(k: int, lam: float) -> float:
-    """P(X <= k) for X ~ Poisson(lam)."""
-    if k < 0:
-        return 0.0
-    if lam <= 0:
-        return 1.0
-    term = math.exp(-lam)
-    total = term
-    for i in range(1, k + 1):
-        term *= lam / i
-        total += term
-    return min(1.0, total)
-
-
-def poisson_sf(k: int, lam: float) -> float:
-    """P(X >= k), summed from k upwards (accurate in the far tail)."""
-    if k <= 0:
-        return 1.0
-    if lam <= 0:
-        return 0.0
-    log_term = -lam + k * math.log(lam) - math.lgamma(k + 1)
-    total, i = 0.0, k
-    while True:
-        term = math.exp(log_term)
-        total += term
-        if term < total * 1e-12 or i > k + 10_000:
-            return min(1.0, total)
-        i += 1
-        log_term += math.log(lam / i)
+BUCKET_MS = 1000
+DAY_BUCKETS = 86_400
+BUDGET = 0.02  # expected false episodes per query per day
+DORMANT_RATE = 0.05  # below this level, outside an episode, zeros wait for the next count
 
 
 def interpolate(profile: list[float], period_ms: int, bucket: int) -> float:
@@ -75,116 +44,62 @@ def interpolate(profile: list[float], period_ms: int, bucket: int) -> float:
 @dataclass
 class QueryModel:
     lang: str = ""
-    rate: float = 0.0  # online mean count per bucket
-    seen: int = 0  # buckets learned from
-    next_bucket: int | None = None  # next bucket to evaluate (None: dormant)
-    pending: dict[str, int] = field(default_factory=dict)  # bucket start -> count, not yet evaluated
-    dip_start: int | None = None
-    dip_len: int = 0
-    dip_logp: float = 0.0
-    dip_reported: bool = False
-    dip_sum: int = 0
-    spike: bool = False
-    spike_start: int | None = None
-    profile: list[float] | None = None
-    period_ms: int = 0
-    version: int = -1
+    day: int = DAY_BUCKETS  # buckets per day: the profile's period
+    budget: float = BUDGET
+    last: int | None = None  # the last bucket fed to the model (ms)
+    version: int = -1  # of the published model used
+    model: CountModel = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.model = CountModel(day=self.day, budget=self.budget)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> QueryModel:
-        return cls(**data)
-
-    # -- the model -----------------------------------------------------------------------
-
-    def expected(self, bucket: int) -> float:
-        if self.profile and self.period_ms > 0:
-            return interpolate(self.profile, self.period_ms, bucket)
-        return self.rate
+        data = dict(data)
+        model = CountModel.from_json(data.pop("model"))
+        out = cls(**data)
+        out.model = model
+        return out
 
     @property
-    def warm(self) -> bool:
-        return bool(self.profile) or self.seen >= WARMUP_BUCKETS
-
-    def learn(self, count: int) -> None:
-        self.rate = count if self.seen == 0 else (1 - ALPHA) * self.rate + ALPHA * count
-        self.seen += 1
+    def next_bucket(self) -> int | None:
+        """The next bucket to evaluate when the watermark passes it; None: dormant
+        (a quiet query's zeros are fed when its next count arrives)."""
+        if self.last is None:
+            return None
+        if self.model.episode is None and self.model.level < DORMANT_RATE:
+            return None
+        return self.last + BUCKET_MS
 
     def update_profile(self, profile: list[float], period_ms: int, version: int) -> None:
-        if version > self.version:
-            self.profile, self.period_ms, self.version = list(profile), period_ms, version
-
-    # -- the rules -----------------------------------------------------------------------
+        if version <= self.version or period_ms != self.day * BUCKET_MS or not profile:
+            return
+        self.version = version
+        self.model.set_prior(profile)
+        if self.model.seen < WARMUP_BUCKETS:  # nothing learned yet: start from the published level
+            self.model.level = sum(profile) / len(profile)
+            self.model.seen = WARMUP_BUCKETS
 
     def on_count(self, bucket: int, count: int) -> list[dict[str, Any]]:
-        """A final count for ``bucket`` arrived. A query's counts arrive in bucket order,
-        so every earlier bucket of it is final too: evaluate those first. That makes the
-        model at each count the same however the count and the watermark interleave."""
-        out = self.evaluate_until(bucket - 1000)
-        self.pending[str(bucket)] = count
-        if self.next_bucket is None:
-            self.next_bucket = bucket
-        lam = self.expected(bucket)
-        if not self.warm or self.spike:
-            return out
-        if count >= SPIKE_RATIO * lam + 3 and poisson_sf(count, lam) < SPIKE_P:
-            self.spike, self.spike_start = True, bucket
-            conf = 1.0 - poisson_sf(count, lam)
-            out.append(self._anomaly("SPIKE", bucket, bucket, lam, count, conf))
-        return out
+        """The final count of ``bucket``: the buckets before it are final too."""
+        if self.last is not None and bucket <= self.last:
+            return []  # already fed (a count never comes twice: defensive)
+        out = self.evaluate_until(bucket - BUCKET_MS)
+        return out + self._feed(bucket, count)
 
     def evaluate_until(self, bucket: int) -> list[dict[str, Any]]:
-        """Evaluate every bucket up to ``bucket`` not evaluated yet (the watermark, or a
-        later count of the query, says they are complete)."""
+        """Feed every bucket up to ``bucket`` not fed yet: no count came, so 0."""
         out: list[dict[str, Any]] = []
-        while self.next_bucket is not None and self.next_bucket <= bucket:
-            out += self.on_bucket_end(self.next_bucket)
+        if self.last is None:
+            return out
+        while self.last + BUCKET_MS <= bucket:
+            out += self._feed(self.last + BUCKET_MS, 0)
         return out
 
-    def on_bucket_end(self, bucket: int) -> list[dict[str, Any]]:
-        """The watermark passed ``bucket``: its count is final (0 if none came)."""
-        count = self.pending.pop(str(bucket), 0)
-        lam = self.expected(bucket)
-        out: list[dict[str, Any]] = []
-        anomalous = False
-        if self.warm and lam >= MIN_DIP_RATE:
-            p = poisson_cdf(count, lam)
-            if p < DIP_P:
-                anomalous = True
-                if self.dip_start is None:
-                    self.dip_start, self.dip_len, self.dip_logp, self.dip_sum = bucket, 0, 0.0, 0
-                self.dip_len += 1
-                self.dip_logp += math.log(max(p, 1e-300))
-                self.dip_sum += count
-                conf = 1.0 - math.exp(self.dip_logp)
-                if not self.dip_reported and self.dip_len >= DIP_BUCKETS and conf >= DIP_CONFIDENCE:
-                    self.dip_reported = True
-                    mean = self.dip_sum / self.dip_len
-                    out.append(self._anomaly("DIP", self.dip_start, bucket, lam, mean, conf))
-        if not anomalous:
-            self.dip_start, self.dip_len, self.dip_logp, self.dip_reported = None, 0, 0.0, False
-        if self.spike:
-            if count <= 2 * lam + 2:
-                self.spike = False
-            anomalous = True
-        if not anomalous:
-            self.learn(count)
-        self.next_bucket = bucket + 1000
-        if self.rate < DORMANT_RATE and not self.pending and self.dip_start is None and not self.profile:
-            self.next_bucket = None
-        return out
-
-    def _anomaly(
-        self, kind: str, start: int, detected: int, lam: float, observed: float, conf: float
-    ) -> dict[str, Any]:
-        return {
-            "lang": self.lang,
-            "kind": kind,
-            "start": start,
-            "detected_bucket": detected,
-            "expected": round(lam, 3),
-            "observed": round(float(observed), 3),
-            "confidence": conf,
-        }
+    def _feed(self, bucket: int, count: int) -> list[dict[str, Any]]:
+        self.last = bucket
+        events = self.model.observe(bucket, bucket // BUCKET_MS, count)
+        return [{"lang": self.lang, **e} for e in events]

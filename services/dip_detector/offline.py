@@ -8,21 +8,26 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from services.dip_detector.model import QueryModel
+from services.dip_detector.model import BUDGET, DAY_BUCKETS, QueryModel
 
 
 def detect(
-    counts: Mapping[tuple[str, int], int], langs: Mapping[str, str], horizon: int
+    counts: Mapping[tuple[str, int], int],
+    langs: Mapping[str, str],
+    horizon: int,
+    day: int = DAY_BUCKETS,
+    budget: float = BUDGET,
 ) -> list[dict[str, Any]]:
     """Anomalies over ``counts`` ((query, bucket start) -> count), every bucket up to
-    ``horizon`` (a bucket start) evaluated."""
+    ``horizon`` (a bucket start) evaluated (``day``, ``budget``: the detector's
+    settings)."""
     by_query: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for (query, bucket), n in counts.items():
         if n and bucket <= horizon:
             by_query[query].append((bucket, n))
     out: list[dict[str, Any]] = []
     for query, buckets in sorted(by_query.items()):
-        model = QueryModel(lang=langs.get(query, ""))
+        model = QueryModel(lang=langs.get(query, ""), day=day, budget=budget)
         found: list[dict[str, Any]] = []
         for bucket, n in sorted(buckets):
             found += model.on_count(bucket, n)

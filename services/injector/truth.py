@@ -56,14 +56,16 @@ def score(
     """Precision (reported anomalies that match a scripted event), recall (detectable
     scripted events reported) and, given when each was reported (wall ms, by position
     in ``anomalies``), the delay beyond the end of the bucket that decided the report,
-    and from the anomaly's start (event time; the generator runs in real time)."""
-    found = list(anomalies)
+    and from the anomaly's start (event time; the generator runs in real time). An
+    episode counts once, by its OPEN report (its CLOSE is not a detection)."""
+    opened = [(i, a) for i, a in enumerate(anomalies) if a.get("phase", "OPEN") == "OPEN"]
+    found = [a for _, a in opened]
     wanted = [t for t in truth if t["detectable"] and (until_ms is None or t["end"] <= until_ms)]
     hits = [a for a in found if any(_matches(a, t) for t in truth)]
     detected = [t for t in wanted if any(_matches(a, t) for a in found)]
     delays, from_start = [], []
     if reported_at:
-        for i, a in enumerate(found):
+        for i, a in opened:
             if i in reported_at and any(_matches(a, t) for t in truth):
                 delays.append(reported_at[i] - (a["detected_bucket"] + 1000))
                 from_start.append(reported_at[i] - a["start"])

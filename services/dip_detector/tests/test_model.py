@@ -1,67 +1,92 @@
-"""The dip detector's rules on scripted counts (pure)."""
+"""A query's detector state on scripted counts (pure): episodes, warm-up, published
+models, and the same result however counts and watermarks interleave."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-from services.dip_detector.model import DIP_BUCKETS, WARMUP_BUCKETS, QueryModel, poisson_cdf, poisson_sf
+from services.dip_detector.episodes import WARMUP_BUCKETS
+from services.dip_detector.model import QueryModel
+
+DAY = 600
 
 
-def feed(model: QueryModel, counts: list[int], start: int = 0) -> list[dict[str, Any]]:
+def feed(model: QueryModel, counts: list[int], start: int = 0, watermark: bool = True) -> list[dict[str, Any]]:
+    """Each bucket's count as the windower sends it (none for 0), then (``watermark``)
+    the watermark past the bucket's end."""
     out = []
     for i, c in enumerate(counts):
         b = start + i * 1000
         if c:
             out += model.on_count(b, c)
-        out += model.on_bucket_end(b)
+        if watermark:
+            out += model.evaluate_until(b)
     return out
 
 
-def test_poisson_tails_match_their_sums() -> None:
-    lam = 7.5
-    pmf = [math.exp(-lam) * lam**k / math.factorial(k) for k in range(60)]
-    assert abs(poisson_cdf(3, lam) - sum(pmf[:4])) < 1e-12
-    assert abs(poisson_sf(12, lam) - sum(pmf[12:])) < 1e-9
-    assert poisson_sf(0, lam) == 1.0 and poisson_cdf(-1, lam) == 0.0
+def opened(events: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    return [(e["kind"], e["start"]) for e in events if e["phase"] == "OPEN"]
 
 
 def test_steady_poisson_traffic_raises_nothing() -> None:
     rng = np.random.default_rng(1)
-    model = QueryModel(lang="en")
-    assert feed(model, rng.poisson(20, 2000).tolist()) == []
+    assert feed(QueryModel(lang="en", day=DAY), rng.poisson(20, 3000).tolist()) == []
 
 
-def test_a_silence_is_a_dip_after_several_buckets_reported_once_with_its_start() -> None:
+def test_a_silence_is_one_dip_episode_opened_at_once_with_its_start_then_closed() -> None:
     rng = np.random.default_rng(2)
-    model = QueryModel(lang="de")
     counts = rng.poisson(10, 60).tolist() + [0] * 8 + rng.poisson(10, 30).tolist()
-    out = feed(model, counts)
-    assert [(a["kind"], a["start"], a["detected_bucket"]) for a in out] == [
-        ("DIP", 60_000, (60 + DIP_BUCKETS - 1) * 1000)
-    ]
-    assert out[0]["confidence"] >= 0.9999 and out[0]["observed"] == 0
+    out = feed(QueryModel(lang="de", day=DAY), counts)
+    assert [(e["phase"], e["kind"], e["start"]) for e in out] == [("OPEN", "DIP", 60_000), ("CLOSE", "DIP", 60_000)]
+    assert out[0]["detected_bucket"] <= 63_000 and out[0]["confidence"] > 0.9999 and out[0]["lang"] == "de"
+    assert out[1]["detected_bucket"] > 68_000  # after the silence
 
 
-def test_a_spike_is_reported_on_its_first_bucket() -> None:
+def test_a_spike_is_reported_on_its_first_bucket_and_its_decay_is_not_a_dip() -> None:
     rng = np.random.default_rng(3)
-    model = QueryModel(lang="en")
-    counts = [*rng.poisson(5, 40).tolist(), 60, 70, 65, *rng.poisson(5, 20).tolist()]
-    out = feed(model, counts)
-    assert [(a["kind"], a["start"]) for a in out] == [("SPIKE", 40_000)]
+    decay = [int(5 + 60 * 0.9**i) for i in range(40)]
+    counts = [*rng.poisson(5, 60).tolist(), *decay, *rng.poisson(5, 60).tolist()]
+    out = feed(QueryModel(lang="en", day=DAY), counts)
+    assert opened(out) == [("SPIKE", 60_000)]
+    assert out[0]["detected_bucket"] == 60_000
+    assert [e["phase"] for e in out] == ["OPEN", "CLOSE"]
 
 
-def test_nothing_before_warm_up_and_a_published_profile_replaces_it() -> None:
-    model = QueryModel(lang="en")
-    assert feed(model, [50] * (WARMUP_BUCKETS - DIP_BUCKETS) + [0] * DIP_BUCKETS) == []
-    fresh = QueryModel(lang="en")
-    fresh.update_profile([50.0] * 10, 10_000, version=1)
-    assert [a["kind"] for a in feed(fresh, [0, 0, 0, 0])] == ["DIP"]
+def test_nothing_before_warm_up_and_a_published_model_skips_it() -> None:
+    assert feed(QueryModel(lang="en", day=DAY), [50] * (WARMUP_BUCKETS - 3) + [0] * 3) == []
+    fresh = QueryModel(lang="en", day=DAY)
+    fresh.update_profile([50.0] * 10, DAY * 1000, version=1)
+    assert opened(feed(fresh, [50, 0, 0, 0, 0])) == [("DIP", 1000)]
+    other_period = QueryModel(lang="en", day=DAY)
+    other_period.update_profile([50.0] * 10, 10_000, version=1)  # not this detector's day: ignored
+    assert other_period.version == -1
+
+
+def test_counts_alone_and_counts_with_watermarks_give_the_same_anomalies() -> None:
+    rng = np.random.default_rng(4)
+    counts = rng.poisson(8, 200).tolist()
+    counts[100:110] = [0] * 10
+    counts[150:153] = [90, 80, 70]
+    with_watermarks = feed(QueryModel(lang="fr", day=DAY), counts)
+    lazy = QueryModel(lang="fr", day=DAY)
+    alone = feed(lazy, counts, watermark=False) + lazy.evaluate_until(199_000)
+    assert opened(with_watermarks) == [("DIP", 100_000), ("SPIKE", 150_000)]
+    assert [(e["phase"], e["kind"], e["start"]) for e in alone] == [
+        (e["phase"], e["kind"], e["start"]) for e in with_watermarks
+    ]
+
+
+def test_a_quiet_query_is_dormant_until_its_next_count() -> None:
+    model = QueryModel(lang="pt", day=DAY)
+    feed(model, [1] + [0] * 200)
+    assert model.next_bucket is None
+    feed(model, [3], start=400_000)
+    assert model.last == 400_000  # the zeros in between were fed on its arrival
 
 
 def test_state_round_trips_through_json() -> None:
-    model = QueryModel(lang="ja")
-    feed(model, [3, 4, 5])
+    model = QueryModel(lang="ja", day=DAY)
+    feed(model, [3, 4, 5] * 20)
     assert QueryModel.from_json(model.to_json()) == model
