@@ -35,7 +35,9 @@ START_MS = 1_700_000_000_000
 SCENARIO = Scenario(seed=11, rate=2000, queries=300)
 
 
-def services(stack: LocalStack, namespace: str, log_dir: Path, logs_dir: Path) -> dict[str, WorkerProc]:
+def services(
+    stack: LocalStack, namespace: str, log_dir: Path, logs_dir: Path, **extra: str
+) -> dict[str, WorkerProc]:
     env = worker_env(
         stack.bootstrap,
         stack.redis_url,
@@ -43,6 +45,7 @@ def services(stack: LocalStack, namespace: str, log_dir: Path, logs_dir: Path) -
         MW_WATERMARK="authority",
         MW_INJECTOR_DIR=str(logs_dir),
         MW_INJECTOR_POLL_MS="20",
+        **extra,
     )
     return {
         "authority": WorkerProc("authority", env, log_dir, "authority", command=("authority",)),
@@ -76,7 +79,8 @@ def run(
 ) -> dict[str, Any]:
     logs_dir, log_dir = tmp_path / "querylogs", tmp_path / "logs"
     log_dir.mkdir()
-    procs = services(stack, namespace, log_dir, logs_dir)
+    # the detector's day is the scenario's compressed one, as `mw up` sets it
+    procs = services(stack, namespace, log_dir, logs_dir, MW_DETECTOR_DAY_S=str(SCENARIO.day_s))
     pub = Published(stack.bootstrap, namespace)
     promise = START_MS + SECONDS * 1000 - SCENARIO.jitter_ms  # the injector's last watermark
     try:
@@ -124,7 +128,7 @@ def check(result: dict[str, Any]) -> dict[str, Any]:
     assert got == want
     langs = {info.query: info.lang for info in Traffic(SCENARIO, START_MS).infos}
     key = ("query", "kind", "start", "detected_bucket")
-    expected = {tuple(a[k] for k in key) for a in detect(want, langs, horizon)}
+    expected = {tuple(a[k] for k in key) for a in detect(want, langs, horizon, day=SCENARIO.day_s)}
     assert {tuple(a[k] for k in key) for a in result["anomalies"]} == expected
     quality = score(load_truth(result["logs"]), result["anomalies"], until_ms=horizon)
     assert quality["recall"] == 1.0, quality

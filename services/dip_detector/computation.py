@@ -43,7 +43,9 @@ class DipDetector(Computation):
         model = self._model(ctx)
         v = record.value
         if record.stream == "model_updates":
-            model.update_profile(v["profile"], v["period_ms"], v["version"])
+            self._emit(
+                ctx, model.update_profile(v["profile"], v["period_ms"], v["version"]), record.timestamp
+            )
             ctx.state.set(model.to_json())
             return
         model.lang = v["lang"]

@@ -3,7 +3,8 @@ no clock; one call per bucket, in bucket order).
 
 **The expectation** of a bucket is ``level * profile(slot)``. The level adapts
 (``LEVEL_BUCKETS`` of memory: slow shifts and the weekly rhythm), learned from the
-counts divided by the profile. The daily profile has ``SLOTS`` slots (interpolated
+counts divided by the profile. The daily profile has ``SLOTS`` slots (or the model
+job's resolution, up to ``MAX_SLOTS``; interpolated
 between their middles): per slot, the counts seen over the level expected there, both
 summed with ``PROFILE_DAYS`` of memory and a prior added to each, worth a day of the
 slot's records (``PROFILE_PRIOR_DAYS``) and at least ``PROFILE_PRIOR`` records, so
@@ -42,7 +43,9 @@ from typing import Any
 
 from services.dip_detector.counts import lower, upper
 
-SLOTS = 24
+BUCKET_MS = 1000
+SLOTS = 24  # the profile's slots per day, learned online ...
+MAX_SLOTS = 96  # ... or as many as the model job's (up to this: 15 minutes of a day)
 SCALES = (1, 4, 16)
 LEVEL_BUCKETS = 30  # the level's memory
 PROFILE_DAYS = 3.0  # the profile's memory
@@ -52,9 +55,18 @@ DISPERSION_BUCKETS = 1000  # the dispersion's memory
 DISPERSION_PRIOR = (0.05, 30)  # k of one bucket (of a sum of w: k / w), and how many buckets it is worth
 WINSOR_SD = 5.0
 WARMUP_BUCKETS = 30  # no episode before this many buckets
+LEARN_LAG = 4  # a bucket is learned from this many buckets later, unless an episode took it
 HOLD_P = 0.01
 CLOSE_AFTER = 8
-MAX_EPISODE_DAYS = 1.0
+MAX_EPISODE_DAYS = 0.25
+
+
+def _at(values: list[float], pos: float) -> float:
+    """``values`` (cyclic) at fractional position ``pos``, linearly interpolated."""
+    lo = math.floor(pos)
+    frac = pos - lo
+    n = len(values)
+    return (1 - frac) * values[lo % n] + frac * values[(lo + 1) % n]
 
 
 @dataclass
@@ -63,12 +75,15 @@ class CountModel:
     budget: float = 0.02  # expected false episodes per key per day
     level: float = 0.0
     seen: int = 0
+    slots: int = SLOTS
     prior: list[float] = field(default_factory=lambda: [1.0] * SLOTS)
     slot_x: list[float] = field(default_factory=lambda: [0.0] * SLOTS)  # counts seen, per slot
     slot_e: list[float] = field(default_factory=lambda: [0.0] * SLOTS)  # level expected, per slot
     dev: list[float] = field(default_factory=lambda: [0.0] * len(SCALES))  # E[(S - M)^2 - M]
     m2: list[float] = field(default_factory=lambda: [0.0] * len(SCALES))  # E[M^2]
+    fitted: int = 0  # buckets the dispersion has learned from (since the profile last changed)
     recent: list[tuple[int, float]] = field(default_factory=list)  # (count, expected), newest last
+    unlearned: list[tuple[int, int]] = field(default_factory=list)  # (index, count) not learned yet
     episode: str | None = None  # "SPIKE" | "DIP"
     start: int = 0  # bucket (ms) the episode started at
     since: int = 0  # buckets in the episode
@@ -81,44 +96,62 @@ class CountModel:
     def from_json(cls, data: dict[str, Any]) -> CountModel:
         data = dict(data)
         data["recent"] = [tuple(x) for x in data.get("recent", [])]
+        data["unlearned"] = [tuple(x) for x in data.get("unlearned", [])]
         return cls(**data)
 
     # -- the model -----------------------------------------------------------------------
 
-    def set_prior(self, shape: list[float]) -> None:
-        """The profile's prior: a day's shape (any number of slots, resampled to
-        ``SLOTS``), e.g. what the model job fitted to the key's history."""
+    def set_prior(
+        self, shape: list[float], bucket: int | None = None, day: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The profile's prior: a day's shape, e.g. what the model job fitted to the
+        key's history, at its resolution (from ``SLOTS`` to ``MAX_SLOTS`` slots: a
+        finer one is resampled), over ``day`` buckets if given (the rhythm's period).
+        A new resolution or period restarts the online profile.
+
+        A model the job published (``bucket``: the last bucket fed, ms) is in
+        expected counts: the level restarts from its mean, the dispersion from its
+        prior (the residuals under the old profile say nothing about the new one's),
+        and an open episode, judged under the old one, closes (returned)."""
         if not shape:
-            return
-        n = len(shape)
-        # the shape's value at each slot's middle, between its own slots' middles
-        resampled = []
-        for s in range(SLOTS):
-            pos = (s + 0.5) * n / SLOTS - 0.5
-            lo = math.floor(pos)
-            frac = pos - lo
-            resampled.append((1 - frac) * shape[lo % n] + frac * shape[(lo + 1) % n])
-        mean = sum(resampled) / SLOTS
-        if mean > 0:
-            self.prior = [max(p / mean, 0.01) for p in resampled]
+            return []
+        n = min(max(len(shape), SLOTS), MAX_SLOTS)
+        resampled = [_at(shape, (s + 0.5) * len(shape) / n - 0.5) for s in range(n)]
+        mean = sum(resampled) / n
+        if mean <= 0:
+            return []
+        if n != self.slots or (day is not None and day != self.day):
+            self.slots, self.slot_x, self.slot_e = n, [0.0] * n, [0.0] * n
+            self.day = self.day if day is None else day
+        self.prior = [max(p / mean, 0.01) for p in resampled]
+        if bucket is None:
+            return []
+        self.level = sum(shape) / len(shape)
+        self.seen = max(self.seen, WARMUP_BUCKETS)
+        self.dev, self.m2, self.fitted = [0.0] * len(SCALES), [0.0] * len(SCALES), 0
+        out = []
+        if self.episode is not None:
+            x, mu = self.recent[-1] if self.recent else (0, 0.0)
+            out.append(self._event("CLOSE", bucket, mu, x, 1.0))
+            self.episode = None
+        self.recent, self.unlearned = [], []
+        return out
 
     def profile(self) -> list[float]:
         """The daily profile, per slot, normalised to a mean of 1."""
-        weight = max(PROFILE_PRIOR, PROFILE_PRIOR_DAYS * self.day / SLOTS * self.level)
+        weight = max(PROFILE_PRIOR, PROFILE_PRIOR_DAYS * self.day / self.slots * self.level)
         ratios = [
-            (x + weight * p) / (e + weight) for x, e, p in zip(self.slot_x, self.slot_e, self.prior, strict=True)
+            (x + weight * p) / (e + weight)
+            for x, e, p in zip(self.slot_x, self.slot_e, self.prior, strict=True)
         ]
-        mean = sum(ratios) / SLOTS
+        mean = sum(ratios) / self.slots
         return [r / mean for r in ratios]
 
     def slot(self, index: int, profile: list[float] | None = None) -> float:
         """The profile at bucket ``index`` of the day (between the middles of slots,
         interpolated)."""
         prof = self.profile() if profile is None else profile
-        pos = (index % self.day + 0.5) * SLOTS / self.day - 0.5
-        lo = math.floor(pos)
-        frac = pos - lo
-        return (1 - frac) * prof[lo % SLOTS] + frac * prof[(lo + 1) % SLOTS]
+        return _at(prof, (index % self.day + 0.5) * self.slots / self.day - 0.5)
 
     def expected(self, index: int) -> float:
         return self.level * self.slot(index)
@@ -137,12 +170,13 @@ class CountModel:
         """Learn from bucket ``index``'s count ``x`` (``s``: the profile there)."""
         self.seen += 1
         self.level += max(1.0 / self.seen, 1.0 / LEVEL_BUCKETS) * (x / max(s, 1e-6) - self.level)
-        slot = int((index % self.day) * SLOTS / self.day)
-        keep = 1.0 - SLOTS / (PROFILE_DAYS * self.day)
+        slot = int((index % self.day) * self.slots / self.day)
+        keep = 1.0 - self.slots / (PROFILE_DAYS * self.day)
         self.slot_x[slot] = self.slot_x[slot] * keep + x
         self.slot_e[slot] = self.slot_e[slot] * keep + self.level
 
     def _learn_dispersion(self) -> None:
+        self.fitted += 1
         counts = [c for c, _ in self.recent]
         mus = [m for _, m in self.recent]
         for i, w in enumerate(SCALES):
@@ -155,7 +189,7 @@ class CountModel:
             k0, n0 = DISPERSION_PRIOR
             if self.m2[i] == 0:  # the prior, worth n0 buckets
                 self.dev[i], self.m2[i] = k0 / w * big_m * big_m, big_m * big_m
-            a = max(1.0 / (self.seen + n0), 1.0 / DISPERSION_BUCKETS)
+            a = max(1.0 / (self.fitted + n0), 1.0 / DISPERSION_BUCKETS)
             self.dev[i] += a * (r - self.dev[i])
             self.m2[i] += a * (big_m * big_m - self.m2[i])
 
@@ -195,7 +229,7 @@ class CountModel:
         """The final count ``x`` of bucket ``bucket`` (ms; the ``index``-th bucket of
         the key's days, for the profile): what it opens or closes."""
         s = self.slot(index)
-        if self.seen == 0 and not self.recent:
+        if self.seen == 0 and not self.recent and not self.unlearned:
             self.level = x / max(s, 1e-6)
         mu = self.level * s
         self.recent = [*self.recent[-(max(SCALES) - 1) :], (x, mu)]
@@ -206,21 +240,34 @@ class CountModel:
             if kind is not None:
                 self.episode, self.start, self.since, self.calm = kind, self._start(bucket, kind), 0, 0
                 out.append(self._event("OPEN", bucket, mu, x, up if kind == "SPIKE" else down))
+                # the buckets since its start are the anomaly's: never learned from
+                first = index - (bucket - self.start) // BUCKET_MS
+                self._learn_all([(i, c) for i, c in self.unlearned if i < first])
         if self.episode is not None:
             self.since += 1
             p = up if self.episode == "SPIKE" else down
             beyond = x > mu if self.episode == "SPIKE" else x < mu
             self.calm = 0 if (p < HOLD_P or (beyond and self.since <= CLOSE_AFTER)) else self.calm + 1
             if self.calm >= CLOSE_AFTER or self.since > MAX_EPISODE_DAYS * self.day:
+                calm = [c for c, _ in self.recent[-CLOSE_AFTER:]]
                 if self.calm < CLOSE_AFTER:  # a new normal: restart the level from now
-                    recent = [c for c, _ in self.recent[-CLOSE_AFTER:]]
-                    self.level = sum(recent) / len(recent) / max(s, 1e-6)
+                    self.level = sum(calm) / len(calm) / max(s, 1e-6)
+                else:  # back to normal: what the calm buckets say is learned now
+                    self._learn_all([(index - len(calm) + 1 + j, c) for j, c in enumerate(calm)])
                 out.append(self._event("CLOSE", bucket, mu, x, p))
                 self.episode = None
+                self.recent = []  # later tests do not sum over the episode
         else:
-            self._learn(index, x, s)
+            waiting = [*self.unlearned, (index, x)]
+            self._learn_all(waiting[:-LEARN_LAG])
+            self.unlearned = waiting[-LEARN_LAG:]
             self._learn_dispersion()
         return out
+
+    def _learn_all(self, buckets: list[tuple[int, int]]) -> None:
+        for i, c in buckets:
+            self._learn(i, c, self.slot(i))
+        self.unlearned = []
 
     def _event(self, phase: str, bucket: int, mu: float, x: int, p: float) -> dict[str, Any]:
         return {

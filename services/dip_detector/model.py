@@ -12,8 +12,8 @@ The anomalies are episodes: ``OPEN`` when one starts (kind, start, the count and
 expectation of the bucket that decided it, confidence), ``CLOSE`` when it ends.
 
 A model the batch job published for the query (``model_updates``: expected counts per
-slot of a period) becomes the shape the daily profile starts from, and its mean the
-level of a query not seen yet (no warm-up then).
+slot of a period) becomes the shape the daily profile starts from, its period the
+query's day, and its mean the level (no warm-up then).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from services.dip_detector.episodes import WARMUP_BUCKETS, CountModel
+from services.dip_detector.episodes import SLOTS, CountModel
 
 BUCKET_MS = 1000
 DAY_BUCKETS = 86_400
@@ -74,14 +74,16 @@ class QueryModel:
             return None
         return self.last + BUCKET_MS
 
-    def update_profile(self, profile: list[float], period_ms: int, version: int) -> None:
-        if version <= self.version or period_ms != self.day * BUCKET_MS or not profile:
-            return
-        self.version = version
-        self.model.set_prior(profile)
-        if self.model.seen < WARMUP_BUCKETS:  # nothing learned yet: start from the published level
-            self.model.level = sum(profile) / len(profile)
-            self.model.seen = WARMUP_BUCKETS
+    def update_profile(self, profile: list[float], period_ms: int, version: int) -> list[dict[str, Any]]:
+        """A model the batch job published: its profile becomes the prior, its period
+        the query's day (an open episode, judged under the old model, closes:
+        returned)."""
+        day = period_ms // BUCKET_MS
+        if version <= self.version or period_ms % BUCKET_MS or day < SLOTS or not profile:
+            return []
+        self.version, self.day = version, day
+        events = self.model.set_prior(profile, -1 if self.last is None else self.last, day)
+        return [{"lang": self.lang, **e} for e in events]
 
     def on_count(self, bucket: int, count: int) -> list[dict[str, Any]]:
         """The final count of ``bucket``: the buckets before it are final too."""

@@ -13,7 +13,9 @@ from services.dip_detector.model import QueryModel
 DAY = 600
 
 
-def feed(model: QueryModel, counts: list[int], start: int = 0, watermark: bool = True) -> list[dict[str, Any]]:
+def feed(
+    model: QueryModel, counts: list[int], start: int = 0, watermark: bool = True
+) -> list[dict[str, Any]]:
     """Each bucket's count as the windower sends it (none for 0), then (``watermark``)
     the watermark past the bucket's end."""
     out = []
@@ -39,7 +41,10 @@ def test_a_silence_is_one_dip_episode_opened_at_once_with_its_start_then_closed(
     rng = np.random.default_rng(2)
     counts = rng.poisson(10, 60).tolist() + [0] * 8 + rng.poisson(10, 30).tolist()
     out = feed(QueryModel(lang="de", day=DAY), counts)
-    assert [(e["phase"], e["kind"], e["start"]) for e in out] == [("OPEN", "DIP", 60_000), ("CLOSE", "DIP", 60_000)]
+    assert [(e["phase"], e["kind"], e["start"]) for e in out] == [
+        ("OPEN", "DIP", 60_000),
+        ("CLOSE", "DIP", 60_000),
+    ]
     assert out[0]["detected_bucket"] <= 63_000 and out[0]["confidence"] > 0.9999 and out[0]["lang"] == "de"
     assert out[1]["detected_bucket"] > 68_000  # after the silence
 
@@ -60,8 +65,10 @@ def test_nothing_before_warm_up_and_a_published_model_skips_it() -> None:
     fresh.update_profile([50.0] * 10, DAY * 1000, version=1)
     assert opened(feed(fresh, [50, 0, 0, 0, 0])) == [("DIP", 1000)]
     other_period = QueryModel(lang="en", day=DAY)
-    other_period.update_profile([50.0] * 10, 10_000, version=1)  # not this detector's day: ignored
-    assert other_period.version == -1
+    other_period.update_profile([50.0] * 30, 120_000, version=1)  # the model's period is the query's day
+    assert other_period.day == other_period.model.day == 120 and other_period.model.slots == 30
+    assert not other_period.update_profile([50.0] * 30, 10_000, version=2)  # shorter than the slots: ignored
+    assert other_period.version == 1
 
 
 def test_counts_alone_and_counts_with_watermarks_give_the_same_anomalies() -> None:
