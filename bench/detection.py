@@ -106,9 +106,10 @@ def compare(
     }
     for detector, r in results.items():
         print(
-            f"  {name:9} {detector:8} score {r['score']:6.1f}  precision {r['precision']}  recall {r['recall']}  "
-            f"reports/episode {r['reports_per_episode']}  median delay {r['median_delay_buckets']} buckets  "
-            f"({r['reports']} reports, {r['false_reports']} outside every window, {r['missed']} windows missed)",
+            f"  {name:9} {detector:8} score {r['score']:6.1f}  precision {r['precision']}  "
+            f"recall {r['recall']}  reports/episode {r['reports_per_episode']}  "
+            f"median delay {r['median_delay_buckets']} buckets  ({r['reports']} reports, "
+            f"{r['false_reports']} outside every window, {r['missed']} windows missed)",
             flush=True,
         )
     return results

@@ -76,8 +76,8 @@ class Zeitgeist:
             mark = "not scripted" if (a["kind"], a["query"], a["start"]) in false else "scripted"
             when = time.strftime("%H:%M:%S", time.localtime(a["start"] / 1000))
             lines.append(
-                f"  {when} {a['kind']:<5} {a.get('phase', 'OPEN'):<5} {a['query']:<24} expected {a['expected']:>7.1f}"
-                f"  observed {a['observed']:>7.1f}  {mark}"
+                f"  {when} {a['kind']:<5} {a.get('phase', 'OPEN'):<5} {a['query']:<24}"
+                f" expected {a['expected']:>7.1f}  observed {a['observed']:>7.1f}  {mark}"
             )
         return lines
 

@@ -9,8 +9,8 @@ between their middles): per slot, the counts seen over the level expected there,
 summed with ``PROFILE_DAYS`` of memory and a prior added to each, worth a day of the
 slot's records (``PROFILE_PRIOR_DAYS``) and at least ``PROFILE_PRIOR`` records, so
 that the first buckets of a slot do not make its profile and a small key's profile
-stays near the prior until it has seen enough. The prior is flat, or the shape the model job fitted to the key's history
-(``set_prior``).
+stays near the prior until it has seen enough. The prior is flat, or the shape the
+model job fitted to the key's history (``set_prior``).
 
 **The variance** is negative binomial (variance ``m + k * m**2``) with a dispersion
 ``k`` per scale, learned from the key's own residuals (pooled method of moments,
