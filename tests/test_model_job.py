@@ -104,8 +104,8 @@ def test_the_trained_model_improves_precision_on_a_daily_rhythm(
             p.terminate()
         pub.close()
 
-    def in_eval_day(a: dict[str, Any]) -> bool:
-        return a["start"] >= TRAIN_END and a["detected_bucket"] < EVAL_END
+    def in_eval_day(a: dict[str, Any]) -> bool:  # reported on the fifth day
+        return TRAIN_END <= a["detected_bucket"] < EVAL_END
 
     truth = [
         t for t in Traffic(SCENARIO, START_MS).truth() if t["start"] >= TRAIN_END and t["end"] <= EVAL_END

@@ -72,7 +72,7 @@ def _at(values: list[float], pos: float) -> float:
 @dataclass
 class CountModel:
     day: int  # buckets per day
-    budget: float = 0.02  # expected false episodes per key per day
+    budget: float = 0.01  # expected false episodes per key per day
     level: float = 0.0
     seen: int = 0
     slots: int = SLOTS
@@ -261,7 +261,8 @@ class CountModel:
             waiting = [*self.unlearned, (index, x)]
             self._learn_all(waiting[:-LEARN_LAG])
             self.unlearned = waiting[-LEARN_LAG:]
-            self._learn_dispersion()
+            if self.seen >= WARMUP_BUCKETS:  # residuals around a level still settling are not noise
+                self._learn_dispersion()
         return out
 
     def _learn_all(self, buckets: list[tuple[int, int]]) -> None:

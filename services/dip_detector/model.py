@@ -26,7 +26,7 @@ from services.dip_detector.episodes import SLOTS, CountModel
 
 BUCKET_MS = 1000
 DAY_BUCKETS = 86_400
-BUDGET = 0.02  # expected false episodes per query per day
+BUDGET = 0.01  # expected false episodes per query per day
 DORMANT_RATE = 0.05  # below this level, outside an episode, zeros wait for the next count
 
 
