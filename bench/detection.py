@@ -11,9 +11,10 @@ anomaly windows:
 - **scripted** (``services/injector/scenario.py``, what ``mw up`` runs): Poisson
   traffic with a daily rhythm and the scripted spikes and language-wide silences, the
   counts taken from the generator's records as the windower counts them; a window per
-  detectable scripted event, from its start to its end (reports inside an event the
-  generator marks undetectable, a silence of a query too small to tell, are left out
-  of the score for every detector).
+  detectable scripted event, from its start to 15 buckets after its end (the evidence
+  the longest test sums; reports inside such a span of an event the generator marks
+  undetectable, a silence of a query too small to tell, are left out of the score for
+  every detector).
 
 The project's detector runs over the counts through ``mwcore.testing.Harness`` (the
 ``DipDetector`` computation as the service runs it, with the scenario's day: a window
@@ -56,6 +57,7 @@ from services.injector.scenario import Scenario, Traffic
 
 START_MS = 1_700_006_400_000  # a midnight (UTC): a day of the detector starts with the scenario's
 Counts = Mapping[str, Mapping[int, int]]  # key -> bucket start (ms) -> count, zeros left out
+AFTER_MS = 15_000  # a scripted window goes on this long after its event: the longest test's sum (16 buckets)
 
 
 def harness_anomalies(
@@ -154,12 +156,12 @@ def scripted(scenario: Scenario, seconds: int) -> dict[str, Any]:
     end = START_MS + seconds * 1000
     rows = [t for t in traffic.truth() if int(t["end"]) <= end]  # type: ignore[call-overload]
     windows = [
-        Window(str(t["query"]), int(t["start"]), int(t["end"]) - 1000, str(t["kind"]))  # type: ignore[call-overload]
+        Window(str(t["query"]), int(t["start"]), int(t["end"]) + AFTER_MS, str(t["kind"]))  # type: ignore[call-overload]
         for t in rows
         if t["detectable"]
     ]
     ignore = [
-        Window(str(t["query"]), int(t["start"]), int(t["end"]) - 1000)  # type: ignore[call-overload]
+        Window(str(t["query"]), int(t["start"]), int(t["end"]) + AFTER_MS)  # type: ignore[call-overload]
         for t in rows
         if not t["detectable"]
     ]

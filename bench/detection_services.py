@@ -12,6 +12,7 @@ the same start, kind and detecting bucket.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -61,55 +62,77 @@ def write_logs(directory: Path, traffic: RealisticTraffic) -> int:
     return written
 
 
-def through_services(traffic: RealisticTraffic, start_ms: int, harness: list[dict[str, Any]]) -> dict[str, Any]:
+def through_services(
+    traffic: RealisticTraffic,
+    start_ms: int,
+    harness: list[dict[str, Any]],
+    stack: LocalStack | None = None,
+    namespace: str = "default",
+) -> dict[str, Any]:
+    """Run the services over ``traffic`` on ``stack`` (None: a local stack of its own,
+    stopped afterwards) and compare their anomalies with ``harness``'s."""
     workdir = Path(tempfile.mkdtemp(prefix="mw-detection-"))
+    with contextlib.ExitStack() as resources:
+        if stack is None:
+            stack = resources.enter_context(LocalStack(workdir=workdir))
+        return _run(stack, namespace, workdir, traffic, start_ms, harness)
+
+
+def _run(
+    stack: LocalStack,
+    namespace: str,
+    workdir: Path,
+    traffic: RealisticTraffic,
+    start_ms: int,
+    harness: list[dict[str, Any]],
+) -> dict[str, Any]:
     logs_dir = workdir / "querylogs"
     records = write_logs(logs_dir, traffic)
     last = start_ms + traffic.buckets * 1000 - 1
     began = time.monotonic()
-    with LocalStack(workdir=workdir) as stack:
-        ensure_topics(stack.bootstrap, dict.fromkeys(STREAMS, PARTITIONS))
-        env = {
-            **os.environ,
-            "MW_BOOTSTRAP": stack.bootstrap,
-            "MW_REDIS_URL": stack.redis_url,
-            "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
-            "MW_INJECTOR_DIR": str(logs_dir),
-            "MW_DETECTOR_DAY_S": str(traffic.scenario.day_s),
-            "MW_LOG_LEVEL": "warning",
-            "PYTHONPATH": str(ROOT),
-        }
-        procs: dict[str, subprocess.Popen[bytes]] = {}
-        feed = WatermarkFeed(stack.bootstrap, "default")
-        try:
-            for name in SERVICES:
-                with open(workdir / f"{name}.log", "wb") as log:
-                    procs[name] = subprocess.Popen(
-                        [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=log, cwd=ROOT
-                    )
-            deadline = time.monotonic() + 900
-            while True:
-                feed.poll(0.5)
-                wm = feed.latest.get("dip_detector")
-                # the injector holds its last second open until more comes: the detector's
-                # input watermark stops just short of the end
-                if wm is not None and wm.input >= last - 1000:
-                    break
-                dead = [n for n, p in procs.items() if p.poll() is not None]
-                if dead or time.monotonic() > deadline:
-                    raise RuntimeError(f"the services did not finish (dead: {dead}); logs in {workdir}")
-            took = time.monotonic() - began
-            registry = SchemaRegistry(ROOT / "schemas")
-            serde = AvroSerde(registry, "zeitgeist.Anomaly")
-            seen: set[bytes] = set()
-            services = []
-            for m in read_topic(stack.bootstrap, topic_name("default", "anomalies")):
-                if m.id not in seen:
-                    seen.add(m.id)
-                    services.append(serde.decode(m.value))
-        finally:
-            feed.close()
-            stop_processes(procs.values(), 30)
+    ensure_topics(stack.bootstrap, {topic_name(namespace, s): PARTITIONS for s in STREAMS})
+    env = {
+        **os.environ,
+        "MW_BOOTSTRAP": stack.bootstrap,
+        "MW_REDIS_URL": stack.redis_url,
+        "MW_NAMESPACE": namespace,
+        "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
+        "MW_INJECTOR_DIR": str(logs_dir),
+        "MW_DETECTOR_DAY_S": str(traffic.scenario.day_s),
+        "MW_LOG_LEVEL": "warning",
+        "PYTHONPATH": str(ROOT),
+    }
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    feed = WatermarkFeed(stack.bootstrap, namespace)
+    try:
+        for name in SERVICES:
+            with open(workdir / f"{name}.log", "wb") as log:
+                procs[name] = subprocess.Popen(
+                    [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=log, cwd=ROOT
+                )
+        deadline = time.monotonic() + 900
+        while True:
+            feed.poll(0.5)
+            wm = feed.latest.get("dip_detector")
+            # the injector holds its last second open until more comes: the detector's
+            # input watermark stops just short of the end
+            if wm is not None and wm.input >= last - 1000:
+                break
+            dead = [n for n, p in procs.items() if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                raise RuntimeError(f"the services did not finish (dead: {dead}); logs in {workdir}")
+        took = time.monotonic() - began
+        registry = SchemaRegistry.from_directory(ROOT / "schemas")
+        serde = AvroSerde(registry, "zeitgeist.Anomaly")
+        seen: set[bytes] = set()
+        services = []
+        for m in read_topic(stack.bootstrap, topic_name(namespace, "anomalies")):
+            if m.id not in seen:
+                seen.add(m.id)
+                services.append(serde.decode(m.value))
+    finally:
+        feed.close()
+        stop_processes(procs.values(), 30)
     horizon = last - 1999  # the buckets both runs have closed
     ours = sorted(tuple(a[f] for f in FIELDS) for a in services if a["detected_bucket"] <= horizon)
     theirs = sorted(tuple(a[f] for f in FIELDS) for a in harness if a["detected_bucket"] <= horizon)

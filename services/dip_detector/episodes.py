@@ -27,9 +27,9 @@ cannot give); each test's level is the budget split over the day's buckets, the 
 directions and the scales (Bonferroni: conservative).
 
 **Episodes.** The first significant bucket opens an episode (``OPEN``, reported at
-once: its kind, start and evidence); while it lasts, buckets beyond the expectation at
-a weaker level (``HOLD_P``) keep it open, and ``CLOSE_AFTER`` ordinary buckets in a
-row close it (``CLOSE``); nothing else is reported. Nothing is learned inside an
+once: its kind, start and evidence); it closes (``CLOSE``) once the last
+``CLOSE_AFTER`` buckets, summed, are no longer beyond their expectation at a weaker
+level (``HOLD_P``); nothing else is reported. Nothing is learned inside an
 episode, so a burst does not raise the level and its decay is not taken for a dip. An
 episode that lasts ``MAX_EPISODE_DAYS`` is a new normal: it closes and the level
 restarts from the recent counts.
@@ -87,7 +87,6 @@ class CountModel:
     episode: str | None = None  # "SPIKE" | "DIP"
     start: int = 0  # bucket (ms) the episode started at
     since: int = 0  # buckets in the episode
-    calm: int = 0  # ordinary buckets in a row within it
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -211,6 +210,24 @@ class CountModel:
                 down = min(down, lower(total, m, k))
         return up, down
 
+    def _new_onset(self, x: int) -> bool:
+        """Within a spike: ``x`` is far above even the episode's last ``CLOSE_AFTER``
+        counts (a new burst, not this one going on or decaying)."""
+        if self.since < CLOSE_AFTER:
+            return False
+        m = max(sum(c for c, _ in self.recent[-CLOSE_AFTER - 1 : -1]) / CLOSE_AFTER, self.recent[-1][1])
+        return x > m and upper(x, m, self.dispersion(0)) < self.alpha
+
+    def _back_to_normal(self) -> bool:
+        """The last ``CLOSE_AFTER`` buckets, summed, are no longer beyond their
+        expectation in the episode's direction at ``HOLD_P`` (with a dispersion
+        between those of the sums of 4 and 16)."""
+        last = self.recent[-CLOSE_AFTER:]
+        total, m = sum(c for c, _ in last), sum(u for _, u in last)
+        k = math.sqrt(self.dispersion(1) * self.dispersion(2))
+        p = upper(total, m, k) if self.episode == "SPIKE" else lower(total, m, k)
+        return p >= HOLD_P
+
     def _start(self, bucket: int, kind: str) -> int:
         """Where the anomaly began: back over the buckets at least a standard deviation
         beyond their expectation, in its direction (at most the largest scale)."""
@@ -238,19 +255,24 @@ class CountModel:
         if self.episode is None:
             kind = "SPIKE" if up < self.alpha else "DIP" if down < self.alpha else None
             if kind is not None:
-                self.episode, self.start, self.since, self.calm = kind, self._start(bucket, kind), 0, 0
+                self.episode, self.start, self.since = kind, self._start(bucket, kind), 0
                 out.append(self._event("OPEN", bucket, mu, x, up if kind == "SPIKE" else down))
                 # the buckets since its start are the anomaly's: never learned from
                 first = index - (bucket - self.start) // BUCKET_MS
                 self._learn_all([(i, c) for i, c in self.unlearned if i < first])
+        elif self.episode == "SPIKE" and self._new_onset(x):
+            # a second burst on top of the first: its own episode
+            m = sum(c for c, _ in self.recent[-CLOSE_AFTER - 1 : -1]) / CLOSE_AFTER
+            out.append(self._event("CLOSE", bucket, mu, x, up))
+            self.start, self.since = bucket, 0
+            out.append(self._event("OPEN", bucket, m, x, upper(x, m, self.dispersion(0))))
         if self.episode is not None:
             self.since += 1
             p = up if self.episode == "SPIKE" else down
-            beyond = x > mu if self.episode == "SPIKE" else x < mu
-            self.calm = 0 if (p < HOLD_P or (beyond and self.since <= CLOSE_AFTER)) else self.calm + 1
-            if self.calm >= CLOSE_AFTER or self.since > MAX_EPISODE_DAYS * self.day:
+            normal = self.since >= CLOSE_AFTER and self._back_to_normal()
+            if normal or self.since > MAX_EPISODE_DAYS * self.day:
                 calm = [c for c, _ in self.recent[-CLOSE_AFTER:]]
-                if self.calm < CLOSE_AFTER:  # a new normal: restart the level from now
+                if not normal:  # a new normal: restart the level from now
                     self.level = sum(calm) / len(calm) / max(s, 1e-6)
                 else:  # back to normal: what the calm buckets say is learned now
                     self._learn_all([(index - len(calm) + 1 + j, c) for j, c in enumerate(calm)])

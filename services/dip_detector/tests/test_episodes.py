@@ -3,6 +3,8 @@ outage (services/dip_detector/episodes.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -12,7 +14,7 @@ DAY = 600
 BUDGET = 2.0  # high, so that 20 days of noise give a rate to measure
 
 
-def _events(model: CountModel, xs: list[int]) -> list[dict[str, object]]:
+def _events(model: CountModel, xs: list[int]) -> list[dict[str, Any]]:
     out = []
     for i, x in enumerate(xs):
         out += [{**e, "index": i} for e in model.observe(i * 1000, i, x)]
@@ -56,3 +58,25 @@ def test_a_burst_and_its_decay_are_one_episode_and_an_outage_another() -> None:
     opened = [(e["kind"], e["index"]) for e in events if e["phase"] == "OPEN"]
     assert opened == [("SPIKE", burst_at), ("DIP", outage_at)], events
     assert [e["phase"] for e in events] == ["OPEN", "CLOSE", "OPEN", "CLOSE"]
+
+
+def test_a_second_burst_on_top_of_the_first_is_an_episode_of_its_own() -> None:
+    rng = np.random.default_rng(6)
+    base = np.full(DAY * 2, 2.0)
+    t = np.arange(DAY * 2)
+    for at, height in ((900, 4.0), (940, 60.0)):  # a modest burst, then news on top of it
+        base *= 1 + (height - 1) * np.where(t >= at, np.exp(-(t - at) / 80), 0)
+    events = _events(CountModel(day=DAY), rng.poisson(base).tolist())
+    early = [(e["phase"], e["start"] // 1000, e["index"]) for e in events if e["index"] < 1000]
+    assert early[1:] == [("CLOSE", 900, 940), ("OPEN", 940, 940)], events
+    assert early[0][:2] == ("OPEN", 900) and early[0][2] <= 904, events
+
+
+def test_two_outages_a_few_buckets_apart_are_two_episodes() -> None:
+    rng = np.random.default_rng(7)
+    base = np.full(DAY * 2, 8.0)
+    base[800:840] = 0.1
+    base[848:900] = 0.1  # back for 8 buckets in between
+    events = _events(CountModel(day=DAY), rng.poisson(base).tolist())
+    opened = [e["index"] for e in events if e["phase"] == "OPEN"]
+    assert len(opened) == 2 and 800 <= opened[0] <= 803 and 848 <= opened[1] <= 852, events
