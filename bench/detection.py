@@ -11,8 +11,9 @@ anomaly windows:
 - **scripted** (``services/injector/scenario.py``, what ``mw up`` runs): Poisson
   traffic with a daily rhythm and the scripted spikes and language-wide silences, the
   counts taken from the generator's records as the windower counts them; a window per
-  detectable scripted event, from its start to 15 buckets after its end (the evidence
-  the longest test sums; reports inside such a span of an event the generator marks
+  detectable scripted event, from its start (less the generator's jitter: an event's
+  records reach that far back) to 15 buckets after its end (the evidence the longest
+  test sums; reports inside such a span of an event the generator marks
   undetectable, a silence of a query too small to tell, are left out of the score for
   every detector).
 
@@ -155,13 +156,14 @@ def scripted(scenario: Scenario, seconds: int) -> dict[str, Any]:
     langs = {i.query: i.lang for i in traffic.infos}
     end = START_MS + seconds * 1000
     rows = [t for t in traffic.truth() if int(t["end"]) <= end]  # type: ignore[call-overload]
+    before = scenario.jitter_ms  # an event's records reach this far back into the bucket before
     windows = [
-        Window(str(t["query"]), int(t["start"]), int(t["end"]) + AFTER_MS, str(t["kind"]))  # type: ignore[call-overload]
+        Window(str(t["query"]), int(t["start"]) - before, int(t["end"]) + AFTER_MS, str(t["kind"]))  # type: ignore[call-overload]
         for t in rows
         if t["detectable"]
     ]
     ignore = [
-        Window(str(t["query"]), int(t["start"]), int(t["end"]) + AFTER_MS)  # type: ignore[call-overload]
+        Window(str(t["query"]), int(t["start"]) - before, int(t["end"]) + AFTER_MS)  # type: ignore[call-overload]
         for t in rows
         if not t["detectable"]
     ]

@@ -3,14 +3,15 @@ no clock; one call per bucket, in bucket order).
 
 **The expectation** of a bucket is ``level * profile(slot)``. The level adapts
 (``LEVEL_BUCKETS`` of memory: slow shifts and the weekly rhythm), learned from the
-counts divided by the profile. The daily profile has ``SLOTS`` slots (or the model
-job's resolution, up to ``MAX_SLOTS``; interpolated
-between their middles): per slot, the counts seen over the level expected there, both
-summed with ``PROFILE_DAYS`` of memory and a prior added to each, worth a day of the
-slot's records (``PROFILE_PRIOR_DAYS``) and at least ``PROFILE_PRIOR`` records, so
-that the first buckets of a slot do not make its profile and a small key's profile
-stays near the prior until it has seen enough. The prior is flat, or the shape the
-model job fitted to the key's history (``set_prior``).
+counts divided by the profile, each bucket ``LEARN_LAG`` buckets late (so that an
+anomaly's first buckets, before the evidence was enough, are not learned). The daily
+profile has ``SLOTS`` slots (or the model job's resolution, up to ``MAX_SLOTS``),
+interpolated between their middles: per slot, the counts seen over the level expected
+there, both summed with ``PROFILE_DAYS`` of memory and a prior added to each, worth a
+day of the slot's records (``PROFILE_PRIOR_DAYS``) and at least ``PROFILE_PRIOR``
+records, so that the first buckets of a slot do not make its profile and a small
+key's profile stays near the prior until it has seen enough. The prior is flat, or
+the shape the model job fitted to the key's history (``set_prior``).
 
 **The variance** is negative binomial (variance ``m + k * m**2``) with a dispersion
 ``k`` per scale, learned from the key's own residuals (pooled method of moments,
@@ -29,9 +30,10 @@ directions and the scales (Bonferroni: conservative).
 **Episodes.** The first significant bucket opens an episode (``OPEN``, reported at
 once: its kind, start and evidence); it closes (``CLOSE``) once the last
 ``CLOSE_AFTER`` buckets, summed, are no longer beyond their expectation at a weaker
-level (``HOLD_P``); nothing else is reported. Nothing is learned inside an
-episode, so a burst does not raise the level and its decay is not taken for a dip. An
-episode that lasts ``MAX_EPISODE_DAYS`` is a new normal: it closes and the level
+level (``HOLD_P``). Nothing is learned inside an episode, so a burst does not raise
+the level and its decay is not taken for a dip. Within a spike, a count far above even
+the episode's recent counts is a second burst: the first closes and it opens its own.
+An episode that lasts ``MAX_EPISODE_DAYS`` is a new normal: it closes and the level
 restarts from the recent counts.
 """
 
