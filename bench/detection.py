@@ -109,7 +109,7 @@ def compare(
     }
     for detector, r in results.items():
         print(
-            f"  {name:9} {detector:8} score {r['score']:6.1f}  precision {r['precision']}  "
+            f"  {name:9} {detector:8} score {r['score']!s:>6}  precision {r['precision']}  "
             f"recall {r['recall']}  reports/episode {r['reports_per_episode']}  "
             f"median delay {r['median_delay_buckets']} buckets  ({r['reports']} reports, "
             f"{r['false_reports']} outside every window, {r['missed']} windows missed)",

@@ -127,6 +127,8 @@ class RealisticTraffic:
         first = sc.warmup_days * sc.day_s
         anomalies: list[Anomaly] = []
         taken: list[tuple[int, int]] = []
+        if first >= self.buckets:  # all warm-up: nothing labelled
+            return mu, anomalies
 
         def free(a: int, b: int) -> bool:
             return b < self.buckets and all(b < s or a > e for s, e in taken)
