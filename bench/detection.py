@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -53,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # services.*
 from mwcore.testing import Harness
 from services.dip_detector.computation import DipDetector
 from services.dip_detector.evaluation import Report, Window, mad_reports, score, zscore_reports
+from services.dip_detector.settings import DetectorSettings
 from services.injector.realistic import RealisticScenario, RealisticTraffic
 from services.injector.scenario import Scenario, Traffic
 
@@ -65,8 +65,7 @@ def harness_anomalies(
     counts: Counts, langs: Mapping[str, str], buckets: int, day_s: int
 ) -> list[dict[str, Any]]:
     """The detector's anomalies over the counts, through the harness, in event time."""
-    os.environ["MW_DETECTOR_DAY_S"] = str(day_s)
-    h = Harness(DipDetector)
+    h = Harness(DipDetector(DetectorSettings(detector_day_s=day_s)))
     by_bucket: dict[int, list[tuple[str, int]]] = {}
     for key, series in counts.items():
         for bucket, n in series.items():

@@ -17,13 +17,10 @@ from services.injector.realistic import RealisticScenario, RealisticTraffic
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-def test_the_services_report_what_the_harness_reports(
-    stack: LocalStack, namespace: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_services_report_what_the_harness_reports(stack: LocalStack, namespace: str) -> None:
     scenario = RealisticScenario(keys=24, days=2, rate=150.0, bursts_per_week=3.0, outages_per_week=4.0)
     traffic = RealisticTraffic(scenario, START_MS)
     assert traffic.anomalies(), "the scenario must hold labelled anomalies"
-    monkeypatch.setenv("MW_DETECTOR_DAY_S", str(scenario.day_s))
     harness = harness_anomalies(traffic.counts(), traffic.langs, traffic.buckets, scenario.day_s)
     opened = [a for a in harness if a["phase"] == "OPEN"]
     assert opened and any(a["phase"] == "CLOSE" for a in harness)

@@ -10,7 +10,7 @@ input: it does not hold the watermark (the batch job publishes only now and then
 
 Anomalies are episodes (``phase`` OPEN, then CLOSE). Settings: ``MW_DETECTOR_DAY_S``
 (the daily rhythm's period, seconds) and ``MW_DETECTOR_BUDGET`` (expected false
-episodes per query per day), read when the computation is created.
+episodes per query per day), read when the computation is created (or given).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ class DipDetector(Computation):
     outputs = (Output("anomalies", schema="zeitgeist.Anomaly"),)
     state = JsonCodec[dict[str, Any]]()
 
-    def __init__(self) -> None:
-        settings = DetectorSettings.load()
+    def __init__(self, settings: DetectorSettings | None = None) -> None:
+        settings = settings or DetectorSettings.load()
         self.day, self.budget = settings.detector_day_s, settings.detector_budget
 
     def _model(self, ctx: Context) -> QueryModel:
