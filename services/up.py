@@ -91,7 +91,7 @@ class Zeitgeist:
         return {
             "records_injected": counts.get("queries", 0),
             "windows_produced": counts.get("window_counts", 0),
-            "anomalies_reported": len(self.anomalies),
+            "anomalies_reported": quality["anomalies_reported"],  # episodes: their OPEN reports
             "scripted_detectable": quality["scripted_detectable"],
             "precision": quality["precision"],
             "recall": quality["recall"],

@@ -66,10 +66,11 @@ def test_the_summary_scores_what_was_reported(tmp_path: Path) -> None:
         "observed": 99.0,
     }
     z.on_record("anomalies", anomaly, b"id-1")
+    z.on_record("anomalies", {**anomaly, "phase": "CLOSE", "detected_bucket": hit["end"]}, b"id-2")
     last = z.view_lines()[-1]
     assert last.endswith(" scripted") and "not scripted" not in last
     summary = z.summary({"queries": 7, "window_counts": 3}, {"dip_detector": hit["end"]})
     assert list(summary) == ZEITGEIST_FIELDS
     assert summary["records_injected"] == 7 and summary["windows_produced"] == 3
-    assert summary["anomalies_reported"] == 1 and summary["precision"] == 1.0
+    assert summary["anomalies_reported"] == 1 and summary["precision"] == 1.0  # one episode: OPEN, CLOSE
     assert summary["scripted_detectable"] >= 1
