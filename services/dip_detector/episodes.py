@@ -212,13 +212,15 @@ class CountModel:
                 down = min(down, lower(total, m, k))
         return up, down
 
-    def _new_onset(self, x: int) -> bool:
-        """Within a spike: ``x`` is far above even the episode's last ``CLOSE_AFTER``
-        counts (a new burst, not this one going on or decaying)."""
+    def _new_onset(self, x: int) -> float | None:
+        """Within a spike: the p-value of ``x`` against the episode's last
+        ``CLOSE_AFTER`` counts if it is far above even those (a new burst, not this one
+        going on or decaying), else None."""
         if self.since < CLOSE_AFTER:
-            return False
+            return None
         m = max(sum(c for c, _ in self.recent[-CLOSE_AFTER - 1 : -1]) / CLOSE_AFTER, self.recent[-1][1])
-        return x > m and upper(x, m, self.dispersion(0)) < self.alpha
+        p = upper(x, m, self.dispersion(0)) if x > m else 1.0
+        return p if p < self.alpha else None
 
     def _back_to_normal(self) -> bool:
         """The last ``CLOSE_AFTER`` buckets, summed, are no longer beyond their
@@ -240,7 +242,7 @@ class CountModel:
             if not (c > m + sd if kind == "SPIKE" else c < m - sd):
                 break
             back += 1
-        return bucket - 1000 * back
+        return bucket - BUCKET_MS * back
 
     # -- one bucket ----------------------------------------------------------------------
 
@@ -262,12 +264,11 @@ class CountModel:
                 # the buckets since its start are the anomaly's: never learned from
                 first = index - (bucket - self.start) // BUCKET_MS
                 self._learn_all([(i, c) for i, c in self.unlearned if i < first])
-        elif self.episode == "SPIKE" and self._new_onset(x):
+        elif self.episode == "SPIKE" and (onset := self._new_onset(x)) is not None:
             # a second burst on top of the first: its own episode
-            m = sum(c for c, _ in self.recent[-CLOSE_AFTER - 1 : -1]) / CLOSE_AFTER
             out.append(self._event("CLOSE", bucket, mu, x, up))
             self.start, self.since = bucket, 0
-            out.append(self._event("OPEN", bucket, m, x, upper(x, m, self.dispersion(0))))
+            out.append(self._event("OPEN", bucket, mu, x, onset))
         if self.episode is not None:
             self.since += 1
             p = up if self.episode == "SPIKE" else down
