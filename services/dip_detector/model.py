@@ -93,11 +93,15 @@ class QueryModel:
         return out + self._feed(bucket, count)
 
     def evaluate_until(self, bucket: int) -> list[dict[str, Any]]:
-        """Feed every bucket up to ``bucket`` not fed yet: no count came, so 0."""
+        """Feed every bucket up to ``bucket`` not fed yet: no count came, so 0. (A
+        dormant query's zeros more than a day back are skipped: the same whether its
+        timer or its next count brings them.)"""
         out: list[dict[str, Any]] = []
         if self.last is None:
             return out
         while self.last + BUCKET_MS <= bucket:
+            if self.next_bucket is None:
+                self.last = max(self.last, bucket - self.day * BUCKET_MS)
             out += self._feed(self.last + BUCKET_MS, 0)
         return out
 

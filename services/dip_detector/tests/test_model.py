@@ -91,6 +91,9 @@ def test_a_quiet_query_is_dormant_until_its_next_count() -> None:
     assert model.next_bucket is None
     feed(model, [3], start=400_000)
     assert model.last == 400_000  # the zeros in between were fed on its arrival
+    seen = model.model.seen
+    model.on_count(400_000 + 10 * DAY * 1000, 2)  # ten days later: only the last day's zeros
+    assert model.model.seen <= seen + DAY + 100  # (and the few before it went dormant again)
 
 
 def test_state_round_trips_through_json() -> None:
