@@ -7,11 +7,13 @@ run on it; ``kill(i)`` SIGKILLs one node, ``start_node(i)`` brings it back.
 from __future__ import annotations
 
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mwcore.tools.kafka_broker import CLUSTER_SETTINGS, KAFKA_VERSION, KafkaBroker, new_cluster_id
 from mwcore.tools.localproc import stop_processes
+from mwcore.transport.topics import broker_count
 
 
 @dataclass
@@ -60,6 +62,14 @@ class KafkaCluster:
                     n.launch(timeout)
             for n in self.nodes:
                 n.wait_ready(timeout)
+            # each node answers before the metadata every node serves lists them all
+            deadline = time.monotonic() + timeout
+            while broker_count(self.bootstrap) < len(self.nodes):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"the {len(self.nodes)} Kafka nodes did not all join within {timeout}s"
+                    )
+                time.sleep(0.1)
         except BaseException:
             self.stop()
             raise

@@ -177,6 +177,14 @@ def topic_partitions(bootstrap: str, timeout: float = 10.0) -> dict[str, int]:
     }
 
 
+def broker_count(bootstrap: str) -> int:
+    """How many brokers the cluster's metadata lists (0: no answer)."""
+    try:
+        return len(AdminClient(admin_config(bootstrap, log_level=0)).list_topics(timeout=1).brokers)
+    except Exception:
+        return 0
+
+
 def broker_ready(bootstrap: str) -> bool:
     """Whether the broker answers metadata and can coordinate a group (asking for a
     group's coordinator creates ``__consumer_offsets``: done once here, so the first
