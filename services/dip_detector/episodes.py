@@ -249,7 +249,8 @@ class CountModel:
     def observe(self, bucket: int, index: int, x: int) -> list[dict[str, Any]]:
         """The final count ``x`` of bucket ``bucket`` (ms; the ``index``-th bucket of
         the key's days, for the profile): what it opens or closes."""
-        s = self.slot(index)
+        prof = self.profile()
+        s = self.slot(index, prof)
         if self.seen == 0 and not self.recent and not self.unlearned:
             self.level = x / max(s, 1e-6)
         mu = self.level * s
@@ -284,15 +285,17 @@ class CountModel:
                 self.recent = []  # later tests do not sum over the episode
         else:
             waiting = [*self.unlearned, (index, x)]
-            self._learn_all(waiting[:-LEARN_LAG])
+            self._learn_all(waiting[:-LEARN_LAG], prof)  # nothing learned since prof was computed
             self.unlearned = waiting[-LEARN_LAG:]
             if self.seen >= WARMUP_BUCKETS:  # residuals around a level still settling are not noise
                 self._learn_dispersion()
         return out
 
-    def _learn_all(self, buckets: list[tuple[int, int]]) -> None:
-        for i, c in buckets:
-            self._learn(i, c, self.slot(i))
+    def _learn_all(self, buckets: list[tuple[int, int]], prof: list[float] | None = None) -> None:
+        """Learn ``buckets`` in order (``prof``: the profile as it is now, if known:
+        the first is learned under it, the rest under the profile as it becomes)."""
+        for j, (i, c) in enumerate(buckets):
+            self._learn(i, c, self.slot(i, prof if j == 0 else None))
         self.unlearned = []
 
     def _event(self, phase: str, bucket: int, mu: float, x: int, p: float) -> dict[str, Any]:
