@@ -1,6 +1,6 @@
 """Watermark lag of a three-stage pipeline at a steady rate.
 
-Run: ``.venv/bin/python bench/watermark_lag.py [--rate 2000] [--seconds 20]``.
+Run: ``.venv/bin/python bench/watermark_lag.py [--rate 2000] [--seconds 20] [--witness-gate on|off]``.
 
 Starts a local stack, the watermark authority and one worker per stage
 (``bench/stages.py``: injector -> stage1 -> stage2 -> stage3, pass-through), then
@@ -9,9 +9,11 @@ watermark follows the clock. Every 20 ms it samples, from the watermark topic, e
 stage's input watermark and the injector's watermark, and measures how far each is
 behind the wall clock. The first seconds (joining, warming up) are left out.
 
-The last line is JSON: per stage the median and p95 lag (ms), the first stage's lag
-behind the injector's watermark, and ``added_lag_per_stage_ms`` (the mean, over
-stages 2 and 3, of how much each adds to the median lag of the one before).
+The last line is JSON: ``witness_gate`` (whether the stages' productions and reports
+wait for the commit witness, ``MW_WITNESS_GATE``: on by default), per stage the median
+and p95 lag (ms), the first stage's lag behind the injector's watermark, and
+``added_lag_per_stage_ms`` (the mean, over stages 2 and 3, of how much each adds to the
+median lag of the one before).
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ ROOT = Path(__file__).resolve().parent.parent
 STAGES = ("stage1", "stage2", "stage3")
 
 
-def env(stack: LocalStack, namespace: str) -> dict[str, str]:
+def env(stack: LocalStack, namespace: str, witness_gate: bool) -> dict[str, str]:
     return {
         **os.environ,
+        "MW_WITNESS_GATE": "1" if witness_gate else "0",
         "MW_BOOTSTRAP": stack.bootstrap,
         "MW_REDIS_URL": stack.redis_url,
         "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
@@ -59,11 +62,15 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=2000, help="records per second")
     parser.add_argument("--seconds", type=float, default=20, help="measured seconds (after warm-up)")
     parser.add_argument("--warmup", type=float, default=8)
+    parser.add_argument(
+        "--witness-gate", choices=("on", "off"), default="on", help="MW_WITNESS_GATE of the stages"
+    )
     args = parser.parse_args()
+    gate = args.witness_gate == "on"
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     namespace = f"wmlag{os.getpid()}"
     with LocalStack() as stack:
-        e = env(stack, namespace)
+        e = env(stack, namespace, gate)
         procs = [subprocess.Popen([sys.executable, "-m", "mwcore", "authority"], env=e, cwd=ROOT)]
         procs += [
             subprocess.Popen(
@@ -131,6 +138,7 @@ def main() -> None:
         raise SystemExit(f"no watermark samples for {missing}: did the stages start?")
     med = {s: statistics.median(v) for s, v in lags.items()}
     result = {
+        "witness_gate": gate,
         "rate_records_per_s": args.rate,
         "seconds": args.seconds,
         "lag_ms": {s: {"median": round(med[s]), "p95": pct(v, 0.95)} for s, v in lags.items()},

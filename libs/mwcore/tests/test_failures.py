@@ -168,8 +168,8 @@ class FakeConsumer:
     def assignment(self) -> list[Any]:
         return []
 
-    def commit(self, offsets: Any, asynchronous: bool = True) -> None:
-        return None
+    def commit(self, offsets: Any, asynchronous: bool = True) -> bool:
+        return True
 
     def committed(self, parts: Any, timeout: float = 0) -> list[Any]:
         return []  # no witness yet

@@ -20,13 +20,15 @@ them apart from the store, and a member fenced out of the group cannot write the
   see therefore only loses checkpoints nothing was produced from; processing them again
   produces what was never sent.
 
-Witness writes are asynchronous and many may be in flight; each carries its counts, so
-the confirmation (the consumer's ``on_commit`` callback) says exactly what it covers.
+Witness writes are asynchronous, one in flight at a time (``Witness``); each carries its
+counts, so the confirmation (the consumer's ``on_commit`` callback) says exactly what it
+covers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from mwcore.errors import StoreRollbackError
@@ -38,7 +40,7 @@ _PREFIX = "mw:"
 class Committer(Protocol):
     """What the witness needs of the group member (``transport.consumer.GroupConsumer``)."""
 
-    def commit(self, offsets: Sequence[Offset], asynchronous: bool = True) -> None: ...
+    def commit(self, offsets: Sequence[Offset], asynchronous: bool = True) -> bool: ...
     def committed(self, parts: Iterable[Part], timeout: float = 10.0) -> list[Offset]: ...
 
 
@@ -57,13 +59,32 @@ def decode(metadata: str | None) -> int:
 
 
 class Witness:
-    """Witness writes of one worker, and what Kafka has confirmed, per interval index."""
+    """Witness writes of one worker, and what Kafka has confirmed, per interval index.
 
-    def __init__(self, topics: Iterable[str]) -> None:
+    One write is in flight at a time; what is wanted meanwhile is coalesced into the
+    next one, sent as soon as the broker answers. The group coordinator handles a
+    member's offset commits one after another, so a write per commit (a hundred a
+    second under load) queued up behind each other and a checkpoint waited seconds for
+    its witness; coalesced, it waits one or two round trips.
+    """
+
+    def __init__(
+        self,
+        topics: Iterable[str],
+        clock: Callable[[], float] = time.monotonic,
+        answer_timeout_s: float = 10.0,
+        retry_s: float = 0.05,
+    ) -> None:
         self.topics = list(topics)
         self.confirmed: dict[int, int] = {}  # index -> highest commit count Kafka confirmed
         self._wanted: dict[int, tuple[int, dict[str, int]]] = {}  # index -> (commits, positions)
         self.newly_confirmed: set[int] = set()  # indexes whose confirmation moved (for the worker)
+        self._clock = clock
+        self._answer_timeout_s = answer_timeout_s  # a write never answered stops blocking after it
+        self._retry_s = retry_s  # after a failed write, the next waits this long
+        self._in_flight: dict[int, tuple[int, dict[str, int]]] = {}  # the write awaiting its answer
+        self._sent_at: float | None = None
+        self._not_before = 0.0
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -78,34 +99,59 @@ class Witness:
 
     def forget(self, index: int) -> None:
         self._wanted.pop(index, None)
+        self._in_flight.pop(index, None)
         self.confirmed.pop(index, None)
         self.newly_confirmed.discard(index)
 
-    def _offsets(self) -> list[Offset]:
+    @property
+    def in_flight(self) -> bool:
+        """A write awaits its answer (what is wanted meanwhile waits for it)."""
+        return self._sent_at is not None and self._clock() - self._sent_at < self._answer_timeout_s
+
+    def _offsets(self, wanted: dict[int, tuple[int, dict[str, int]]]) -> list[Offset]:
         offsets = []
-        for index, (commits, positions) in self._wanted.items():
+        for index, (commits, positions) in wanted.items():
             meta = encode(commits)
             for fld, off in positions.items():
                 topic, _, part = fld.rpartition(":")
                 assert int(part) == index, fld
                 offsets.append(Offset(topic, index, off, meta))
-        self._wanted = {}
         return offsets
 
     def flush(self, consumer: Committer) -> None:
-        """Write what is wanted, asynchronously (``on_committed`` confirms)."""
-        if self._wanted:
-            consumer.commit(self._offsets(), asynchronous=True)
+        """Write what is wanted, asynchronously (``on_committed`` confirms), unless a
+        write is in flight: then with the next flush after its answer."""
+        if not self._wanted or self.in_flight or self._clock() < self._not_before:
+            return
+        wanted, self._wanted = self._wanted, {}
+        if consumer.commit(self._offsets(wanted), asynchronous=True):
+            self._in_flight = wanted
+            self._sent_at = self._clock()
+        else:
+            self._retry(wanted)
 
     def flush_sync(self, consumer: Committer) -> None:
         """Write what is wanted and wait (a hand-over: no callback will be served)."""
         if self._wanted:
-            consumer.commit(self._offsets(), asynchronous=False)
+            wanted, self._wanted = self._wanted, {}
+            if not consumer.commit(self._offsets(wanted), asynchronous=False):
+                self._retry(wanted)
 
     def on_committed(self, offsets: list[Offset]) -> None:
-        """What Kafka confirmed (the group member's ``on_committed``)."""
+        """The answer to a write: what Kafka confirmed (the group member's
+        ``on_committed``; a part that failed is left out, and written again)."""
         for o in offsets:
             self._confirm(o.partition, decode(o.metadata))
+        sent, self._in_flight, self._sent_at = self._in_flight, {}, None
+        failed = {i: w for i, w in sent.items() if self.confirmed.get(i, -1) < w[0]}
+        if failed:
+            self._retry(failed)
+
+    def _retry(self, failed: dict[int, tuple[int, dict[str, int]]]) -> None:
+        """Write ``failed`` again with the next flush (a newer want of an index wins)."""
+        self._not_before = self._clock() + self._retry_s
+        for index, w in failed.items():
+            self._wanted.setdefault(index, w)
 
     def _confirm(self, index: int, commits: int) -> None:
         if commits > self.confirmed.get(index, -1):

@@ -164,10 +164,11 @@ class GroupConsumer:
         got = self._c.committed(_tps(parts), timeout=timeout)
         return [Offset(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in got]
 
-    def commit(self, offsets: Sequence[Offset], asynchronous: bool = True) -> None:
+    def commit(self, offsets: Sequence[Offset], asynchronous: bool = True) -> bool:
         """Commit ``offsets``; ``on_committed`` gets what was written (at a later poll,
-        when asynchronous). A member out of the group cannot commit: logged, not raised
-        (the next commit tries again)."""
+        when asynchronous: once per commit, also when it failed). False if the commit
+        could not be made: a member out of the group cannot commit (logged, not raised:
+        the caller tries again)."""
         tps = [TopicPartition(o.topic, o.partition, o.offset, metadata=o.metadata) for o in offsets]
         try:
             if asynchronous:
@@ -176,6 +177,8 @@ class GroupConsumer:
                 self._committed_cb(None, self._c.commit(offsets=tps, asynchronous=False) or [])
         except KafkaException as exc:
             log.warning("offset_commit_failed", group=self.group, error=str(exc))
+            return False
+        return True
 
     def _committed_cb(self, err: Any, tps: list[TopicPartition]) -> None:
         if err is not None:
