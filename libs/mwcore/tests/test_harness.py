@@ -63,3 +63,15 @@ def test_a_state_the_codec_cannot_encode_is_a_failure_and_leaves_no_trace() -> N
     assert h.state("a") == Tally(2) and len(h.values("sums")) == 1  # the failed call: nothing
     with pytest.raises(SerializationError):
         harness().send("numbers", {"n": 7}, 1, key="a")
+
+
+def test_wall_time_timers_fire_as_the_wall_clock_is_moved() -> None:
+    from mwcore.examples.running_sum import FLUSH_MS, RunningSum
+
+    h = Harness(RunningSum, SchemaRegistry.from_directory(SCHEMAS), wall_ms=1_000)
+    h.send("numbers", {"n": 3}, 10, key="a")
+    h.send("numbers", {"n": 4}, 20, key="a")  # the flush timer is already set: not again
+    assert h.advance_wall(FLUSH_MS - 1) == 0 and h.values("totals") == []
+    assert h.advance_wall(1) == 1
+    assert h.values("totals") == [{"key": "a", "total": 7, "count": 2}]
+    assert h.pending_timers() == 0

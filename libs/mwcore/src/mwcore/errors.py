@@ -65,7 +65,3 @@ class UnknownSchemaError(SerializationError):
 class SchemaLookupError(MwError):
     """The schemas topic could not be read. Not the record's fault: the worker stops
     (and its supervisor restarts it) rather than dead-letter a record it could read."""
-
-
-class TimestampError(MwError):
-    """A production carries a timestamp older than the record or timer it derives from."""

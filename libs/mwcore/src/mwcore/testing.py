@@ -1,5 +1,5 @@
 """Testing computations in memory: ``Harness`` runs one as the runtime would, without
-Kafka or Redis (see ``mwcore.runtime.harness``)::
+Kafka or Redis (see ``mwcore.runtime.harness``, on the runtime's in-memory engine)::
 
     h = Harness(Windower)
     h.send("queries", {"query": "a", ...}, timestamp=1_000, key="a")
@@ -12,7 +12,8 @@ Kafka or Redis (see ``mwcore.runtime.harness``)::
 """
 
 from mwcore.archive.batch import Encoded, KeyRunner
-from mwcore.runtime.harness import Failure, Harness, Produced
+from mwcore.runtime.harness import Harness, Produced
+from mwcore.runtime.in_memory import Failure
 from mwcore.serde.avro import find_schemas
 from mwcore.serde.examples import example_value
 

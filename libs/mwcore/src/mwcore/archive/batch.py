@@ -3,7 +3,7 @@ timestamp order, the watermark at the end of the data (or infinity) at the end.
 
 The unit of work is one key: its input records (of every input stream, sorted by
 timestamp, records before timers at the same time) run through the runtime's own
-context, codec and timer queue (``mwcore.runtime.harness.Harness``). Before each record every
+context, codec and timer queue (``mwcore.runtime.in_memory.InMemoryRunner``). Before each record every
 event-time timer of the key below the record's timestamp fires, as it would have
 under an exact watermark; after the last record the watermark goes to the end of
 time. Record ids are those of the archive, so productions carry the very ids the
@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from mwcore.api import ids
 from mwcore.api.computation import Computation
-from mwcore.runtime.harness import Harness
+from mwcore.runtime.in_memory import InMemoryRunner
 from mwcore.serde.avro import SchemaRegistry
 
 
@@ -44,14 +45,14 @@ class KeyRunner:
         """``end_ms``: the watermark after the last record (None: the end of time; a
         computation that re-arms a timer at every step then never finishes, so a bounded
         replay passes the end of its data)."""
-        self.h = Harness(computation, registry, raise_errors=False)
+        self.run = InMemoryRunner(computation, registry)
         self.end_ms = end_ms
         self.failures = 0
         self.duplicates = 0
 
     def run_key(self, records: Iterable[Encoded]) -> Iterator[Encoded]:
         """The key's productions, in the order the computation made them."""
-        h = self.h
+        run = self.run
         seen: set[tuple[str, bytes]] = set()
         for r in sorted(records, key=lambda r: (r.timestamp, r.stream, r.id)):
             if r.id:
@@ -59,28 +60,13 @@ class KeyRunner:
                     self.duplicates += 1
                     continue
                 seen.add((r.stream, r.id))
-            h.advance_watermark(r.timestamp)  # timers strictly below the record fire first
-            h.send_encoded(r.stream, r.value, r.timestamp, key=r.key, record_id=r.id or None)
+            run.advance_watermark(r.timestamp)  # timers strictly below the record fire first
+            run.process_encoded(r.stream, r.value, r.timestamp, r.key, r.id or ids.random_id())
         if self.end_ms is None:
-            h.finish()
+            run.finish()
         else:
-            h.advance_watermark(self.end_ms)
-        h.reset_time()  # timers beyond the end stay unfired; the next key starts at the beginning
-        self.failures += len(h.take_failures())  # the streaming runtime dead-letters them
-        for p in h.take_productions():
+            run.advance_watermark(self.end_ms)
+        run.reset_time()  # timers beyond the end stay unfired; the next key starts at the beginning
+        self.failures += len(run.take_failures())  # the streaming runtime dead-letters them
+        for p in run.take_productions():
             yield Encoded(p.topic, (p.key or b"").decode(), p.timestamp, p.id, p.value)
-
-
-def run_batch(
-    computation: type[Computation],
-    registry: SchemaRegistry,
-    records: Iterable[Encoded],
-    end_ms: int | None = None,
-) -> Iterator[Encoded]:
-    """Run ``computation`` over records of any keys (grouped here, in memory)."""
-    by_key: dict[str, list[Encoded]] = {}
-    for r in records:
-        by_key.setdefault(r.key, []).append(r)
-    runner = KeyRunner(computation, registry, end_ms)
-    for key in sorted(by_key):
-        yield from runner.run_key(by_key[key])

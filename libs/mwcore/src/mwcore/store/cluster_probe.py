@@ -57,13 +57,3 @@ def primary_port(port: int, key: str) -> int:
     finally:
         c.close()
     raise LookupError(f"no node serves {key}")
-
-
-def role(port: int) -> str:
-    """``master`` or ``slave``."""
-    c = _node(port)
-    try:
-        info: Any = c.info("replication")
-        return str(info["role"])
-    finally:
-        c.close()

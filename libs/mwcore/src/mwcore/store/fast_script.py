@@ -172,10 +172,6 @@ class FastScript:
         return replies
 
 
-def _bytes(arg: Arg) -> bytes:
-    return arg if isinstance(arg, bytes) else str(arg).encode()
-
-
 def _round_trip(conn: Any, packed: list[bytes], replicas: int, wait_ms: int) -> list[Any]:
     waits = replicas > 0
     if waits:

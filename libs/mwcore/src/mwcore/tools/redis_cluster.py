@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from mwcore.errors import ConfigError
-from mwcore.store.cluster_probe import primary_port, role, settled
+from mwcore.store.cluster_probe import primary_port, settled
 from mwcore.tools.localproc import free_port
 from mwcore.tools.localstack import RedisServer
 
@@ -103,9 +103,6 @@ class LocalRedisCluster:
             if node.proc is None:
                 node.start(timeout)
         self.wait_ok(timeout)
-
-    def primaries_now(self) -> list[RedisServer]:
-        return [n for n in self.nodes if n.proc is not None and role(n.port) == "master"]
 
     def stop(self) -> None:
         for node in self.nodes:
