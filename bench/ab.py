@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.throughput import PARTITIONS, ROOT, load, run_worker, steady_latency
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 
 

@@ -44,7 +44,7 @@ from bench.throughput import PARTITIONS, positions, raw_consume, worker_env
 from mwcore.api.clock import MIN_WATERMARK
 from mwcore.archive.spark.source import read_archive
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import end_offsets, ensure_topics, topic_name
 from mwcore.transport.writer import SourceWriter
 from services.injector.scenario import Scenario, Traffic

@@ -76,7 +76,7 @@ def main() -> None:
     from bench.archive import load
     from bench.throughput import PARTITIONS
     from mwcore.serde.avro import SchemaRegistry
-    from mwcore.tools.localstack import LocalStack
+    from mwcore.tools.stack.localstack import LocalStack
     from mwcore.transport.topics import ensure_topics, topic_name
 
     runs = []

@@ -49,10 +49,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*, test
 from bench.chaos_actors import INTERVALS, Feeder, Monitor, connect, drain_state, drained, wait_for
 from bench.chaos_check import COMPUTATION, Findings, check
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.kafka_broker import KafkaBroker
-from mwcore.tools.kafka_cluster import KafkaCluster
-from mwcore.tools.localstack import LocalKafka, LocalRedis, LocalStack, RedisServer
-from mwcore.tools.redis_cluster import LocalRedisCluster
+from mwcore.tools.stack.kafka_broker import KafkaBroker
+from mwcore.tools.stack.kafka_cluster import KafkaCluster
+from mwcore.tools.stack.localstack import LocalKafka, LocalRedis, LocalStack, RedisServer
+from mwcore.tools.stack.redis_cluster import LocalRedisCluster
 from mwcore.transport.topics import end_offsets, topic_name
 from tests.support.procs import ROOT, WorkerProc, worker_env
 

@@ -17,10 +17,10 @@ from bench.chaos_check import COMPUTATION
 from bench.chaos_pipeline import ChaosCount
 from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK
-from mwcore.runtime.injector import Injector
+from mwcore.injector.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import is_cluster_node
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 
 INTERVALS = ChaosCount.partitions
 KEYS = 500

@@ -37,7 +37,7 @@ from bench.chaos import Run
 from bench.chaos_actors import INTERVALS, Feeder, Monitor, drained, wait_for
 from bench.chaos_check import check
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localstack import LocalStack, RedisServer
+from mwcore.tools.stack.localstack import LocalStack, RedisServer
 from mwcore.transport.topics import end_offsets, topic_name
 from tests.support.procs import ROOT
 

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.tools.localproc import stop_processes
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localproc import stop_processes
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 from mwcore.transport.watermark_topic import WatermarkFeed
 from services.injector.logs import file_name, record_line, write_atomically

@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.throughput import PARTITIONS, feed_steadily, worker_env
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localproc import free_port
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localproc import free_port
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import consumer_config, ensure_topics, producer_config, topic_name
 
 ROOT = Path(__file__).resolve().parent.parent

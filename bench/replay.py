@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*, serv
 
 from bench.archive import START_MS, load
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics
 
 ROOT = Path(__file__).resolve().parent.parent

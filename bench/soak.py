@@ -31,8 +31,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mwcore.api.clock import MIN_WATERMARK
-from mwcore.tools.localproc import stop_processes
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localproc import stop_processes
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import end_offsets, ensure_topics
 from mwcore.transport.watermark_topic import WatermarkFeed
 from services.injector.generator import write_scenario

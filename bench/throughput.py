@@ -41,7 +41,7 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from mwcore.api import ids
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import consumer_config, ensure_topics, producer_config, topic_name
 from mwcore.transport.writer import SourceWriter
 

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import redis
 
-from mwcore.runtime.injector import Injector
+from mwcore.injector.injector import Injector
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.watermark_topic import WatermarkFeed
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -46,7 +46,7 @@ if ! command -v mvn >/dev/null 2>&1; then
 fi
 
 stamp="$VENV/.mw-bootstrap"
-inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/src/mwcore/tools/kafka_broker.py libs/mwcore/src/mwcore/archive/spark/session.py"
+inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/src/mwcore/tools/stack/kafka_broker.py libs/mwcore/src/mwcore/archive/spark/session.py"
 if [ -f "$stamp" ] && [ -z "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
   exit 0
 fi
@@ -60,8 +60,8 @@ say "pip install mwcore[spark], the services' and the dev tools' requirements in
   | grep -v '^WARNING: Location' || true
 "$VENV/bin/python" -c "import mwcore, confluent_kafka, fastavro, redis, pyspark, scipy" \
   || { say "install failed"; exit 1; }
-# The broker: a pinned Apache Kafka from Maven Central, cached (see mwcore/tools/kafka_broker.py).
-"$VENV/bin/python" -m mwcore.tools.kafka_broker fetch
+# The broker: a pinned Apache Kafka from Maven Central, cached (see mwcore/tools/stack/kafka_broker.py).
+"$VENV/bin/python" -m mwcore.tools.stack.kafka_broker fetch
 # Spark's Kafka source (archive reads go through it): resolved by Spark into its Ivy
 # cache (~/.ivy2*), once; later sessions find it there.
 say "Spark's Kafka source into Spark's package cache (the first time: about 30 MB)"

@@ -5,7 +5,7 @@ they find: the traffic generator writes query logs in real time for the injector
 the run's directory), each anomaly reported is checked against the generator's script
 (``truth.jsonl``) as it comes, the live view lists the latest, and the summary gives
 precision, recall and detection delays. It uses no mwcore internals: ``mw up`` calls
-it through built-in types only (``mwcore.tools.up_plan.Pipeline``).
+it through built-in types only (``mwcore.tools.up.plan.Pipeline``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import redis
 
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 
 ROOT = Path(__file__).resolve().parent.parent
 

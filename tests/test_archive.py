@@ -18,7 +18,7 @@ import pytest
 
 from mwcore.archive.spark.source import read_archive
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 from mwcore.transport.writer import SourceWriter
 from tests.conftest import ROOT

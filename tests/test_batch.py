@@ -21,7 +21,7 @@ import pytest
 
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.cli import main
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from services.injector.generator import generate
 from services.injector.scenario import Scenario
 from tests.conftest import ROOT

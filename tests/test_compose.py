@@ -82,7 +82,7 @@ def test_the_dockerfile_check_catches_a_missing_line(doc: dict[str, Any], tmp_pa
 
 
 def test_compose_runs_the_embedded_brokers_version_and_settings(doc: dict[str, Any]) -> None:
-    from mwcore.tools.kafka_broker import GUARANTEE_SETTINGS, KAFKA_VERSION
+    from mwcore.tools.stack.kafka_broker import GUARANTEE_SETTINGS, KAFKA_VERSION
     from tests.support.compose import kafka_env_name
 
     kafka = doc["services"]["kafka"]

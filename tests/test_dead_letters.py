@@ -21,7 +21,7 @@ import pytest
 from mwcore.api import ids
 from mwcore.api.context import MAX_VALUE_BYTES
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from mwcore.transport.writer import SourceWriter
 from tests.support.computations import filler

@@ -11,7 +11,7 @@ import pytest
 
 from bench.detection import START_MS, harness_anomalies
 from bench.detection_services import through_services
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from services.injector.realistic import RealisticScenario, RealisticTraffic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

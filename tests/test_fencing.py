@@ -24,7 +24,7 @@ import pytest
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from mwcore.transport.writer import SourceWriter
 from tests.support.procs import joined, wait_until

@@ -1,4 +1,4 @@
-"""Three Apache Kafka brokers (``mwcore.tools.kafka_cluster``): every stream the kit
+"""Three Apache Kafka brokers (``mwcore.tools.stack.kafka_cluster``): every stream the kit
 creates has three replicas and needs two in sync, and a broker SIGKILLed while workers
 run loses nothing and duplicates nothing (it comes back and catches up).
 """
@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # t
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import default_wait_replicas, is_cluster
 from mwcore.store.client import redis_client as connect_redis
-from mwcore.tools.kafka_cluster import KafkaCluster
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.kafka_cluster import KafkaCluster
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import admin_config, topic_name
 from mwcore.transport.writer import SourceWriter
 from tests.support.procs import ROOT, joined, wait_until

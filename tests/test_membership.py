@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from tests.support.procs import WorkerProc, wait_until
 from tests.support.running_sum import PARTITIONS, Deployment
 

@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
-from mwcore.tools.localstack import LocalStack, free_port
+from mwcore.tools.stack.localstack import LocalStack, free_port
 from mwcore.transport.topics import ensure_topics
 from mwcore.transport.writer import SourceWriter
 from tests.conftest import ROOT

@@ -25,7 +25,7 @@ from mwcore.archive.spark.batch import decoded as batch_decoded
 from mwcore.archive.spark.batch import run_computation
 from mwcore.archive.spark.source import read_archive
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import end_offsets, topic_name
 from services.injector.generator import generate
 from services.injector.scenario import Scenario, Traffic

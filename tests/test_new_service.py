@@ -24,7 +24,7 @@ import pytest
 
 from mwcore.api.clock import MIN_WATERMARK
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from services.injector.generator import generate
 from services.injector.scenario import Scenario

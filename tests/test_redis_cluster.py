@@ -1,7 +1,7 @@
 """The guarantees on a real Redis Cluster (three primaries, each with a replica).
 
 The exactly-once, fencing, timer and watermark tests run again here, unchanged, with
-``MW_REDIS_URL`` naming one node of a local cluster (``tools/redis_cluster.py``): every
+``MW_REDIS_URL`` naming one node of a local cluster (``tools/stack/redis_cluster.py``): every
 command the kit sends must touch keys of one hash slot, or the cluster refuses it
 (``CROSSSLOT``), so these tests fail on any command that does not.
 
@@ -29,8 +29,8 @@ from mwcore.store.client import redis_client as connect_redis
 from mwcore.store.fast_script import NotReplicatedError
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
-from mwcore.tools.localstack import LocalStack
-from mwcore.tools.redis_cluster import LocalRedisCluster
+from mwcore.tools.stack.localstack import LocalStack
+from mwcore.tools.stack.redis_cluster import LocalRedisCluster
 from mwcore.transport.writer import SourceWriter
 from tests.support.procs import WorkerProc, joined, wait_until
 from tests.support.running_sum import Deployment, Injector, InputRecord, make_inputs, verify

@@ -21,7 +21,7 @@ import pytest
 
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 from mwcore.transport.writer import SourceWriter
 from tests.support.computations import residue_of

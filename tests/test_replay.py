@@ -25,7 +25,7 @@ import pytest
 
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import end_offsets, topic_name
 from services.dip_detector.offline import detect
 from services.injector.generator import generate

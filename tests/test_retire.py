@@ -34,12 +34,12 @@ from typing import Any
 
 import pytest
 
-from mwcore.runtime.injector import Injector
+from mwcore.injector.injector import Injector
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.watermark_topic import WatermarkFeed
-from mwcore.watermarks.reports import retired_key, topology_key
+from mwcore.watermarks.report_format import retired_key, topology_key
 from tests.conftest import ROOT
 from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.watermarks import Published, authority, injector, windows

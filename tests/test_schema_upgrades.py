@@ -37,9 +37,9 @@ import redis
 
 from mwcore.api import ids
 from mwcore.errors import ConfigError
-from mwcore.runtime.injector import Injector
+from mwcore.injector.injector import Injector
 from mwcore.serde.avro import SchemaRegistry, decode_any
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import end_offsets, topic_name
 from mwcore.transport.writer import SourceWriter

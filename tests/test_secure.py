@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.kafka_broker import KafkaBroker
+from mwcore.tools.stack.kafka_broker import KafkaBroker
 from mwcore.transport.preflight import check_kafka
 from mwcore.transport.writer import SourceWriter
 from tests.support.procs import ROOT, joined, wait_until

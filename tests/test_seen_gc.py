@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mwcore.runtime.injector import Injector
+from mwcore.injector.injector import Injector
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.watermarks import authority
 

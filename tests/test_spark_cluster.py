@@ -25,8 +25,8 @@ import pyspark
 import pytest
 
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.tools.localproc import free_port, stop_processes, wait_for_port
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localproc import free_port, stop_processes, wait_for_port
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 from mwcore.transport.writer import SourceWriter
 from tests.conftest import ROOT

@@ -21,7 +21,7 @@ import pytest
 
 from mwcore.archive.spark.sink import content_id
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import end_offsets
 from tests.conftest import ROOT
 from tests.support.running_sum import PARTITIONS, Deployment, InputRecord, verify

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.writer import SourceWriter
 from tests.support.procs import wait_until
 from tests.support.running_sum import PARTITIONS, Deployment, InputRecord, verify

@@ -19,7 +19,7 @@ from mwcore.errors import FencedError
 from mwcore.store.checkpoint import Checkpoint
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore, TokenScheme
-from mwcore.tools.localstack import RedisServer
+from mwcore.tools.stack.localstack import RedisServer
 
 IV = IntervalId("tok", "comp", 0)
 

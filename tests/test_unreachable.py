@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mwcore.tools.localproc import free_port
-from mwcore.tools.localstack import LocalStack, RedisServer
+from mwcore.tools.stack.localproc import free_port
+from mwcore.tools.stack.localstack import LocalStack, RedisServer
 from tests.conftest import ROOT
 
 SERVICES = {

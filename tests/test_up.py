@@ -41,7 +41,7 @@ def mw_up(cwd: Path, seconds: int) -> dict[str, Any]:
 def test_mw_up_runs_the_pipeline_and_detects_the_scripted_anomalies() -> None:
     summary = mw_up(ROOT, 140)
     print(f"mw up summary: {json.dumps(summary)}")
-    from mwcore.tools.kafka_broker import KAFKA_VERSION
+    from mwcore.tools.stack.kafka_broker import KAFKA_VERSION
     from tests.test_up_pipeline import ZEITGEIST_FIELDS
 
     assert list(summary) == [  # as README.md shows them

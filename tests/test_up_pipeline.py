@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mwcore.api.computation import load_computation
 from mwcore.tools.project import find_project
-from mwcore.tools.up_plan import Pipeline, load_pipeline
+from mwcore.tools.up.plan import Pipeline, load_pipeline
 from services.injector.truth import load_truth
 from services.up import Zeitgeist, service_names
 from tests.conftest import ROOT

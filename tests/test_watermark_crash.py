@@ -27,11 +27,11 @@ from pathlib import Path
 import pytest
 
 from mwcore.api import ids
+from mwcore.injector.injector import Injector
 from mwcore.runtime.dead_letters import LATE_INDEX
-from mwcore.runtime.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import late_stream, topic_name
 from tests.support.procs import Background, WorkerProc, joined, wait_until, worker_env
 from tests.support.topics import read_topic

@@ -24,7 +24,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport import watermark_topic as feed
 from mwcore.transport.topics import producer_config
 from mwcore.transport.watermark_topic import ensure_watermark_topic

@@ -28,7 +28,7 @@ from mwcore.api.clock import MIN_WATERMARK
 from mwcore.errors import FencedError
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
-from mwcore.tools.localstack import LocalStack, free_port
+from mwcore.tools.stack.localstack import LocalStack, free_port
 from mwcore.transport.topics import late_stream, partition_counts, topic_name
 from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.topics import read_topic

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from services.dip_detector.offline import detect
 from services.injector.generator import generate

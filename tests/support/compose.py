@@ -7,7 +7,7 @@ class that loads); each such service's settings must load from the environment t
 file gives it; its health check must probe its metrics port; every service directory
 must have a compose service; the Dockerfile must ship what the commands need; and the
 ``kafka`` service must run the embedded broker's Apache Kafka version with the broker
-settings the guarantees rest on (``mwcore.tools.kafka_broker``).
+settings the guarantees rest on (``mwcore.tools.stack.kafka_broker``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from compose_spec import PyCompose
 
 from mwcore.errors import ConfigError
 from mwcore.process.settings import AuthoritySettings, WorkerSettings
-from mwcore.tools.kafka_broker import CLUSTER_SETTINGS, GUARANTEE_SETTINGS, KAFKA_VERSION
+from mwcore.tools.stack.kafka_broker import CLUSTER_SETTINGS, GUARANTEE_SETTINGS, KAFKA_VERSION
 from services.injector.settings import InjectorSettings
 from services.model_trainer.settings import TrainerSettings
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import redis
 
-from mwcore.tools.kafka_broker import KafkaBroker
-from mwcore.tools.localproc import die_with_parent, free_port, stop_process, wait_for_port
+from mwcore.tools.stack.kafka_broker import KafkaBroker
+from mwcore.tools.stack.localproc import die_with_parent, free_port, stop_process, wait_for_port
 
 PLAIN_USER, PLAIN_PASSWORD = "alice", "alice-kafka-s3cret"
 SCRAM_USER, SCRAM_PASSWORD = "bob", "bob-kafka-s3cret"

@@ -13,14 +13,14 @@ import redis
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from mwcore.api.clock import MIN_WATERMARK
-from mwcore.runtime.injector import Injector
+from mwcore.injector.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
-from mwcore.tools.localstack import LocalStack
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import consumer_config, topic_name
 from mwcore.transport.watermark_topic import ensure_watermark_topic
 from mwcore.watermarks.published import Watermarks
-from mwcore.watermarks.reports import NodeSpec, report_stream, stream_field, streams, topology_key
+from mwcore.watermarks.report_format import NodeSpec, report_stream, stream_field, streams, topology_key
 from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.topics import read_topic
 

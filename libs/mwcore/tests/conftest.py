@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from mwcore.tools.localstack import RedisServer
+from mwcore.tools.stack.localstack import RedisServer
 
 
 @pytest.fixture(scope="module")

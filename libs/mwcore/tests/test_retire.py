@@ -11,11 +11,11 @@ import pytest
 import redis
 
 from mwcore.errors import ConfigError, RefusedError
-from mwcore.store.reports import RedisReportSink
-from mwcore.store.retirements import RedisRetirements
+from mwcore.store.report_sink import RedisReportSink
+from mwcore.store.retire_log import RedisRetireLog
 from mwcore.watermarks import journal
 from mwcore.watermarks.model import MAX, MIN, Graph, Published
-from mwcore.watermarks.reports import (
+from mwcore.watermarks.report_format import (
     NodeSpec,
     Report,
     Segment,
@@ -176,7 +176,7 @@ def test_a_declaration_is_timed_and_ends_a_retirement(client: redis.Redis) -> No
 def test_retire_is_refused_while_workers_report_or_declare(client: redis.Redis) -> None:
     sink = RedisReportSink(client, "ns")
     sink.declare(A)
-    retirer = Retirer(RedisRetirements(client, "ns"), ends, "ns")
+    retirer = Retirer(RedisRetireLog(client, "ns"), ends, "ns")
     with pytest.raises(RefusedError, match=r"workers of a declared themselves 0\.\d s ago; stop them first"):
         retirer.retire("a")
     silent(client, "a", 20_000)
@@ -190,7 +190,7 @@ def test_retire_records_what_the_authority_needs_and_says_what_it_did(client: re
     for spec in (A, B, NodeSpec("a-rekey-events", "computation", ("events",), ("a-rekey-events",), 1)):
         client.hset(topology_key("ns"), spec.name, spec.encode())
         silent(client, spec.name, 16_000)
-    outcome = Retirer(RedisRetirements(client, "ns"), ends, "ns").retire("a")
+    outcome = Retirer(RedisRetireLog(client, "ns"), ends, "ns").retire("a")
     assert outcome.retired == ("a", "a-rekey-events") and outcome.consumers == ("b",)
     assert 16_000 <= outcome.quiet_ms < 18_000
     assert outcome.line().startswith("retired a and its rekey stage(s) a-rekey-events from namespace 'ns'")
@@ -199,17 +199,17 @@ def test_retire_records_what_the_authority_needs_and_says_what_it_did(client: re
     rec = Retirement.decode("a", client.hget(retired_key("ns"), "a") or b"")
     assert rec.spec == A and rec.ends == {("mid", 0): 7}
     assert abs(rec.at_ms - outcome.now_ms) < 1000
-    again = Retirer(RedisRetirements(client, "ns"), ends, "ns").retire("a")
+    again = Retirer(RedisRetireLog(client, "ns"), ends, "ns").retire("a")
     assert again.already is not None and again.line().startswith("a was already retired")
 
 
 def test_unknown_computations_and_injectors_are_refused(client: redis.Redis) -> None:
     client.hset(topology_key("ns"), "inj", INJ.encode())
     client.hset(topology_key("ns"), "b", B.encode())
-    retirer = Retirer(RedisRetirements(client, "ns"), ends, "ns")
+    retirer = Retirer(RedisRetireLog(client, "ns"), ends, "ns")
     with pytest.raises(RefusedError, match=r"no computation 'nope' in namespace 'ns' \(known: b\)"):
         retirer.retire("nope")
     with pytest.raises(RefusedError, match="'inj' is an injector"):
         retirer.retire("inj")
     with pytest.raises(ConfigError, match="too short"):
-        Retirer(RedisRetirements(client, "ns"), ends, "ns", quiet_s=5)
+        Retirer(RedisRetireLog(client, "ns"), ends, "ns", quiet_s=5)

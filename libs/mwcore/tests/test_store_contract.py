@@ -13,7 +13,7 @@ from mwcore.store.checkpoint import Checkpoint, TimerEntry, encode_entry, field_
 from mwcore.store.interface import CheckpointStore, IntervalId
 from mwcore.store.memory_store import MemoryCheckpointStore
 from mwcore.store.redis_store import RedisCheckpointStore
-from mwcore.tools.localstack import RedisServer
+from mwcore.tools.stack.localstack import RedisServer
 
 IV = IntervalId("contract", "comp", 0)
 

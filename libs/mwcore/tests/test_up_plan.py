@@ -13,9 +13,9 @@ import pytest
 from mwcore.errors import ConfigError
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.project import find_project
-from mwcore.tools.up_example import SCHEMAS, RunningSumPipeline
-from mwcore.tools.up_plan import NoHooks, Pipeline, Service, example_plan, load_pipeline, project_plan
-from mwcore.tools.up_view import lag_s
+from mwcore.tools.up.example import SCHEMAS, RunningSumPipeline
+from mwcore.tools.up.plan import NoHooks, Pipeline, Service, example_plan, load_pipeline, project_plan
+from mwcore.tools.up.view import lag_s
 
 HOOKS = """
 class Hooks:
@@ -70,7 +70,7 @@ def test_no_pipeline_named_means_no_hooks(tmp_path: Path) -> None:
     [
         ("no_such_module_here:Hooks", "cannot import no_such_module_here"),
         ("demo_up_hooks:Missing", "has no class or function Missing"),
-        ("demo_up_hooks:Half", "does not implement mwcore.tools.up_plan.Pipeline"),
+        ("demo_up_hooks:Half", "does not implement mwcore.tools.up.plan.Pipeline"),
     ],
 )
 def test_hooks_that_cannot_be_loaded(app: Path, target: str, says: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mwcore.watermarks.model import MAX, MIN, Graph, Options
-from mwcore.watermarks.reports import Grant, NodeSpec, Report, Segment, decode_entry
+from mwcore.watermarks.report_format import Grant, NodeSpec, Report, Segment, decode_entry
 
 
 def pipeline(options: Options | None = None, processes: int = 1) -> Graph:

@@ -43,10 +43,10 @@ from mwcore.serde.avro import AvroSerde, SchemaRegistry
 if TYPE_CHECKING:
     from mwcore.archive.spark.session import spark_session
     from mwcore.archive.spark.source import read_archive
+    from mwcore.injector.injector import Injector
     from mwcore.process.bootstrap import preflight
     from mwcore.process.run import InjectorSource, run_authority, run_computation, run_injector
     from mwcore.process.settings import InjectorSettings, load_settings
-    from mwcore.runtime.injector import Injector
     from mwcore.transport.topics import stream_partitions
 
 _LAZY = {
@@ -57,7 +57,7 @@ _LAZY = {
     "preflight": "mwcore.process.bootstrap",
     "InjectorSettings": "mwcore.process.settings",
     "load_settings": "mwcore.process.settings",
-    "Injector": "mwcore.runtime.injector",
+    "Injector": "mwcore.injector.injector",
     "stream_partitions": "mwcore.transport.topics",
     "read_archive": "mwcore.archive.spark.source",
     "spark_session": "mwcore.archive.spark.session",

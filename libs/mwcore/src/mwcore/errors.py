@@ -38,16 +38,16 @@ class StoreRollbackError(MwError):
     """The store holds fewer checkpoints of an interval than Kafka witnessed (witness.py):
     it lost committed checkpoints. The worker stops rather than produce from it."""
 
-    def __init__(self, interval: str, store_commits: int, witnessed: int) -> None:
+    def __init__(self, interval: str, store_commits: int, witnessed_commits: int) -> None:
         super().__init__(
             f"interval {interval}: the store has {store_commits} checkpoints but Kafka witnessed "
-            f"{witnessed}: it lost {witnessed - store_commits} committed checkpoints (restored from "
-            "an older copy, or run without appendfsync always). Stopped before producing from it; "
-            "see docs/reliability.md, 'A store that lost checkpoints'"
+            f"{witnessed_commits}: it lost {witnessed_commits - store_commits} committed checkpoints "
+            "(restored from an older copy, or run without appendfsync always). Stopped before "
+            "producing from it; see docs/reliability.md, 'A store that lost checkpoints'"
         )
         self.interval = interval
         self.store_commits = store_commits
-        self.witnessed = witnessed
+        self.witnessed_commits = witnessed_commits
 
 
 class CheckpointError(MwError):

@@ -34,7 +34,7 @@ from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.record import ID_HEADER, LATE_HEADER
 from mwcore.errors import ConfigError
-from mwcore.runtime.injector import Injector
+from mwcore.injector.injector import Injector
 from mwcore.serde.avro import SchemaRegistry, SchemaVersion, writer_fingerprint
 from mwcore.store.client import RedisClient
 from mwcore.transport.archive import Range, Slice, plan, read_slices

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from prometheus_client.core import Metric
 
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
+from mwcore.injector.injector import Injector
 from mwcore.process.metrics import ProcessMetrics, counter, gauge
-from mwcore.runtime.injector import Injector
 from mwcore.runtime.worker import Worker
 from mwcore.watermarks.authority import Authority
 

@@ -16,12 +16,12 @@ from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
 
 from mwcore.api.computation import Computation, load_computation
+from mwcore.injector.injector import Injector
 from mwcore.process import bootstrap, logs
 from mwcore.process.observe import instrument_authority, instrument_injector, instrument_workers
 from mwcore.process.pool import CHILD, Pool
 from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
 from mwcore.process.wiring import build_authority, build_injector, build_workers
-from mwcore.runtime.injector import Injector
 from mwcore.runtime.runner import Runner, tune_gc
 
 

@@ -6,17 +6,17 @@ from collections.abc import Mapping
 
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.computation import Computation
+from mwcore.injector.injector import Injector
 from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
 from mwcore.runtime.config import WorkerConfig
 from mwcore.runtime.faults import Faults
-from mwcore.runtime.injector import Injector
 from mwcore.runtime.worker import Worker
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.authority_log import RedisAuthorityLog
 from mwcore.store.client import REDIS_RETRIES, default_wait_replicas, redis_client
 from mwcore.store.manual_watermark import RedisWatermark
 from mwcore.store.redis_store import RedisCheckpointStore
-from mwcore.store.report_log import RedisReportLog
-from mwcore.store.reports import RedisReportSink
+from mwcore.store.report_sink import RedisReportSink
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.watermark_topic import TopicWatermark, WatermarkFeed, WatermarkPublisher
 from mwcore.watermarks.authority import Authority, AuthorityConfig
@@ -107,7 +107,7 @@ def build_authority(settings: AuthoritySettings) -> Authority:
         check_tokens=not settings.unsafe_accept_stale_reports,
         percentile=settings.authority_percentile,
     )
-    log = RedisReportLog(redis_client(settings.redis_url), settings.namespace)
+    log = RedisAuthorityLog(redis_client(settings.redis_url), settings.namespace)
     return Authority(log, WatermarkPublisher(settings.bootstrap, settings.namespace), config)
 
 

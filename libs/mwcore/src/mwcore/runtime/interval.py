@@ -35,7 +35,7 @@ from mwcore.runtime.timers import TimerQueue
 from mwcore.store.checkpoint import Checkpoint, Snapshot, TimerEntry, position_field
 from mwcore.store.interface import CheckpointStore, IntervalId
 from mwcore.transport.message import Message
-from mwcore.watermarks.reports import Report, encode_segments
+from mwcore.watermarks.report_format import Report, encode_segments
 
 
 @dataclass
@@ -215,10 +215,10 @@ class Interval:
                 oldest = ts
         return oldest
 
-    def witnessed(self) -> bool:
+    def is_witnessed(self) -> bool:
         """The commit witness covers the last checkpoint (always, when not gated): a
         watermark report may show its state."""
-        return not self.outbox.gated or self.outbox.witnessed >= self.commits
+        return not self.outbox.gated or self.outbox.witnessed_commits >= self.commits
 
     def report(self, now_ms: int) -> ReportDraft | None:
         """The watermark report of the committed state (call only when ``idle()``), or
@@ -235,7 +235,7 @@ class Interval:
             sent_ms=now_ms,
         )
         draft = ReportDraft(self.commits, report, keys)
-        if self.witnessed():
+        if self.is_witnessed():
             self._held_report = None
             return draft
         self._held_report = draft

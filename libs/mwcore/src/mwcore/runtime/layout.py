@@ -14,7 +14,7 @@ from mwcore.api.computation import Computation
 from mwcore.runtime.intake import InputBinding
 from mwcore.serde.avro import AvroSerde, SchemaRegistry, SchemaVersion
 from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stream, rekey_stream, topic_name
-from mwcore.watermarks.reports import NodeSpec
+from mwcore.watermarks.report_format import NodeSpec
 
 
 def input_topics(comp: type[Computation] | Computation, namespace: str) -> dict[str, str]:

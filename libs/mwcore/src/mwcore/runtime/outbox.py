@@ -20,7 +20,7 @@ from typing import Any
 
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.record import Production
-from mwcore.watermarks.reports import Segment
+from mwcore.watermarks.report_format import Segment
 
 
 class OutboxBatch:
@@ -105,10 +105,10 @@ class Outbox:
         self.weak: list[OutboxBatch] = []  # sent before any checkpoint, not fully acknowledged
         self.to_send: list[OutboxBatch] = []
         # gated: a checkpointed batch waits here, with its commit's count, until the
-        # commit witness covers that count (``witnessed``)
+        # commit witness covers that count (``witnessed_commits``)
         self.gated = gated
         self.held: list[tuple[int, OutboxBatch]] = []
-        self.witnessed = -1
+        self.witnessed_commits = -1  # the highest commit count the witness covers
         self.acked: list[OutboxBatch] = []  # acknowledged, segments not yet checkpointed
         self.stored: dict[bytes, list[Segment]] = dict(segments or {})  # checkpointed, unreported
         self.reported_keys: list[bytes] = []  # reported: delete in the next checkpoint
@@ -119,18 +119,18 @@ class Outbox:
             self._ready(recovered_commit, batch)
 
     def _ready(self, commit: int, batch: OutboxBatch) -> None:
-        if self.gated and commit > self.witnessed:
+        if self.gated and commit > self.witnessed_commits:
             self.held.append((commit, batch))
         else:
             self.to_send.append(batch)
 
     def witness(self, commits: int) -> None:
         """The commit witness covers ``commits``: release the batches it covers."""
-        self.witnessed = max(self.witnessed, commits)
+        self.witnessed_commits = max(self.witnessed_commits, commits)
         if self.held:
             still = []
             for commit, batch in self.held:
-                if commit <= self.witnessed:
+                if commit <= self.witnessed_commits:
                     self.to_send.append(batch)
                 else:
                     still.append((commit, batch))

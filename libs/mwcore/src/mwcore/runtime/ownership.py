@@ -128,13 +128,13 @@ class Ownership:
         token = store.grant(iid, self.cfg.worker_id)
         snapshot = store.recover(iid, token)
         t1 = time.monotonic()
-        witnessed = self._witnessed(iid, snapshot.commits)
+        witnessed_commits = self._witnessed_commits(iid, snapshot.commits)
         t2 = time.monotonic()
         interval = Interval(iid, snapshot, self.deps)
-        interval.witness(witnessed)
+        interval.witness(witnessed_commits)
         self.intervals[index] = interval
         self.health.progressed(index)
-        if witnessed < snapshot.commits:  # re-sent productions wait for the witness to catch up
+        if witnessed_commits < snapshot.commits:  # re-sent productions wait for the witness to catch up
             self.witness.want(index, snapshot.commits, interval.committed_positions)
         log.info(
             "interval_acquired",
@@ -152,19 +152,21 @@ class Ownership:
         self._on_acquired(interval)
         return interval
 
-    def _witnessed(self, iid: IntervalId, store_commits: int) -> int:
+    def _witnessed_commits(self, iid: IntervalId, store_commits: int) -> int:
         """What Kafka witnessed of the interval's commits; a store behind it lost
         committed checkpoints: stop (``StoreRollbackError``) before producing anything."""
         self.witness.forget(iid.index)
         if self.consumer is None:
             return store_commits
-        witnessed = self.witness.read(self.consumer, iid.index)
+        witnessed_commits = self.witness.read(self.consumer, iid.index)
         if self.cfg.unsafe_ignore_rollback:
-            if witnessed > store_commits:
-                log.warning("rollback_ignored", interval=str(iid), store=store_commits, witness=witnessed)
-            return min(witnessed, store_commits)
-        self.witness.check(str(iid), store_commits, witnessed)
-        return witnessed
+            if witnessed_commits > store_commits:
+                log.warning(
+                    "rollback_ignored", interval=str(iid), store=store_commits, witness=witnessed_commits
+                )
+            return min(witnessed_commits, store_commits)
+        self.witness.check(str(iid), store_commits, witnessed_commits)
+        return witnessed_commits
 
     # -- fencing -----------------------------------------------------------------------------
 

@@ -165,6 +165,6 @@ class Witness:
         offsets = consumer.committed([Part(t, index) for t in self.topics], timeout=timeout)
         return max((decode(o.metadata) for o in offsets), default=0)
 
-    def check(self, interval: str, store_commits: int, witnessed: int) -> None:
-        if store_commits < witnessed:
-            raise StoreRollbackError(interval, store_commits, witnessed)
+    def check(self, interval: str, store_commits: int, witnessed_commits: int) -> None:
+        if store_commits < witnessed_commits:
+            raise StoreRollbackError(interval, store_commits, witnessed_commits)

@@ -38,11 +38,11 @@ from mwcore.runtime.interval import Interval, IntervalDeps, PreparedCommit, Repo
 from mwcore.runtime.latency import LatencyRecorder
 from mwcore.runtime.layout import Layout
 from mwcore.runtime.ownership import Ownership
-from mwcore.runtime.reporter import Reporter
+from mwcore.runtime.watermark_reporter import WatermarkReporter
 from mwcore.runtime.witness import Witness
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.interface import CheckpointStore
-from mwcore.store.reports import NullReportSink, ReportSink
+from mwcore.store.report_sink import NullReportSink, ReportSink
 from mwcore.transport.consumer import GroupConsumer
 from mwcore.transport.producer import Sender
 from mwcore.transport.schema_topic import SchemaTopic
@@ -102,7 +102,7 @@ class Worker:
             unsafe_drop_dead_letters=config.unsafe_drop_dead_letters,
             unsafe_unchecked_weak=config.unsafe_unchecked_weak,
         )
-        self.reporter = Reporter(
+        self.reporter = WatermarkReporter(
             reports or NullReportSink(), self.layout.spec(), self.clock.now_ms, config.report_interval_ms
         )
         self.latencies = LatencyRecorder() if config.latency_out else None
@@ -319,7 +319,7 @@ class Worker:
         if self.consumer is None:
             return
         for interval in intervals:  # also what asynchronous writes in flight cover
-            if interval.id.index in self.intervals and not interval.witnessed():
+            if interval.id.index in self.intervals and not interval.is_witnessed():
                 self.witness.want(interval.id.index, interval.commits, dict(interval.committed_positions))
         self.witness.flush_sync(self.consumer)
         self._release_witnessed()

@@ -23,7 +23,7 @@ import struct
 from dataclasses import dataclass, field
 
 from mwcore.api.record import Production, TimeDomain
-from mwcore.watermarks.reports import Segment
+from mwcore.watermarks.report_format import Segment
 
 _H = struct.Struct(">H")
 _I = struct.Struct(">i")

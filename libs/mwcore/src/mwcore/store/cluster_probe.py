@@ -1,5 +1,5 @@
 """Questions to one Redis Cluster node, by port: what the local cluster
-(``tools/redis_cluster.py``) and the start's preflight check ask of it."""
+(``tools/stack/redis_cluster.py``) and the start's preflight check ask of it."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from typing import Protocol
 
 from mwcore.errors import FencedError
 from mwcore.store.checkpoint import Checkpoint, Snapshot
-from mwcore.watermarks.reports import interval_tag
+from mwcore.watermarks.report_format import interval_tag
 
 
 @dataclass(frozen=True, slots=True)

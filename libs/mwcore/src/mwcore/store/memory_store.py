@@ -15,7 +15,7 @@ from mwcore.api.record import Production
 from mwcore.errors import FencedError
 from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_entry
 from mwcore.store.interface import IntervalId
-from mwcore.watermarks.reports import decode_segments
+from mwcore.watermarks.report_format import decode_segments
 
 
 @dataclass

@@ -16,7 +16,7 @@ from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_batch, decode_e
 from mwcore.store.client import REDIS_RETRIES, RedisClient, execute, redis_client
 from mwcore.store.fast_script import Arg, FastScript
 from mwcore.store.interface import IntervalId
-from mwcore.watermarks.reports import STREAM_MAXLEN, decode_segments, report_stream
+from mwcore.watermarks.report_format import STREAM_MAXLEN, decode_segments, report_stream
 
 TokenScheme = Literal["safe", "counter-only"]
 

@@ -32,7 +32,7 @@ def _authority(args: argparse.Namespace) -> int:
 
 def _bootstrap(args: argparse.Namespace) -> str:
     """--bootstrap, else $MW_BOOTSTRAP, else the broker of a running `mw up`."""
-    from mwcore.tools.up import running
+    from mwcore.tools.up.runner import running
 
     bootstrap = args.bootstrap or os.environ.get("MW_BOOTSTRAP") or running().get("bootstrap")
     if not bootstrap:
@@ -46,7 +46,7 @@ def _schemas_dir(args: argparse.Namespace) -> str:
     from pathlib import Path
 
     from mwcore.tools.project import find_project
-    from mwcore.tools.up import running
+    from mwcore.tools.up.runner import running
 
     schemas = args.schemas or os.environ.get("MW_SCHEMAS_DIR") or running().get("schemas_dir")
     if not schemas:
@@ -59,7 +59,7 @@ def _schemas_dir(args: argparse.Namespace) -> str:
 
 def _redis_url(args: argparse.Namespace) -> str:
     """--redis-url, else $MW_REDIS_URL, else the Redis of a running `mw up`."""
-    from mwcore.tools.up import running
+    from mwcore.tools.up.runner import running
 
     redis_url = args.redis_url or os.environ.get("MW_REDIS_URL") or running().get("redis_url")
     if not redis_url:
@@ -100,7 +100,7 @@ def _tail(args: argparse.Namespace) -> int:
 
 
 def _stack(args: argparse.Namespace) -> int:
-    from mwcore.tools.stack_builder import local_stack
+    from mwcore.tools.stack.builder import local_stack
 
     with local_stack(brokers=args.brokers, redis_cluster=args.redis_cluster) as stack:
         print(f"export MW_BOOTSTRAP={stack.bootstrap}")
@@ -241,7 +241,7 @@ def _replay(args: argparse.Namespace) -> int:
 def _retire(args: argparse.Namespace) -> int:
     from mwcore.process.bootstrap import preflight
     from mwcore.store.client import redis_client
-    from mwcore.store.retirements import RedisRetirements
+    from mwcore.store.retire_log import RedisRetireLog
     from mwcore.transport.topics import partition_ends
     from mwcore.watermarks.retire import QUIET_S, Retirer
 
@@ -251,7 +251,7 @@ def _retire(args: argparse.Namespace) -> int:
     client = redis_client(redis_url)
     try:
         retirer = Retirer(
-            RedisRetirements(client, namespace),
+            RedisRetireLog(client, namespace),
             lambda spec: partition_ends(bootstrap, spec.outputs),
             namespace,
             QUIET_S if args.quiet_s is None else args.quiet_s,
@@ -264,13 +264,13 @@ def _retire(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from mwcore.tools import up
+    from mwcore.tools.up import runner as up
 
     return up.main(args.duration, args.rate, args.brokers, args.redis_cluster)
 
 
 def _down(args: argparse.Namespace) -> int:
-    from mwcore.tools import up
+    from mwcore.tools.up import runner as up
 
     return up.down()
 

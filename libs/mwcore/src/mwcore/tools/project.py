@@ -10,7 +10,7 @@ In the project's ``pyproject.toml`` (every key optional; paths relative to the f
     [tool.mw.up]              # what `mw up` runs on the local stack
     services = ["watermark_authority", "injector", "windower"]  # python -m <package>.<name>, in order
     streams = {queries = 4, window_counts = 4}                  # created first: stream = partitions
-    pipeline = "services.up:Zeitgeist"                          # the hooks (mwcore.tools.up_plan.Pipeline)
+    pipeline = "services.up:Zeitgeist"                          # the hooks (mwcore.tools.up.plan.Pipeline)
 
     [tool.mw.batch]           # what `mw batch` runs by default
     computations = ["services.windower.computation:Windower"]

@@ -16,7 +16,7 @@ One step:
    and published values never go back), each computation as one record on the
    compacted watermark topic.
 
-Its I/O goes through two ports: ``ReportLog`` (Redis, ``store/report_log.py``) and
+Its I/O goes through two ports: ``AuthorityLog`` (Redis, ``store/authority_log.py``) and
 ``Publisher`` (the topic, ``transport/watermark_topic.py``).
 
 Shards: with ``shards=N`` each process publishes (and journals) only the computations
@@ -37,7 +37,7 @@ import structlog
 from mwcore.watermarks import journal
 from mwcore.watermarks.model import MIN, Graph, Node, Options, Published
 from mwcore.watermarks.published import Watermarks
-from mwcore.watermarks.reports import Grant, NodeSpec, Report, Segment, Stream, streams
+from mwcore.watermarks.report_format import Grant, NodeSpec, Report, Segment, Stream, streams
 from mwcore.watermarks.retire import Retirement
 
 log = structlog.get_logger("mwcore.authority")
@@ -74,8 +74,8 @@ class AuthorityCounters:
 Entry = tuple[str, Report | Grant]  # (position on the interval's stream, what it says)
 
 
-class ReportLog(Protocol):
-    """Where reports, declarations and the journal are (``store.report_log``: Redis)."""
+class AuthorityLog(Protocol):
+    """Where reports, declarations and the journal are (``store.authority_log``: Redis)."""
 
     def topology(self) -> tuple[dict[str, NodeSpec], dict[str, Retirement]]: ...
     def read(self, after: Mapping[Stream, str], block_ms: int) -> dict[Stream, list[Entry]]: ...
@@ -100,7 +100,7 @@ class Publisher(Protocol):
 class Authority:
     def __init__(
         self,
-        log: ReportLog,
+        log: AuthorityLog,
         publisher: Publisher,
         config: AuthorityConfig,
         clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,

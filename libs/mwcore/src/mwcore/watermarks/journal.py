@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from mwcore.watermarks.model import Graph, IntervalView, Published
-from mwcore.watermarks.reports import NodeSpec, Segment, Stream, parse_stream_field, stream_field
+from mwcore.watermarks.report_format import NodeSpec, Segment, Stream, parse_stream_field, stream_field
 
 
 def _segments_out(segments: dict[str, list[Segment]]) -> dict[str, list[list[int]]]:

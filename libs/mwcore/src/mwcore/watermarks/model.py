@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
-from mwcore.watermarks.reports import NodeSpec, Report, Segment
+from mwcore.watermarks.report_format import NodeSpec, Report, Segment
 
 MIN = MIN_WATERMARK
 MAX = MAX_WATERMARK

@@ -2,7 +2,7 @@
 the watermark authority's topology, so that its consumers' watermarks stop waiting
 for it.
 
-What it does, in one Redis script (``store/retirements.py``: atomic with respect to
+What it does, in one Redis script (``store/retire_log.py``: atomic with respect to
 every declaration; the report streams' newest entries are read just before it, as
 they live in the intervals' hash slots):
 
@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from mwcore.errors import ConfigError, RefusedError
-from mwcore.watermarks.reports import NodeSpec
+from mwcore.watermarks.report_format import NodeSpec
 
 QUIET_S = 15.0  # no sign of life for this long: the workers are gone
-MIN_QUIET_S = 12.0  # workers declare themselves every 10 s (runtime/reporter.py)
+MIN_QUIET_S = 12.0  # workers declare themselves every 10 s (runtime/watermark_reporter.py)
 
 
 @dataclass(frozen=True)

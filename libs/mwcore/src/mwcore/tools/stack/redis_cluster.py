@@ -19,8 +19,8 @@ from typing import Literal
 
 from mwcore.errors import ConfigError
 from mwcore.store.cluster_probe import primary_port, settled
-from mwcore.tools.localproc import free_port
-from mwcore.tools.localstack import RedisServer
+from mwcore.tools.stack.localproc import free_port
+from mwcore.tools.stack.localstack import RedisServer
 
 NODE_TIMEOUT_MS = 2_000
 

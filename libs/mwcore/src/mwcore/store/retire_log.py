@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from mwcore.store.client import RedisClient, execute
-from mwcore.watermarks.reports import (
+from mwcore.watermarks.report_format import (
     NodeSpec,
     declared_key,
     report_stream,
@@ -68,7 +68,7 @@ def _text(raw: bytes | str) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
-class RedisRetirements:
+class RedisRetireLog:
     def __init__(self, client: RedisClient, namespace: str) -> None:
         self._r = client
         self._ns = namespace

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from mwcore.runtime.interval import Interval, ReportDraft
-from mwcore.store.reports import ReportSink
-from mwcore.watermarks.reports import NodeSpec
+from mwcore.store.report_sink import ReportSink
+from mwcore.watermarks.report_format import NodeSpec
 
 
-class Reporter:
+class WatermarkReporter:
     def __init__(
         self,
         sink: ReportSink,

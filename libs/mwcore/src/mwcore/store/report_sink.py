@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import structlog
 
 from mwcore.store.client import RedisClient, execute
-from mwcore.watermarks.reports import (
+from mwcore.watermarks.report_format import (
     STREAM_MAXLEN,
     NodeSpec,
     Report,

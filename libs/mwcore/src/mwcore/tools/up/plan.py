@@ -118,7 +118,7 @@ def load_pipeline(target: str, root: Path) -> Pipeline:
     hooks = factory()
     if not isinstance(hooks, Pipeline):
         raise ConfigError(
-            f"[tool.mw.up] pipeline = {target!r} does not implement mwcore.tools.up_plan.Pipeline"
+            f"[tool.mw.up] pipeline = {target!r} does not implement mwcore.tools.up.plan.Pipeline"
         )
     return hooks
 
@@ -136,7 +136,7 @@ def project_plan(project: Project) -> Plan:
 
 def example_plan(workdir: Path) -> Plan:
     """The running-sum example: two workers of one computation, fed by ``mw up``."""
-    from mwcore.tools import up_example as example
+    from mwcore.tools.up import example
 
     return Plan(
         services=tuple(

@@ -61,7 +61,7 @@ def write_schemas(directory: Path) -> Path:
 
 
 class RunningSumPipeline:
-    """``mw up``'s hooks for the example (``mwcore.tools.up_plan.Pipeline``)."""
+    """``mw up``'s hooks for the example (``mwcore.tools.up.plan.Pipeline``)."""
 
     title = "the running-sum example"
     decoded_streams: Collection[str] = ()

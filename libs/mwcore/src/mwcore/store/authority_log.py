@@ -1,8 +1,8 @@
 """The watermark authority's side of Redis: the report streams read in order, the
 topology and retirements, the interval tokens, and its journal
-(``watermarks.authority.ReportLog``).
+(``watermarks.authority.AuthorityLog``).
 
-Keys (``watermarks/reports.py``): one stream per interval of each node,
+Keys (``watermarks/report_format.py``): one stream per interval of each node,
 ``mw:{<ns>/<name>/<index>}:wmr``, the topology and retirement hashes, and one journal
 string per authority shard, ``mw:wma:<ns>:<shard>``.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from mwcore.store.client import RedisClient, execute, is_cluster
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
-from mwcore.watermarks.reports import (
+from mwcore.watermarks.report_format import (
     Grant,
     NodeSpec,
     Report,
@@ -35,7 +35,7 @@ def _text(raw: bytes | str) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
-class RedisReportLog:
+class RedisAuthorityLog:
     def __init__(self, client: RedisClient, namespace: str) -> None:
         self._r = client
         self.namespace = namespace

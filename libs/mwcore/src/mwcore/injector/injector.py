@@ -29,10 +29,10 @@ from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.api.record import ID_HEADER, LATE_HEADER
 from mwcore.errors import FencedError
+from mwcore.injector.state import InjectorState
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import RedisClient
-from mwcore.store.injector_state import InjectorState
-from mwcore.store.reports import RedisReportSink
+from mwcore.store.report_sink import RedisReportSink
 from mwcore.transport.producer import Sender
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import (
@@ -42,7 +42,7 @@ from mwcore.transport.topics import (
     topic_name,
 )
 from mwcore.transport.watermark_topic import WatermarkFeed
-from mwcore.watermarks.reports import NodeSpec, Report, Segment
+from mwcore.watermarks.report_format import NodeSpec, Report, Segment
 
 
 class Injector:

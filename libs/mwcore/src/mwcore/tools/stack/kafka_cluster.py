@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mwcore.tools.kafka_broker import CLUSTER_SETTINGS, KAFKA_VERSION, KafkaBroker, new_cluster_id
-from mwcore.tools.localproc import stop_processes
+from mwcore.tools.stack.kafka_broker import CLUSTER_SETTINGS, KAFKA_VERSION, KafkaBroker, new_cluster_id
+from mwcore.tools.stack.localproc import stop_processes
 from mwcore.transport.topics import broker_count
 
 

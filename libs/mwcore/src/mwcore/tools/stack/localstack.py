@@ -1,7 +1,7 @@
 """A local Apache Kafka broker and Redis for development and tests, on free ports.
 
 ``LocalStack`` starts a ``redis-server`` with an append-only file and one Apache Kafka
-node (``mwcore.tools.kafka_broker``: KRaft, broker and controller at once), each with its
+node (``mwcore.tools.stack.kafka_broker``: KRaft, broker and controller at once), each with its
 data and log under one work directory, waits until both answer, and stops them
 cleanly.
 """
@@ -19,8 +19,8 @@ from typing import Literal, Protocol
 
 from mwcore.errors import ConfigError
 from mwcore.store.client import redis_ready
-from mwcore.tools.kafka_broker import KafkaBroker
-from mwcore.tools.localproc import die_with_parent, free_port, kill_process, stop_process, wait_for_port
+from mwcore.tools.stack.kafka_broker import KafkaBroker
+from mwcore.tools.stack.localproc import die_with_parent, free_port, kill_process, stop_process, wait_for_port
 
 __all__ = ["LocalKafka", "LocalRedis", "LocalStack", "RedisServer", "free_port"]
 
@@ -87,7 +87,7 @@ class RedisServer:
 
 
 class LocalRedis(Protocol):
-    """One Redis, or a local Redis Cluster (``tools/redis_cluster.py``)."""
+    """One Redis, or a local Redis Cluster (``tools/stack/redis_cluster.py``)."""
 
     directory: Path | None
 
@@ -98,7 +98,7 @@ class LocalRedis(Protocol):
 
 
 class LocalKafka(Protocol):
-    """One broker, or a local Kafka cluster (``tools/kafka_cluster.py``)."""
+    """One broker, or a local Kafka cluster (``tools/stack/kafka_cluster.py``)."""
 
     directory: Path | None
     product: str

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mwcore.errors import ConfigError
-from mwcore.tools.localproc import die_with_parent, free_port, kill_process, stop_process
+from mwcore.tools.stack.localproc import die_with_parent, free_port, kill_process, stop_process
 from mwcore.transport.topics import broker_ready
 
 KAFKA_VERSION = "4.1.1"
@@ -51,7 +51,7 @@ GUARANTEE_SETTINGS: dict[str, str] = {
     "group.min.session.timeout.ms": "1000",
 }
 
-# A cluster of three (``mw up --brokers 3``, ``tools/kafka_cluster.py``): every topic,
+# A cluster of three (``mw up --brokers 3``, ``tools/stack/kafka_cluster.py``): every topic,
 # the kit's streams and the internal ones, has three replicas, and a write counts once
 # two have it (the kit's producers use acks=all), so one broker can die at any moment.
 CLUSTER_SETTINGS: dict[str, str] = {
@@ -173,7 +173,7 @@ def _classpath(home: Path) -> str:
     if not fetched(home):
         raise ConfigError(
             f"the Apache Kafka {KAFKA_VERSION} broker is not fetched yet: run `make bootstrap` "
-            f"(or `python -m mwcore.tools.kafka_broker fetch`; it needs Maven)"
+            f"(or `python -m mwcore.tools.stack.kafka_broker fetch`; it needs Maven)"
         )
     return str(_libs(home) / "*")
 
@@ -329,7 +329,7 @@ def new_cluster_id() -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args != ["fetch"]:
-        print("usage: python -m mwcore.tools.kafka_broker fetch", file=sys.stderr)
+        print("usage: python -m mwcore.tools.stack.kafka_broker fetch", file=sys.stderr)
         return 2
     try:
         fetch(say=lambda line: print(f"bootstrap: {line}", flush=True))

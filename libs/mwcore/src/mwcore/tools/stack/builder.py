@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from mwcore.errors import ConfigError
-from mwcore.tools.kafka_broker import KafkaBroker
-from mwcore.tools.kafka_cluster import KafkaCluster
-from mwcore.tools.localstack import LocalKafka, LocalRedis, LocalStack, RedisServer
-from mwcore.tools.redis_cluster import LocalRedisCluster
+from mwcore.tools.stack.kafka_broker import KafkaBroker
+from mwcore.tools.stack.kafka_cluster import KafkaCluster
+from mwcore.tools.stack.localstack import LocalKafka, LocalRedis, LocalStack, RedisServer
+from mwcore.tools.stack.redis_cluster import LocalRedisCluster
 
 
 def local_stack(workdir: Path | None = None, *, brokers: int = 1, redis_cluster: bool = False) -> LocalStack:

@@ -5,7 +5,7 @@ as its own process and lets the application feed the first stream; shows records
 stream, each computation's watermark lag and the application's own lines live;
 ``--duration`` (or Ctrl-C, SIGTERM, ``mw down``) stops it, and the last line of
 stdout is a JSON summary. What runs comes from the project's ``[tool.mw.up]`` table
-(``mwcore.tools.up_plan``); without one, the running-sum example.
+(``mwcore.tools.up.plan``); without one, the running-sum example.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from types import FrameType
 from typing import Any
 
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools import up_view
-from mwcore.tools.localproc import stop_processes
-from mwcore.tools.localstack import free_port
 from mwcore.tools.project import find_project
-from mwcore.tools.stack_builder import local_stack
-from mwcore.tools.up_plan import Pipeline, Plan, example_plan, project_plan
+from mwcore.tools.stack.builder import local_stack
+from mwcore.tools.stack.localproc import stop_processes
+from mwcore.tools.stack.localstack import free_port
+from mwcore.tools.up import view as up_view
+from mwcore.tools.up.plan import Pipeline, Plan, example_plan, project_plan
 from mwcore.transport.topics import ensure_topics
 from mwcore.transport.watermark_topic import WatermarkFeed
 
