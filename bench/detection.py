@@ -27,7 +27,7 @@ recall, reports per episode, median delay in buckets): the detector's reports ar
 OPEN anomalies, one per episode; the baselines' every bucket over their threshold.
 
 ``--services`` also runs the realistic scenario (``--services-days``, ``--services-keys``
-of it) through the real services on the local stack (bench/detection_services.py) and
+of it) through the real services on the local stack (testbed/detection_services.py) and
 checks that they report exactly what the harness reports on the same counts.
 
 The last line is JSON: ``{"realistic": {"project": {...}, "zscore": {...}, "mad":
@@ -43,40 +43,17 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # services.*
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # services.*, testbed.*
 
-from mwcore.testing import Harness
-from services.dip_detector.computation import DipDetector
 from services.dip_detector.evaluation import Report, Window, mad_reports, score, zscore_reports
-from services.dip_detector.settings import DetectorSettings
 from services.injector.realistic import RealisticScenario, RealisticTraffic
 from services.injector.scenario import Scenario, Traffic
+from testbed.detection import START_MS, Counts, harness_anomalies
 
-START_MS = 1_700_006_400_000  # a midnight (UTC): a day of the detector starts with the scenario's
-Counts = Mapping[str, Mapping[int, int]]  # key -> bucket start (ms) -> count, zeros left out
 AFTER_MS = 15_000  # a scripted window goes on this long after its event: the longest test's sum (16 buckets)
-
-
-def harness_anomalies(
-    counts: Counts, langs: Mapping[str, str], buckets: int, day_s: int
-) -> list[dict[str, Any]]:
-    """The detector's anomalies over the counts, through the harness, in event time."""
-    h = Harness(DipDetector(DetectorSettings(detector_day_s=day_s)))
-    by_bucket: dict[int, list[tuple[str, int]]] = {}
-    for key, series in counts.items():
-        for bucket, n in series.items():
-            by_bucket.setdefault(bucket, []).append((key, n))
-    for b in range(buckets):
-        bucket = START_MS + b * 1000
-        for key, n in by_bucket.get(bucket, ()):
-            value = {"query": key, "lang": langs[key], "bucket_start": bucket, "count": n}
-            h.send("window_counts", value, bucket + 999, key=key, decoded=True)
-        h.advance_watermark(bucket + 999)
-    return [dict(a) for a in h.values("anomalies")]
 
 
 def opened(anomalies: list[dict[str, Any]]) -> list[Report]:
@@ -195,7 +172,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out["realistic"], _, _ = realistic(RealisticScenario(seed=args.seed, keys=args.keys, days=args.days))
     out["scripted"] = scripted(Scenario(), args.scripted_seconds)
     if args.services:
-        from bench.detection_services import through_services
+        from testbed.detection_services import through_services
 
         small = RealisticScenario(seed=args.seed, keys=args.services_keys, days=args.services_days)
         _, traffic, anomalies = realistic(small)

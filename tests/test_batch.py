@@ -24,8 +24,8 @@ from mwcore.tools.cli import main
 from mwcore.tools.stack.localstack import LocalStack
 from services.injector.generator import generate
 from services.injector.scenario import Scenario
+from testbed.procs import wait_until
 from tests.conftest import ROOT
-from tests.support.procs import wait_until
 from tests.support.watermarks import Published
 from tests.test_zeitgeist import decoded, services
 

@@ -1,9 +1,9 @@
-"""The fault suite (``bench/chaos.py``) on a shorter schedule, and its negative controls.
+"""The fault suite (``bench/chaos.py``, ``testbed/chaos/``) on a shorter schedule, and its negative controls.
 
 Fifteen faults, every kind at least once (SIGKILL, rolling SIGTERM restarts, zombies
 past the session timeout, Redis restarts after SIGTERM and SIGKILL, the authority
 SIGKILLed, the broker SIGKILLed and restarted), while out-of-order input with re-sent
-ids and malformed records flows. Every check of ``bench/chaos_check.py`` must find
+ids and malformed records flows. Every check of ``testbed/chaos/check.py`` must find
 nothing, and every interval must progress again soon after the last fault. The
 negative controls turn dedup off, and the fencing check off (with workers that stop
 themselves at a commit, zombies that commit when resumed): the same checks must catch
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.chaos import KINDS, parse, run
+from testbed.chaos.suite import KINDS, parse, run
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 

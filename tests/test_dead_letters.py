@@ -24,10 +24,10 @@ from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from mwcore.transport.writer import SourceWriter
+from testbed.procs import wait_until
+from testbed.topics import read_topic
 from tests.support.computations import filler
-from tests.support.procs import wait_until
 from tests.support.running_sum import Deployment, InputRecord, verify
-from tests.support.topics import read_topic
 
 FOREIGN = {
     "type": "record",

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from bench.detection import START_MS, harness_anomalies
-from bench.detection_services import through_services
 from mwcore.tools.stack.localstack import LocalStack
 from services.injector.realistic import RealisticScenario, RealisticTraffic
+from testbed.detection import START_MS, harness_anomalies
+from testbed.detection_services import through_services
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -26,7 +26,7 @@ from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import joined, wait_until
+from testbed.procs import joined, wait_until
 from tests.support.running_sum import Deployment, Injector, make_inputs, verify
 
 KILLS = 12  # the storm goes on until this many SIGKILLs, each fault point among them

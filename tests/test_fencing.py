@@ -27,9 +27,9 @@ from mwcore.store.redis_store import RedisCheckpointStore
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import joined, wait_until
+from testbed.procs import joined, wait_until
+from testbed.topics import read_topic
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, make_inputs, verify
-from tests.support.topics import read_topic
 
 
 @dataclass

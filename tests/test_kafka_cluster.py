@@ -20,7 +20,7 @@ from mwcore.tools.stack.kafka_cluster import KafkaCluster
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import admin_config, topic_name
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import ROOT, joined, wait_until
+from testbed.procs import ROOT, joined, wait_until
 from tests.support.running_sum import Deployment, Injector, make_inputs, verify
 
 pytestmark = pytest.mark.cluster

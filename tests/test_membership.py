@@ -20,7 +20,7 @@ import pytest
 
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
-from tests.support.procs import WorkerProc, wait_until
+from testbed.procs import WorkerProc, wait_until
 from tests.support.running_sum import PARTITIONS, Deployment
 
 pytestmark = pytest.mark.fencing

@@ -28,9 +28,9 @@ from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack, free_port
 from mwcore.transport.topics import ensure_topics
 from mwcore.transport.writer import SourceWriter
+from testbed.procs import listening_ports, wait_until
 from tests.conftest import ROOT
 from tests.support.computations import STALL_N
-from tests.support.procs import listening_ports, wait_until
 from tests.support.running_sum import Deployment
 
 pytestmark = pytest.mark.observability

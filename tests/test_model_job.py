@@ -32,9 +32,9 @@ from services.injector.scenario import Scenario, Traffic
 from services.injector.truth import score
 from services.model_trainer.__main__ import main as trainer_main
 from services.model_trainer.job import publish, read_counts, train
+from testbed.procs import wait_until
+from testbed.topics import consumed
 from tests.conftest import ROOT
-from tests.support.procs import wait_until
-from tests.support.topics import consumed
 from tests.support.watermarks import Published
 from tests.test_zeitgeist import decoded, services
 

@@ -28,9 +28,9 @@ from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from services.injector.generator import generate
 from services.injector.scenario import Scenario
+from testbed.procs import Background, WorkerProc, joined, wait_until
+from testbed.topics import read_topic
 from tests.conftest import ROOT
-from tests.support.procs import Background, WorkerProc, joined, wait_until
-from tests.support.topics import read_topic
 from tests.support.watermarks import Published
 from tests.test_zeitgeist import services
 

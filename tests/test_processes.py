@@ -22,7 +22,7 @@ import pytest
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import ROOT, joined, wait_until
+from testbed.procs import ROOT, joined, wait_until
 from tests.support.running_sum import COMPUTATION, PARTITIONS, Deployment, Injector, make_inputs, verify
 
 

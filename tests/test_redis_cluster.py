@@ -32,7 +32,7 @@ from mwcore.store.redis_store import RedisCheckpointStore
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.tools.stack.redis_cluster import LocalRedisCluster
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import WorkerProc, joined, wait_until
+from testbed.procs import WorkerProc, joined, wait_until
 from tests.support.running_sum import Deployment, Injector, InputRecord, make_inputs, verify
 from tests.test_exactly_once import test_crash_storm_keeps_exactly_once as test_crash_storm_on_a_cluster
 from tests.test_fencing import (

@@ -24,9 +24,9 @@ from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 from mwcore.transport.writer import SourceWriter
+from testbed.procs import WorkerProc, wait_until, worker_env
+from testbed.topics import Msg, read_topic
 from tests.support.computations import residue_of
-from tests.support.procs import WorkerProc, wait_until, worker_env
-from tests.support.topics import Msg, read_topic
 
 
 def run_rekeyed(

@@ -31,9 +31,9 @@ from services.dip_detector.offline import detect
 from services.injector.generator import generate
 from services.injector.scenario import Scenario, Traffic
 from services.injector.truth import recount
+from testbed.procs import Background, joined, wait_until
+from testbed.topics import consumed, read_topic
 from tests.conftest import ROOT
-from tests.support.procs import Background, joined, wait_until
-from tests.support.topics import consumed, read_topic
 from tests.support.watermarks import Published
 from tests.test_zeitgeist import decoded, services
 

@@ -40,8 +40,8 @@ from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.watermark_topic import WatermarkFeed
 from mwcore.watermarks.report_format import retired_key, topology_key
+from testbed.procs import WorkerProc, wait_until, worker_env
 from tests.conftest import ROOT
-from tests.support.procs import WorkerProc, wait_until, worker_env
 from tests.support.watermarks import Published, authority, injector, windows
 
 pytestmark = pytest.mark.watermarks

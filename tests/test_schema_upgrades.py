@@ -43,8 +43,8 @@ from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import end_offsets, topic_name
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import ROOT, WorkerProc, wait_until, worker_env
-from tests.support.topics import read_topic
+from testbed.procs import ROOT, WorkerProc, wait_until, worker_env
+from testbed.topics import read_topic
 
 ECHO = "tests.support.computations:ReadingEcho"
 TS0 = 1_700_000_000_000

@@ -24,7 +24,7 @@ from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.kafka_broker import KafkaBroker
 from mwcore.transport.preflight import check_kafka
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import ROOT, joined, wait_until
+from testbed.procs import ROOT, joined, wait_until
 from tests.support.running_sum import COMPUTATION, Deployment, Injector, make_inputs, verify
 from tests.support.secure import (
     PLAIN_PASSWORD,

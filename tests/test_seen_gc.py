@@ -15,7 +15,7 @@ from mwcore.injector.injector import Injector
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
-from tests.support.procs import WorkerProc, wait_until, worker_env
+from testbed.procs import WorkerProc, wait_until, worker_env
 from tests.support.watermarks import authority
 
 pytestmark = [pytest.mark.watermarks, pytest.mark.slow]

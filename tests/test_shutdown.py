@@ -16,7 +16,7 @@ import pytest
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import joined, wait_until
+from testbed.procs import joined, wait_until
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, make_inputs, verify
 
 pytestmark = pytest.mark.exactly_once

@@ -29,9 +29,9 @@ from mwcore.tools.stack.localproc import free_port, stop_processes, wait_for_por
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 from mwcore.transport.writer import SourceWriter
+from testbed.topics import read_topic
 from tests.conftest import ROOT
 from tests.support.running_sum import COMPUTATION, make_inputs
-from tests.support.topics import read_topic
 
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
 

@@ -23,9 +23,9 @@ from mwcore.archive.spark.sink import content_id
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import end_offsets
+from testbed.topics import read_topic
 from tests.conftest import ROOT
 from tests.support.running_sum import PARTITIONS, Deployment, InputRecord, verify
-from tests.support.topics import read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.exactly_once]
 

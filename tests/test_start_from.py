@@ -15,7 +15,7 @@ import pytest
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import wait_until
+from testbed.procs import wait_until
 from tests.support.running_sum import PARTITIONS, Deployment, InputRecord, verify
 
 pytestmark = pytest.mark.exactly_once

@@ -25,8 +25,8 @@ from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import WorkerProc, wait_until, worker_env
-from tests.support.topics import Msg, read_topic
+from testbed.procs import WorkerProc, wait_until, worker_env
+from testbed.topics import Msg, read_topic
 
 pytestmark = pytest.mark.timers
 

@@ -33,8 +33,8 @@ from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import late_stream, topic_name
-from tests.support.procs import Background, WorkerProc, joined, wait_until, worker_env
-from tests.support.topics import read_topic
+from testbed.procs import Background, WorkerProc, joined, wait_until, worker_env
+from testbed.topics import read_topic
 from tests.support.watermarks import Published, authority
 from tests.support.windows import ROLLUP_MS, WINDOW_MS
 

@@ -29,8 +29,8 @@ from mwcore.transport import watermark_topic as feed
 from mwcore.transport.topics import producer_config
 from mwcore.transport.watermark_topic import ensure_watermark_topic
 from mwcore.watermarks.published import Watermarks
-from tests.support.procs import wait_until
-from tests.support.topics import read_topic
+from testbed.procs import wait_until
+from testbed.topics import read_topic
 
 pytestmark = pytest.mark.watermarks
 

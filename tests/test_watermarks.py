@@ -30,8 +30,8 @@ from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack, free_port
 from mwcore.transport.topics import late_stream, partition_counts, topic_name
-from tests.support.procs import WorkerProc, wait_until, worker_env
-from tests.support.topics import read_topic
+from testbed.procs import WorkerProc, wait_until, worker_env
+from testbed.topics import read_topic
 from tests.support.watermarks import Published, authority, injector, windows
 from tests.test_metrics import scrape
 

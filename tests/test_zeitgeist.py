@@ -24,7 +24,7 @@ from services.dip_detector.offline import detect
 from services.injector.generator import generate
 from services.injector.scenario import Scenario, Traffic
 from services.injector.truth import load_truth, recount, score
-from tests.support.procs import Background, WorkerProc, joined, wait_until, worker_env
+from testbed.procs import Background, WorkerProc, joined, wait_until, worker_env
 from tests.support.watermarks import Published
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -62,7 +62,7 @@ def services(
 def decoded(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, stream: str, schema: str
 ) -> list[Any]:
-    from tests.support.topics import read_topic
+    from testbed.topics import read_topic
 
     serde = AvroSerde(registry, schema)
     seen: set[bytes] = set()

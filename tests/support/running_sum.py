@@ -23,8 +23,8 @@ from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 from mwcore.transport.writer import SourceWriter
-from tests.support.procs import ROOT, WorkerProc, wait_until, worker_env
-from tests.support.topics import read_topic
+from testbed.procs import ROOT, WorkerProc, wait_until, worker_env
+from testbed.topics import read_topic
 
 COMPUTATION = "mwcore.examples.running_sum:RunningSum"
 PARTITIONS = 4

@@ -21,8 +21,8 @@ from mwcore.transport.topics import consumer_config, topic_name
 from mwcore.transport.watermark_topic import ensure_watermark_topic
 from mwcore.watermarks.published import Watermarks
 from mwcore.watermarks.report_format import NodeSpec, report_stream, stream_field, streams, topology_key
-from tests.support.procs import WorkerProc, wait_until, worker_env
-from tests.support.topics import read_topic
+from testbed.procs import WorkerProc, wait_until, worker_env
+from testbed.topics import read_topic
 
 
 class Published:

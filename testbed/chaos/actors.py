@@ -13,14 +13,14 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from bench.chaos_check import COMPUTATION
-from bench.chaos_pipeline import ChaosCount
 from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.injector.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import is_cluster_node
 from mwcore.tools.stack.localstack import LocalStack
+from testbed.chaos.check import COMPUTATION
+from testbed.chaos.pipeline import ChaosCount
 
 INTERVALS = ChaosCount.partitions
 KEYS = 500

@@ -26,13 +26,13 @@ from typing import Any
 
 import redis
 
-from bench.chaos_pipeline import TIMER_EVERY, WINDOW_MS, ChaosCount
 from mwcore.api import ids
 from mwcore.api.record import LATE_HEADER
 from mwcore.errors import SerializationError
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.transport.topics import dead_letter_stream, topic_name
-from tests.support.topics import Msg, read_topic
+from testbed.chaos.pipeline import TIMER_EVERY, WINDOW_MS, ChaosCount
+from testbed.topics import Msg, read_topic
 
 COMPUTATION = ChaosCount.name
 CHECKS = (

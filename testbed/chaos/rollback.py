@@ -33,13 +33,13 @@ from typing import Any
 
 import redis
 
-from bench.chaos import Run
-from bench.chaos_actors import INTERVALS, Feeder, Monitor, drained, wait_for
-from bench.chaos_check import check
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack, RedisServer
 from mwcore.transport.topics import end_offsets, topic_name
-from tests.support.procs import ROOT
+from testbed.chaos.actors import INTERVALS, Feeder, Monitor, drained, wait_for
+from testbed.chaos.check import check
+from testbed.chaos.faults import Run
+from testbed.procs import ROOT
 
 DETECTED = "committed checkpoints"  # in the one line a worker stops with (StoreRollbackError)
 

@@ -32,7 +32,7 @@ from mwcore.transport.watermark_topic import WatermarkFeed
 from services.injector.logs import file_name, record_line, write_atomically
 from services.injector.realistic import RealisticTraffic
 from services.up import PARTITIONS
-from tests.support.topics import read_topic
+from testbed.topics import read_topic
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICES = ("watermark_authority", "injector", "windower", "dip_detector")
