@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mwcore.controls import NegativeControls
 from mwcore.watermarks.model import MAX, MIN, Graph, Options
 from mwcore.watermarks.report_format import Grant, NodeSpec, Report, Segment, decode_entry
 
@@ -58,7 +59,7 @@ def test_records_in_the_backlog_hold_the_consumer_until_it_commits_past_them() -
 
 
 def test_without_backlog_accounting_the_consumer_runs_ahead() -> None:
-    g = pipeline(Options(backlog=False))
+    g = pipeline(Options(controls=NegativeControls(ignore_backlog=True)))
     report(g, "a", MAX)
     report(g, "b", MAX)
     report(g, "inj", 100, segments=[Segment("queries", 0, 10, 50, 10)])

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from mwcore.injector.injector import Injector
     from mwcore.process.bootstrap import preflight
     from mwcore.process.run import InjectorSource, run_authority, run_computation, run_injector
-    from mwcore.process.settings import InjectorSettings, load_settings
+    from mwcore.process.settings import ClientSettings, InjectorSettings, load_settings
     from mwcore.transport.topics import stream_partitions
 
 _LAZY = {
@@ -55,6 +55,7 @@ _LAZY = {
     "run_computation": "mwcore.process.run",
     "run_injector": "mwcore.process.run",
     "preflight": "mwcore.process.bootstrap",
+    "ClientSettings": "mwcore.process.settings",
     "InjectorSettings": "mwcore.process.settings",
     "load_settings": "mwcore.process.settings",
     "Injector": "mwcore.injector.injector",
@@ -78,6 +79,7 @@ __all__ = [
     "AvroCodec",
     "AvroSerde",
     "CheckpointError",
+    "ClientSettings",
     "Computation",
     "ConfigError",
     "Context",

@@ -61,6 +61,8 @@ class Process:
 def start(name: str, settings: ProcessSettings) -> Process:
     """Configure logging, check the dependencies, serve metrics, handle signals."""
     logs.configure(settings.log_level, settings.log_format)
+    if settings.unsafe.active():  # never in a deployment (mwcore/controls.py)
+        log.warning("negative_controls_on", process=name, switches=settings.unsafe.active())
     preflight(settings.bootstrap, settings.redis_url, durable=settings.durable_store())
     process = Process(name, serve_metrics(settings))
 

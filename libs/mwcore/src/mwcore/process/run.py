@@ -10,7 +10,6 @@ Each returns the exit code; configuration errors come out as one line (``main``)
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
@@ -19,20 +18,23 @@ from mwcore.api.computation import Computation, load_computation
 from mwcore.injector.injector import Injector
 from mwcore.process import bootstrap, logs
 from mwcore.process.observe import instrument_authority, instrument_injector, instrument_workers
-from mwcore.process.pool import CHILD, Pool
+from mwcore.process.pool import Pool
 from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
 from mwcore.process.wiring import build_authority, build_injector, build_workers
 from mwcore.runtime.runner import Runner, tune_gc
 
 
-def run_computation(computation: type[Computation] | str, settings: WorkerSettings | None = None) -> int:
+def run_computation(
+    computation: type[Computation] | str, settings: WorkerSettings | None = None, processes: int | None = None
+) -> int:
     """Run workers of ``computation`` (a class, or ``module:Class``) until SIGTERM;
-    ``MW_PROCESSES`` > 1: that many worker processes (``process/pool.py``)."""
+    ``processes`` (else ``MW_PROCESSES``) > 1: that many worker processes
+    (``process/pool.py``)."""
 
     def body() -> int:
-        s = settings or WorkerSettings.load()
+        s = settings or WorkerSettings.load(**({} if processes is None else {"processes": processes}))
         cls = computation if isinstance(computation, type) else load_computation(computation)
-        if s.processes > 1 and not os.environ.get(CHILD):
+        if s.processes > 1 and not s.pool_child:
             name = computation if isinstance(computation, str) else f"{cls.__module__}:{cls.__qualname__}"
             logs.configure(s.log_level, s.log_format)
             return Pool(name, s.processes).run()

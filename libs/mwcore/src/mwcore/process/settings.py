@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mwcore.controls import SAFE, NegativeControls, variable
 from mwcore.errors import ConfigError
 
 
@@ -29,28 +32,21 @@ class MetricsSettings(BaseSettings):
     metrics_stall_s: float = Field(default=60.0, gt=0)
 
 
-class ProcessSettings(MetricsSettings):
-    """What every process of the kit reads: the broker, Redis, the namespace, logging.
-    ``load()`` reads the environment once and raises ``ConfigError`` naming each bad
-    variable; subclasses add their own checks in ``check()``."""
+class ClientSettings(BaseSettings):
+    """What every client of a pipeline reads: its broker and namespace (the model job
+    reads these through the public API, ``mwcore.ClientSettings``). ``load()`` reads the
+    environment once and raises ``ConfigError`` naming each bad variable; subclasses add
+    their own checks in ``check()``."""
 
     model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")
 
     bootstrap: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
-    redis_url: str = Field(description="Redis URL of the checkpoint store, redis://host:port/db")
     namespace: str = "default"
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    log_format: Literal["json", "console"] = "json"
 
     @field_validator("bootstrap")
     @classmethod
     def _bootstrap(cls, v: str) -> str:
         return _check_bootstrap(v)
-
-    @field_validator("redis_url")
-    @classmethod
-    def _redis(cls, v: str) -> str:
-        return _check_redis_url(v)
 
     @classmethod
     def load(cls, **overrides: Any) -> Self:
@@ -60,6 +56,29 @@ class ProcessSettings(MetricsSettings):
 
     def check(self) -> None:
         """Checks across fields, after each field is valid (``ConfigError``)."""
+
+
+class ProcessSettings(MetricsSettings, ClientSettings):
+    """What every process of the kit reads: the broker, Redis, the namespace, logging,
+    and the negative controls (``MW_UNSAFE_*``, read apart: ``negative_controls``)."""
+
+    model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")
+
+    redis_url: str = Field(description="Redis URL of the checkpoint store, redis://host:port/db")
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "console"] = "json"
+    # set by load() from MW_UNSAFE_* (not a variable of its own)
+    unsafe: NegativeControls = Field(default=SAFE, exclude=True)
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis(cls, v: str) -> str:
+        return _check_redis_url(v)
+
+    @classmethod
+    def load(cls, **overrides: Any) -> Self:
+        overrides.setdefault("unsafe", negative_controls())
+        return super().load(**overrides)
 
     def durable_store(self) -> bool:
         """Whether preflight refuses a Redis that can lose acknowledged writes."""
@@ -100,19 +119,8 @@ class WorkerSettings(ProcessSettings):
     latency_out: str = ""
     faults: str = ""
     fault_log: str = ""
-    # MW_UNSAFE_*: for the negative controls only (tests/, marked negative_control). Each
-    # turns one mechanism of a guarantee off, so a test can show that the check proving
-    # the guarantee fails without it. Never set one in a deployment.
-    unsafe_disable_fencing: bool = False  # commits ignore the token
-    unsafe_disable_dedup: bool = False  # re-sent records are applied again
-    unsafe_keep_fired_timers: bool = False  # a fired timer stays in the checkpoint
-    unsafe_drop_dead_letters: bool = False  # a bad record is skipped without a dead letter
-    unsafe_unchecked_weak: bool = False  # unacknowledged weak productions stay out of checkpoints
-    unsafe_rekey_keep_key: bool = False  # rekey stages produce under each record's own key
-    unsafe_skip_drain: bool = False  # SIGTERM exits without committing or draining
-    unsafe_no_retake: bool = False  # a fenced interval is never taken back
-    unsafe_ignore_rollback: bool = False  # a store behind the commit witness is used anyway
-    unsafe_no_schema_lookup: bool = False  # writer schemas are not looked up on the schemas topic
+    # set in the children of a worker pool (process/pool.py): they run as plain workers
+    pool_child: bool = False
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runtime.runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)
@@ -132,8 +140,6 @@ class AuthoritySettings(ProcessSettings):
     authority_block_ms: int = Field(default=20, ge=1, le=1000)
     authority_percentile: float = Field(default=0.99, gt=0.5, lt=1.0)
     allow_volatile_store: bool = False  # as for workers: the journal must survive a crash
-    unsafe_ignore_backlog: bool = False  # negative control only
-    unsafe_accept_stale_reports: bool = False  # negative control only
 
     def check(self) -> None:
         if self.authority_shard >= self.authority_shards:
@@ -161,6 +167,68 @@ class InjectorSettings(ProcessSettings):
                 f"MW_INJECTOR_PROCESSES={self.injector_processes}"
             )
         _check_dir(self.schemas_dir)
+
+
+class CommandSettings(BaseSettings):
+    """What the ``mw`` commands and the Spark source fall back on when an option is not
+    given: each optional here (a command says what is missing, and where else it looks)."""
+
+    model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")
+
+    bootstrap: str | None = None
+    redis_url: str | None = None
+    schemas_dir: Path | None = None
+    namespace: str = "default"
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _bootstrap(cls, v: str | None) -> str | None:
+        return v if v is None else _check_bootstrap(v)
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis(cls, v: str | None) -> str | None:
+        return v if v is None else _check_redis_url(v)
+
+    @classmethod
+    def load(cls) -> Self:
+        return load_settings(cls)
+
+
+class StackSettings(BaseSettings):
+    """What the local stack reads: where the Apache Kafka jars are kept, and Java."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    kafka_home: Path | None = Field(default=None, validation_alias="MW_KAFKA_HOME")
+    xdg_cache_home: Path | None = Field(default=None, validation_alias="XDG_CACHE_HOME")
+    java_home: Path | None = Field(default=None, validation_alias="JAVA_HOME")
+
+    @classmethod
+    def load(cls) -> Self:
+        return load_settings(cls)
+
+
+_BOOL = TypeAdapter(bool)
+_CONTROLS = {variable(f.name): f.name for f in dataclasses.fields(NegativeControls)}
+
+
+def negative_controls(environ: Mapping[str, str] | None = None) -> NegativeControls:
+    """The negative controls from ``MW_UNSAFE_*`` (``mwcore/controls.py``); a name that is
+    not a control, or a value that is not a boolean, is a ``ConfigError``."""
+    env = os.environ if environ is None else environ
+    values: dict[str, bool] = {}
+    for var, raw in env.items():
+        name = var.upper()
+        if not name.startswith("MW_UNSAFE_"):
+            continue
+        if name not in _CONTROLS:
+            raise ConfigError(f"{var}: no such negative control (known: {', '.join(sorted(_CONTROLS))})")
+        try:
+            values[_CONTROLS[name]] = _BOOL.validate_python(raw)
+        except ValidationError:
+            raise ConfigError(f"{var}={raw!r}: not a boolean (1 or 0, true or false)") from None
+    return NegativeControls(**values)
 
 
 S = TypeVar("S", bound=BaseSettings)

@@ -28,7 +28,7 @@ def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Work
     schema registry and the schemas topic (its lookups and what it has read)."""
     from mwcore.runtime.rekey import rekey_stages
 
-    stages = rekey_stages(cls, unsafe_keep_key=settings.unsafe_rekey_keep_key)
+    stages = rekey_stages(cls, settings.unsafe)
     registry, schemas = build_schemas(settings)
     return [build_worker(c, settings, registry, schemas) for c in (cls, *stages)]
 
@@ -38,7 +38,7 @@ def build_schemas(settings: WorkerSettings) -> tuple[SchemaRegistry, SchemaTopic
     schemas it lacks (unless ``MW_UNSAFE_NO_SCHEMA_LOOKUP``, a negative control)."""
     registry = SchemaRegistry.from_directory(settings.schemas_dir)
     schemas = SchemaTopic(settings.bootstrap, settings.namespace)
-    if not settings.unsafe_no_schema_lookup:
+    if not settings.unsafe.no_schema_lookup:
         registry.use_source(schemas)
     return registry, schemas
 
@@ -50,7 +50,7 @@ def build_worker(
     wait = settings.redis_wait_replicas
     store = RedisCheckpointStore(
         client,
-        fencing=not settings.unsafe_disable_fencing,
+        controls=settings.unsafe,
         retries=REDIS_RETRIES,
         replicas=default_wait_replicas(client) if wait == "auto" else wait,
         wait_ms=settings.redis_wait_ms,
@@ -77,12 +77,7 @@ def build_worker(
         health_stall_s=settings.metrics_stall_s,
         report_interval_ms=settings.report_interval_ms,
         seen_gc_slack_ms=settings.seen_gc_slack_ms,
-        unsafe_keep_fired_timers=settings.unsafe_keep_fired_timers,
-        unsafe_drop_dead_letters=settings.unsafe_drop_dead_letters,
-        unsafe_unchecked_weak=settings.unsafe_unchecked_weak,
-        unsafe_skip_drain=settings.unsafe_skip_drain,
-        unsafe_no_retake=settings.unsafe_no_retake,
-        unsafe_ignore_rollback=settings.unsafe_ignore_rollback,
+        controls=settings.unsafe,
     )
     return Worker(
         cls(),
@@ -91,7 +86,6 @@ def build_worker(
         registry,
         watermarks,
         faults=Faults(settings.faults, settings.fault_log),
-        exactly_once=False if settings.unsafe_disable_dedup else None,
         reports=RedisReportSink(client, settings.namespace),
         schemas=schemas,
     )
@@ -103,9 +97,8 @@ def build_authority(settings: AuthoritySettings) -> Authority:
         shard=settings.authority_shard,
         shards=settings.authority_shards,
         block_ms=settings.authority_block_ms,
-        backlog=not settings.unsafe_ignore_backlog,
-        check_tokens=not settings.unsafe_accept_stale_reports,
         percentile=settings.authority_percentile,
+        controls=settings.unsafe,
     )
     log = RedisAuthorityLog(redis_client(settings.redis_url), settings.namespace)
     return Authority(log, WatermarkPublisher(settings.bootstrap, settings.namespace), config)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mwcore.controls import SAFE, NegativeControls
+
 
 @dataclass(frozen=True)
 class WorkerConfig:
@@ -24,10 +26,4 @@ class WorkerConfig:
     refence_backoff_s: float = 10.0  # after losing an interval to another grant
     report_interval_ms: int = 100  # watermark reports to the authority
     seen_gc_slack_ms: int = 60_000
-    # Negative controls only (settings: MW_UNSAFE_*): each turns one mechanism off.
-    unsafe_keep_fired_timers: bool = False
-    unsafe_drop_dead_letters: bool = False
-    unsafe_unchecked_weak: bool = False
-    unsafe_skip_drain: bool = False
-    unsafe_no_retake: bool = False
-    unsafe_ignore_rollback: bool = False  # a store behind the witness is used anyway
+    controls: NegativeControls = SAFE  # MW_UNSAFE_*: the negative controls (mwcore/controls.py)

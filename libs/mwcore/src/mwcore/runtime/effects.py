@@ -25,6 +25,7 @@ from mwcore.api import ids
 from mwcore.api.computation import Computation
 from mwcore.api.context import UNSET, Context, Effects, Encoder
 from mwcore.api.record import Production, Record, TimeDomain, Timer
+from mwcore.controls import SAFE, NegativeControls
 from mwcore.errors import SerializationError
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.state_cache import StateCache
@@ -43,8 +44,7 @@ class Applier:
         encoders: dict[str, tuple[str, Encoder]],  # stream -> (topic, encode)
         clock: Callable[[], int],
         counters: Counters,
-        *,
-        keep_fired_timers: bool = False,  # negative control only: a firing leaves its timer stored
+        controls: NegativeControls = SAFE,  # keep_fired_timers: a firing leaves its timer stored
     ) -> None:
         self.comp = computation
         self.cache = cache
@@ -54,7 +54,7 @@ class Applier:
         self.weak: list[Production] | None = [] if computation.options.productions == "weak" else None
         self._values = cache.values
         self._encode = cache.codec.encode
-        self._delete_fired = not keep_fired_timers
+        self._delete_fired = not controls.keep_fired_timers
 
     def record(self, record: Record, batch: Checkpoint) -> Exception | None:
         """Run ``process_record``; the error that made it leave no trace, or None."""

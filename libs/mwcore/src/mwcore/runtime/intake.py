@@ -25,6 +25,7 @@ from typing import Any
 
 from mwcore.api import ids
 from mwcore.api.record import ID_HEADER, LATE_HEADER, Record
+from mwcore.controls import SAFE, NegativeControls
 from mwcore.errors import SerializationError
 from mwcore.runtime import dead_letters
 from mwcore.runtime.dead_letters import Incoming
@@ -79,7 +80,7 @@ class Intake:
     record_latency: bool
     clock: Callable[[], int]  # wall ms
     on_error: Callable[[str, dict[str, Any]], None]  # told of each dead letter (the worker logs it)
-    drop_dead_letters: bool = False  # negative control only: a bad record leaves no dead letter
+    controls: NegativeControls = SAFE  # drop_dead_letters: a bad record leaves no dead letter
 
     def process(self, messages: Sequence[Message], batch: OpenBatch, positions: dict[str, int]) -> None:
         if not messages:
@@ -204,7 +205,7 @@ class Intake:
         """A record that cannot be processed: seen (never again), and dead-lettered."""
         self.applier.counters.dead_letters += 1
         cp.seen[inc.id] = inc.timestamp
-        if self.drop_dead_letters:
+        if self.controls.drop_dead_letters:
             return
         dead = dead_letters.dead_letter(self.dead_letter_topic, inc, exc)
         cp.productions.append(dead)

@@ -23,6 +23,7 @@ from mwcore.api.clock import MIN_WATERMARK
 from mwcore.api.codecs import StateCodec
 from mwcore.api.computation import Computation
 from mwcore.api.record import TimeDomain
+from mwcore.controls import SAFE, NegativeControls
 from mwcore.runtime import dead_letters
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.dedup import SeenIds
@@ -58,10 +59,7 @@ class IntervalDeps:
     on_error: Callable[[str, dict[str, Any]], None] = lambda event, info: None
     clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000
     witness_gated: bool = False  # productions and reports wait for the commit witness
-    # Negative controls only (settings: MW_UNSAFE_*); each turns one mechanism off:
-    unsafe_keep_fired_timers: bool = False  # a firing does not delete its timer's checkpoint copy
-    unsafe_drop_dead_letters: bool = False  # a bad record is skipped, no dead letter produced
-    unsafe_unchecked_weak: bool = False  # unacknowledged weak productions are not checkpointed
+    controls: NegativeControls = SAFE  # MW_UNSAFE_*: the negative controls (mwcore/controls.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +101,7 @@ class Interval:
             deps.encoders,
             deps.clock,
             deps.counters,
-            keep_fired_timers=deps.unsafe_keep_fired_timers,
+            deps.controls,
         )
         self.seen = SeenIds(snapshot.seen, self._lookup_seen, self._all_seen, deps.counters)
         self.intake = Intake(
@@ -119,7 +117,7 @@ class Interval:
             record_latency=deps.record_latency,
             clock=deps.clock,
             on_error=deps.on_error,
-            drop_dead_letters=deps.unsafe_drop_dead_letters,
+            controls=deps.controls,
         )
         # Pending batches of the snapshot are sent again first.
         self.outbox = Outbox(
@@ -270,7 +268,7 @@ class Interval:
 
     def _dead_letter_timer(self, entry: TimerEntry, firing_id: bytes, exc: Exception) -> None:
         self.deps.counters.dead_letters += 1
-        if not self.deps.unsafe_drop_dead_letters:
+        if not self.deps.controls.drop_dead_letters:
             dead = dead_letters.timer_dead_letter(self.deps.dead_letter_topic, entry, firing_id, exc)
             self.batch.productions.append(dead)
 
@@ -310,7 +308,7 @@ class Interval:
         # Weak productions not acknowledged by now are checkpointed, like strong ones:
         # those already sent and those made since the last send (e.g. by timers).
         self.flush_weak()
-        handover = self.outbox.for_checkpoint(self._new_batch_key, weak=not self.deps.unsafe_unchecked_weak)
+        handover = self.outbox.for_checkpoint(self._new_batch_key, weak=not self.deps.controls.unchecked_weak)
         cp.pending.update(handover.pending())
         cp.acked = handover.deleted
         if handover.segments_key is not None:

@@ -159,7 +159,7 @@ class Ownership:
         if self.consumer is None:
             return store_commits
         witnessed_commits = self.witness.read(self.consumer, iid.index)
-        if self.cfg.unsafe_ignore_rollback:
+        if self.cfg.controls.ignore_rollback:
             if witnessed_commits > store_commits:
                 log.warning(
                     "rollback_ignored", interval=str(iid), store=store_commits, witness=witnessed_commits
@@ -178,7 +178,7 @@ class Ownership:
         if self.consumer is not None:
             self.consumer.pause(self.parts(index))
         delay = 0.0 if exc.store_restarted else self.cfg.refence_backoff_s
-        if not self.cfg.unsafe_no_retake:
+        if not self.cfg.controls.no_retake:
             self.retakes[index] = time.monotonic() + delay
         log.warning(
             "fenced",

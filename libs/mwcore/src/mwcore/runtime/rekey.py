@@ -17,26 +17,25 @@ from typing import ClassVar
 from mwcore.api.computation import Computation, Input, KeyExtractor, Output
 from mwcore.api.context import Context
 from mwcore.api.record import Record
+from mwcore.controls import SAFE, NegativeControls
 from mwcore.errors import ConfigError
 from mwcore.transport.topics import rekey_stream
 
 
-def rekey_stages(comp: type[Computation], unsafe_keep_key: bool = False) -> list[type[Computation]]:
+def rekey_stages(comp: type[Computation], controls: NegativeControls = SAFE) -> list[type[Computation]]:
     """One stage class per input of ``comp`` that declares a key extractor.
 
-    ``unsafe_keep_key`` (``MW_UNSAFE_REKEY_KEEP_KEY``, for a negative control only): the
-    stages pass each record on under its own key, so a key of ``comp`` is not re-keyed
-    to one partition and has as many owners as partitions it came from."""
+    ``controls.rekey_keep_key`` (``MW_UNSAFE_REKEY_KEEP_KEY``, for a negative control
+    only): the stages pass each record on under its own key, so a key of ``comp`` is not
+    re-keyed to one partition and has as many owners as partitions it came from."""
     stages: list[type[Computation]] = []
     for inp in comp.inputs:
         if inp.key is not None:
-            stages.append(_stage(comp, inp, inp.key, unsafe_keep_key))
+            stages.append(_stage(comp, inp, inp.key, controls.rekey_keep_key))
     return stages
 
 
-def _stage(
-    comp: type[Computation], inp: Input, extract: KeyExtractor, unsafe_keep_key: bool = False
-) -> type[Computation]:
+def _stage(comp: type[Computation], inp: Input, extract: KeyExtractor, keep_key: bool) -> type[Computation]:
     if inp.schema is None:
         raise ConfigError(f"{comp.name}: re-keyed input {inp.stream!r} needs a schema")
     schema: str = inp.schema
@@ -55,6 +54,6 @@ def _stage(
         def process_record(self, ctx: Context, record: Record) -> None:
             ctx.produce(target, record.value, record.timestamp)
 
-    stage = KeepKeyStage if unsafe_keep_key else RekeyStage
+    stage = KeepKeyStage if keep_key else RekeyStage
     stage.__qualname__ = f"RekeyStage[{comp.name}.{inp.stream}]"
     return stage

@@ -62,7 +62,6 @@ class Worker:
         *,
         clock: Clock | None = None,
         faults: Faults = NO_FAULTS,
-        exactly_once: bool | None = None,
         reports: ReportSink | None = None,
         schemas: SchemaTopic | None = None,
     ) -> None:
@@ -89,7 +88,7 @@ class Worker:
             encoders=self.layout.encoders(registry),
             dead_letter_topic=self.layout.dead_letters,
             late_topic=self.layout.late,
-            exactly_once=computation.options.exactly_once if exactly_once is None else exactly_once,
+            exactly_once=computation.options.exactly_once and not config.controls.disable_dedup,
             max_cache_keys=config.max_cache_keys,
             seen_gc_slack_ms=config.seen_gc_slack_ms,
             faults=faults,
@@ -98,9 +97,7 @@ class Worker:
             clock=self.clock.now_ms,
             witness_gated=config.witness_gate,
             record_latency=bool(config.latency_out),
-            unsafe_keep_fired_timers=config.unsafe_keep_fired_timers,
-            unsafe_drop_dead_letters=config.unsafe_drop_dead_letters,
-            unsafe_unchecked_weak=config.unsafe_unchecked_weak,
+            controls=config.controls,
         )
         self.reporter = WatermarkReporter(
             reports or NullReportSink(), self.layout.spec(), self.clock.now_ms, config.report_interval_ms
@@ -351,7 +348,7 @@ class Worker:
 
     def shutdown(self) -> None:
         """Commit every batch, wait for acks, commit their deletion, leave the group."""
-        if self.cfg.unsafe_skip_drain:
+        if self.cfg.controls.skip_drain:
             self.ownership.clear()  # nothing committed or drained, not even on revocation
         else:
             self._drain(list(self.intervals.values()), 10.0)

@@ -10,6 +10,7 @@ from typing import Any, Literal
 import redis
 from redis.backoff import ExponentialBackoff
 
+from mwcore.controls import SAFE, NegativeControls
 from mwcore.errors import CheckpointError, FencedError
 from mwcore.store import scripts
 from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_batch, decode_entry, encode_batch
@@ -52,23 +53,22 @@ class IntervalKeys:
 class RedisCheckpointStore:
     """Checkpoints in Redis, one hash tag per interval.
 
-    ``fencing=False`` and ``token_scheme="counter-only"`` exist only so the tests'
-    negative controls can show what goes wrong without them.
+    ``controls`` (``disable_fencing``, ``counter_tokens``) exist only so the tests'
+    negative controls can show what goes wrong without fencing and random tokens.
     """
 
     def __init__(
         self,
         client: RedisClient,
         *,
-        fencing: bool = True,
-        token_scheme: TokenScheme = "safe",
+        controls: NegativeControls = SAFE,
         retries: int = 5,
         replicas: int = 0,
         wait_ms: int = 5_000,
     ) -> None:
         self._r = client
-        self._fencing = fencing
-        self._scheme = token_scheme
+        self._fencing = not controls.disable_fencing
+        self._scheme: TokenScheme = "counter-only" if controls.counter_tokens else "safe"
         self._retries = retries
         # replicas: each checkpoint counts as committed only once that many replicas of
         # its primary acknowledged it (WAIT): a failover then cannot lose it. A grant

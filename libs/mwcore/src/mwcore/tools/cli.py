@@ -3,25 +3,31 @@
 from __future__ import annotations
 
 import argparse
-import os
+import functools
 import signal
 import time
 from collections.abc import Sequence
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from mwcore.errors import ConfigError
+from mwcore.process.settings import CommandSettings
 
-if TYPE_CHECKING:
-    pass
+
+@functools.cache
+def _env() -> CommandSettings:
+    """What a command falls back on (``MW_BOOTSTRAP``, ...), read once."""
+    return CommandSettings.load()
+
+
+def _namespace(args: argparse.Namespace) -> str:
+    """--namespace, else $MW_NAMESPACE, else 'default'."""
+    return str(args.namespace or _env().namespace)
 
 
 def _run(args: argparse.Namespace) -> int:
     from mwcore.process.run import run_computation
 
-    if args.processes is not None:
-        os.environ["MW_PROCESSES"] = str(args.processes)
-    return run_computation(args.computation)
+    return run_computation(args.computation, processes=args.processes)
 
 
 def _authority(args: argparse.Namespace) -> int:
@@ -34,7 +40,7 @@ def _bootstrap(args: argparse.Namespace) -> str:
     """--bootstrap, else $MW_BOOTSTRAP, else the broker of a running `mw up`."""
     from mwcore.tools.up.runner import running
 
-    bootstrap = args.bootstrap or os.environ.get("MW_BOOTSTRAP") or running().get("bootstrap")
+    bootstrap = args.bootstrap or _env().bootstrap or running().get("bootstrap")
     if not bootstrap:
         raise ConfigError("no broker: pass --bootstrap host:port, set MW_BOOTSTRAP, or start `mw up`")
     return str(bootstrap)
@@ -48,7 +54,7 @@ def _schemas_dir(args: argparse.Namespace) -> str:
     from mwcore.tools.project import find_project
     from mwcore.tools.up.runner import running
 
-    schemas = args.schemas or os.environ.get("MW_SCHEMAS_DIR") or running().get("schemas_dir")
+    schemas = args.schemas or _env().schemas_dir or running().get("schemas_dir")
     if not schemas:
         project = find_project()
         schemas = str(project.schemas) if project is not None else "schemas"
@@ -61,7 +67,7 @@ def _redis_url(args: argparse.Namespace) -> str:
     """--redis-url, else $MW_REDIS_URL, else the Redis of a running `mw up`."""
     from mwcore.tools.up.runner import running
 
-    redis_url = args.redis_url or os.environ.get("MW_REDIS_URL") or running().get("redis_url")
+    redis_url = args.redis_url or _env().redis_url or running().get("redis_url")
     if not redis_url:
         raise ConfigError(
             "no Redis: pass --redis-url redis://host:port/0, set MW_REDIS_URL, or start `mw up`"
@@ -72,7 +78,7 @@ def _redis_url(args: argparse.Namespace) -> str:
 def _watermarks(args: argparse.Namespace) -> int:
     from mwcore.tools import watermarks_view as view
 
-    namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
+    namespace = _namespace(args)
     return view.main(_bootstrap(args), namespace, args.once, args.interval)
 
 
@@ -83,7 +89,7 @@ def _tail(args: argparse.Namespace) -> int:
     from mwcore.transport.schema_topic import SchemaTopic
 
     bootstrap = _bootstrap(args)
-    namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
+    namespace = _namespace(args)
     registry = SchemaRegistry.from_directory(_schemas_dir(args))
     registry.use_source(SchemaTopic(bootstrap, namespace))  # writers newer than the directory
     tail(
@@ -187,7 +193,7 @@ def _batch(args: argparse.Namespace) -> int:
         options["startingTimestamp"] = str(args.from_ms)
     if args.to_ms is not None:
         options["endingTimestamp"] = str(args.to_ms)
-    namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
+    namespace = _namespace(args)
     with spark_session(args.master) as spark:
         archive = read_archive(spark, bootstrap, inputs, namespace, schemas, **options)
         outputs = run_pipeline(archive, computations, registry)
@@ -211,7 +217,7 @@ def _replay(args: argparse.Namespace) -> int:
     bootstrap = _bootstrap(args)
     redis_url = _redis_url(args)
     schemas = _schemas_dir(args)
-    source = args.source_namespace or os.environ.get("MW_NAMESPACE", "default")
+    source = args.source_namespace or _env().namespace
     replay = Replay(
         bootstrap=bootstrap,
         client=redis_client(redis_url),
@@ -246,7 +252,7 @@ def _retire(args: argparse.Namespace) -> int:
     from mwcore.watermarks.retire import QUIET_S, Retirer
 
     bootstrap, redis_url = _bootstrap(args), _redis_url(args)
-    namespace = args.namespace or os.environ.get("MW_NAMESPACE", "default")
+    namespace = _namespace(args)
     preflight(bootstrap, redis_url, durable=False)  # it writes no checkpoint
     client = redis_client(redis_url)
     try:

@@ -34,6 +34,7 @@ from typing import Protocol
 
 import structlog
 
+from mwcore.controls import SAFE, NegativeControls
 from mwcore.watermarks import journal
 from mwcore.watermarks.model import MIN, Graph, Node, Options, Published
 from mwcore.watermarks.published import Watermarks
@@ -51,9 +52,8 @@ class AuthorityConfig:
     block_ms: int = 20
     heartbeat_s: float = 1.0
     topology_refresh_s: float = 0.5
-    backlog: bool = True  # False: the negative control (ignores records in the backlog)
-    check_tokens: bool = True  # False: the negative control (accepts stale-token reports)
     percentile: float = 0.99
+    controls: NegativeControls = SAFE  # ignore_backlog, accept_stale_reports, publish_unclamped
     trim_every_s: float = 5.0
 
 
@@ -109,9 +109,7 @@ class Authority:
         self.publisher = publisher
         self.cfg = config
         self._clock = clock
-        self.graph = Graph(
-            Options(backlog=config.backlog, percentile=config.percentile, check_tokens=config.check_tokens)
-        )
+        self.graph = Graph(Options(percentile=config.percentile, controls=config.controls))
         self.positions: dict[Stream, str] = {}  # (node, interval) -> last stream id applied
         self.counters = AuthorityCounters()
         self._topology_at = 0.0
@@ -284,7 +282,7 @@ class Authority:
             token = self.log.current_token(node.name, entry.index)
             if token is not None:
                 node.grant(entry.index, token)
-        if node.report(entry, now_ms, self.cfg.check_tokens):
+        if node.report(entry, now_ms, not self.cfg.controls.accept_stale_reports):
             self.counters.reports += 1
         else:
             self.counters.rejected += 1

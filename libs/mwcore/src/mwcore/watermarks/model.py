@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
+from mwcore.controls import SAFE, NegativeControls
 from mwcore.watermarks.report_format import NodeSpec, Report, Segment
 
 MIN = MIN_WATERMARK
@@ -147,9 +148,8 @@ Producer = Node | Retired
 
 @dataclass
 class Options:
-    backlog: bool = True  # False only for the negative control: ignores the Kafka backlog
-    check_tokens: bool = True  # False only for the negative control: accepts stale reports
     percentile: float = 0.99
+    controls: NegativeControls = SAFE  # ignore_backlog, publish_unclamped (negative controls)
     injector_stale_ms: int = 5000  # percentile only: a silent injector process is left out
 
 
@@ -269,7 +269,8 @@ class Graph:
         inp_pct: dict[str, int] = {}
         # The backlog does not depend on the watermarks: once per step.
         floors: dict[tuple[str, str, str], tuple[int, int]] = {}
-        if opts.backlog:
+        backlog = not opts.controls.ignore_backlog
+        if backlog:
             for a in nodes:
                 if a.spec.kind == "computation":
                     for topic in a.spec.inputs:
@@ -295,11 +296,11 @@ class Graph:
                     for p in producers:
                         w = min(w, out[p.name])
                         wp = min(wp, out_pct[p.name])
-                        if opts.backlog:
+                        if backlog:
                             f, fp = floors[(a.name, topic, p.name)]
                             w = min(w, f)
                             wp = min(wp, fp)
-                    if opts.backlog:
+                    if backlog:
                         for gone in retired:  # writes nothing more: only what it left holds
                             f, fp = floors[(a.name, topic, gone.name)]
                             w = min(w, f)
@@ -320,6 +321,8 @@ class Graph:
         result: dict[str, Published] = {}
         for n in nodes:
             pub = n.published
+            if opts.controls.publish_unclamped:  # the negative control of I-7: may go back
+                pub.output = pub.output_pct = pub.input = pub.input_pct = MIN
             pub.output = max(pub.output, out[n.name])
             pub.output_pct = max(pub.output_pct, out_pct[n.name], pub.output)
             if n.spec.kind == "computation":

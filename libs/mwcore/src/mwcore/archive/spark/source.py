@@ -35,7 +35,6 @@ format reads nothing (Spark's Kafka source is faster: docs/benchmarks.md).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,6 +56,7 @@ from mwcore.api.ids import ID_BYTES, from_position
 from mwcore.api.record import ID_HEADER
 from mwcore.archive.spark.types import struct_of
 from mwcore.errors import ConfigError
+from mwcore.process.settings import CommandSettings
 from mwcore.serde.avro import AvroSerde, SchemaRegistry, writer_fingerprint
 from mwcore.transport.archive import Range, Slice, bounds, read_slice
 from mwcore.transport.schema_topic import SchemaTopic
@@ -275,10 +275,12 @@ def _offsets(raw: str | None, default: str, streams: list[str], namespace: str) 
 
 
 def _schemas_dir(option: Path | str | None) -> Path:
+    """The option, else ``MW_SCHEMAS_DIR``, else the project's ``schemas/``."""
     if option:
         return Path(option)
-    if os.environ.get("MW_SCHEMAS_DIR"):
-        return Path(os.environ["MW_SCHEMAS_DIR"])
+    fallback = CommandSettings.load().schemas_dir
+    if fallback is not None:
+        return fallback
     from mwcore.serde.avro import find_schemas
 
     return find_schemas()
@@ -294,7 +296,7 @@ class ArchiveDataSource(DataSource):
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         opts = {k.lower(): v for k, v in options.items()}
-        self.bootstrap = opts.get("bootstrap") or os.environ.get("MW_BOOTSTRAP", "")
+        self.bootstrap = opts.get("bootstrap") or CommandSettings.load().bootstrap or ""
         if not self.bootstrap:
             raise ConfigError("option bootstrap (or MW_BOOTSTRAP) is required")
         self.namespace = opts.get("namespace", "default")

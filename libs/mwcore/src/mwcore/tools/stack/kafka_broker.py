@@ -15,7 +15,6 @@ that its ``apache/kafka`` image is ``KAFKA_VERSION``).
 from __future__ import annotations
 
 import base64
-import os
 import re
 import shutil
 import subprocess
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mwcore.errors import ConfigError
+from mwcore.process.settings import StackSettings
 from mwcore.tools.stack.localproc import die_with_parent, free_port, kill_process, stop_process
 from mwcore.transport.topics import broker_ready
 
@@ -112,11 +112,12 @@ logger.state.level = WARN
 
 
 def kafka_home() -> Path:
-    """Where the broker's jars are cached (outside the repository, shared by clones)."""
-    env = os.environ.get("MW_KAFKA_HOME")
-    if env:
-        return Path(env)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    """Where the broker's jars are cached (outside the repository, shared by clones):
+    ``MW_KAFKA_HOME``, else under ``XDG_CACHE_HOME`` (else ``~/.cache``)."""
+    env = StackSettings.load()
+    if env.kafka_home is not None:
+        return env.kafka_home
+    cache = env.xdg_cache_home or Path.home() / ".cache"
     return cache / "mwcore" / f"kafka-{KAFKA_VERSION}"
 
 
@@ -179,8 +180,8 @@ def _classpath(home: Path) -> str:
 
 
 def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    java = (home and shutil.which("java", path=os.path.join(home, "bin"))) or shutil.which("java")
+    home = StackSettings.load().java_home
+    java = (home and shutil.which("java", path=str(home / "bin"))) or shutil.which("java")
     if java is None:
         raise ConfigError("the Kafka broker needs Java 17+: apt-get install openjdk-17-jre-headless")
     return java
