@@ -4,11 +4,17 @@ Run: ``.venv/bin/python bench/soak.py [--seconds 600] [--queries 10]``.
 
 Starts the local stack and every service of ``services/`` (as ``mw up`` does), with the
 traffic generator kept ``--lead`` seconds of event time ahead of the injector's
-watermark, so the injector always has files waiting and runs as fast as it can. Every
-100 ms it reads the watermark topic; every 10 s it counts the records injected and
-reads each process's memory.
+watermark, so the injector always has files waiting and runs as fast as it can. Event
+time starts ``--speedup`` times ``--seconds`` back from the wall clock, far enough that it
+never reaches the clock (the broker refuses timestamps more than an hour ahead of it,
+and an injector that caught up would go at the clock's pace from then on). Every 100 ms
+it reads the watermark topic; every 10 s it counts the records injected and reads each
+process's memory.
 
 The last line is JSON: ``records``, ``rate_per_10s`` (records/s in each 10 s),
+``rate_held_records_per_s`` (the median of those after the warm-up: the rate the run
+held), ``event_time_ahead_of_clock`` (true if event time ever reached the wall clock:
+the run did not go at full speed throughout),
 ``longest_watermark_stall_s`` (the longest wall time any computation's published input
 watermark stood still, after the first ``--warmup`` seconds), the same per computation,
 ``memory_mb`` of every process at the start (after the warm-up) and at the end, and
@@ -105,6 +111,9 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=10, help="keys of the scenario")
     parser.add_argument("--rate", type=float, default=2000.0, help="records per event-time second")
     parser.add_argument("--lead", type=int, default=30, help="event-time seconds the files run ahead")
+    parser.add_argument(
+        "--speedup", type=float, default=100, help="event time starts this many run lengths back"
+    )
     args = parser.parse_args()
     result = run(args)
     print(json.dumps(result))
@@ -114,7 +123,8 @@ def main() -> int:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="mw-soak-"))
     logs_dir = workdir / "querylogs"
-    start_ms = (int(time.time()) - 3600) * 1000  # event time starts an hour back: no waiting on the clock
+    # far enough back that event time (about 20x the clock at full speed) never reaches the clock
+    start_ms = (int(time.time()) - int(args.speedup * args.seconds) - 3600) * 1000
     gen = Generator(logs_dir, Scenario(queries=args.queries, rate=args.rate), start_ms, args.lead)
     series: dict[str, list[tuple[float, int]]] = {}
     rates: list[float] = []
@@ -170,6 +180,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             feed.close()
             stop_processes(procs.values(), 30)
     computations = {n: s for n, s in series.items() if n != "injector"}
+    reached_clock = start_ms + gen.seconds * 1000 >= int(time.time() * 1000)
+    held = sorted(rates[int(args.warmup // 10) :]) or [0]
     t0 = began + args.warmup
     still = {n: longest_still(s, t0, ended) for n, s in sorted(computations.items())}
     stalls = {n: round(d, 2) for n, (d, _) in still.items()}
@@ -181,6 +193,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "records": records,
         "event_seconds_generated": gen.seconds,
         "rate_per_10s": rates,
+        "rate_held_records_per_s": held[len(held) // 2],
+        "event_time_ahead_of_clock": reached_clock,
         "longest_watermark_stall_s": longest,
         "watermark_stall_s": stalls,
         # where the longest stall began, in seconds from the start

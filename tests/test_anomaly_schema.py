@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import fastavro
+import pytest
 
 from mwcore.serde.compat import upgrade_refusal
 from tests.conftest import ROOT
@@ -62,6 +63,7 @@ def test_a_version_1_reader_skips_the_phase_and_a_version_2_reader_defaults_it()
     assert _through(RECORD, V1, V2) == {**RECORD, "phase": "OPEN"}
 
 
+@pytest.mark.negative_control
 def test_negative_control_a_phase_without_a_default_is_refused() -> None:
     strict = json.loads(json.dumps(V2))
     phase = next(f for f in strict["fields"] if f["name"] == "phase")

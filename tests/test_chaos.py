@@ -68,6 +68,7 @@ def test_a_store_rollback_stops_the_workers_before_a_second_payload() -> None:
     and no output id carries two different payloads."""
     result = run(parse(["--scenario", "rollback", "--rate", "500", "--lag", "3"]))
     assert result["rollback_detected"] is True, result
+    assert result["all_workers_stopped"] is True, result
     assert result["second_payloads"] == 0, result
     assert result["verdict"] == "stopped_before_second_payload", result
 

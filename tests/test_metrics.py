@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -216,17 +217,27 @@ def _health(port: int) -> tuple[int, str]:
         return 0, str(exc)
 
 
+STALL_S = 3  # the worker's MW_METRICS_STALL_S
+
+
 def _health_through_a_redis_restart(
-    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path, watch_s: float, **env: str
+    stack: LocalStack,
+    registry: SchemaRegistry,
+    namespace: str,
+    tmp_path: Path,
+    until: Callable[[list[tuple[int, str]], list[int], float], bool],
+    **env: str,
 ) -> list[tuple[int, str]]:
     """A worker (``MW_METRICS_STALL_S=3``) with input coming at 500 records/s; Redis
-    restarted under it. Returns every /healthz answer of the ``watch_s`` after."""
+    restarted under it. Returns every /healthz answer after the restart, sampled until
+    ``until(answers, commits since the restart per interval, seconds since it)`` holds
+    (at most 60 s)."""
     from tests.support.running_sum import Injector, make_inputs
 
     dep = Deployment.on(stack, namespace, tmp_path, worker_env=dict(env))
     port = free_port()
     worker = dep.add_worker("h0").start(
-        MW_METRICS_PORT=str(port), MW_METRICS_HOST="127.0.0.1", MW_METRICS_STALL_S="3"
+        MW_METRICS_PORT=str(port), MW_METRICS_HOST="127.0.0.1", MW_METRICS_STALL_S=str(STALL_S)
     )
     writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
     injector = Injector(writer, make_inputs(60_000, 100, dup_rate=0.0, seed=5), rate=500)
@@ -235,11 +246,16 @@ def _health_through_a_redis_restart(
     try:
         wait_until(lambda: min(dep.commits()) >= 2, 60, 0.2, "two checkpoints per interval")
         wait_until(lambda: _health(port)[0] == 200, 30, 0.2, "/healthz to answer 200")
+        before = dep.commits()
         stack.redis.stop()
         stack.redis.start()
-        deadline = time.monotonic() + watch_s
-        while time.monotonic() < deadline:
+        restarted = time.monotonic()
+        while True:
             answers.append(_health(port))
+            since = [now - then for now, then in zip(dep.commits(), before, strict=True)]
+            elapsed = time.monotonic() - restarted
+            if until(answers, since, elapsed) or elapsed > 60:
+                break
             time.sleep(0.5)
     finally:
         injector.release.set()
@@ -255,7 +271,12 @@ def test_healthz_names_an_interval_that_stopped_progressing(
     the kind of stall issue 14 found) while their input keeps coming: the loop turns,
     but /healthz answers 503 and names an interval and the records waiting."""
     answers = _health_through_a_redis_restart(
-        stack, registry, namespace, tmp_path, 15, MW_UNSAFE_NO_RETAKE="1"
+        stack,
+        registry,
+        namespace,
+        tmp_path,
+        lambda answers, _, __: answers[-1][0] == 503,
+        MW_UNSAFE_NO_RETAKE="1",
     )
     stuck = [body for code, body in answers if code == 503]
     assert stuck and "has not committed for" in stuck[-1] and "records wait" in stuck[-1], answers
@@ -266,6 +287,13 @@ def test_healthz_stays_ok_when_the_worker_takes_its_intervals_back(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
 ) -> None:
     """The same restart with the intervals taken back at once: no false alarm (the
-    control that the rule above reacts to the stall, not to the restart)."""
-    answers = _health_through_a_redis_restart(stack, registry, namespace, tmp_path, 15)
+    control that the rule above reacts to the stall, not to the restart), sampled until
+    every interval has committed twice since the restart and twice the stall threshold
+    has passed (a false alarm can only come while an interval has not committed)."""
+
+    def recovered(answers: list[tuple[int, str]], since: list[int], elapsed: float) -> bool:
+        return min(since) >= 2 and elapsed >= 2 * STALL_S
+
+    answers = _health_through_a_redis_restart(stack, registry, namespace, tmp_path, recovered)
     assert all(code == 200 for code, _ in answers), answers
+    assert len(answers) >= 2 * STALL_S, answers  # sampled through the whole window

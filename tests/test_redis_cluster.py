@@ -35,9 +35,6 @@ from mwcore.transport.writer import SourceWriter
 from testbed.procs import WorkerProc, joined, wait_until
 from tests.support.running_sum import Deployment, Injector, InputRecord, make_inputs, verify
 from tests.test_exactly_once import test_crash_storm_keeps_exactly_once as test_crash_storm_on_a_cluster
-from tests.test_fencing import (
-    test_negative_control_without_fencing_accepts_stale_writes as test_nc_no_fencing_on_a_cluster,
-)
 from tests.test_fencing import test_zombie_writes_are_rejected as test_zombie_on_a_cluster
 from tests.test_timers import test_timers_fire_in_order_once_and_survive_restarts as test_timers_on_a_cluster
 from tests.test_watermarks import log_dir
@@ -54,7 +51,6 @@ __all__ = [
     "log_dir",
     "test_backlog_on_a_cluster",
     "test_crash_storm_on_a_cluster",
-    "test_nc_no_fencing_on_a_cluster",
     "test_stale_token_on_a_cluster",
     "test_timers_on_a_cluster",
     "test_zombie_on_a_cluster",
@@ -113,25 +109,38 @@ def _sleep_replica(cluster: LocalRedisCluster, key: str, seconds: float) -> thre
     return t
 
 
-@pytest.mark.negative_control
-def test_a_checkpoint_waits_for_its_replica(cluster: LocalRedisCluster) -> None:
-    """With WAIT (replicas=1) a checkpoint the replica has not acknowledged is an error,
-    not a commit; without it (replicas=0: the control) the same commit returns as done."""
+def _commit_with_the_replica_asleep(cluster: LocalRedisCluster, replicas: int, name: str) -> str:
+    """A checkpoint committed while its primary's replica cannot acknowledge (with
+    ``replicas`` to wait for, as ``MW_REDIS_WAIT_REPLICAS``): ``"committed"``, or the
+    error that kept it from counting as committed."""
     client = connect_redis(cluster.url)
-    iv = IntervalId("wait", "c", 0)
-    key = f"mw:{iv.tag()}:token"
-    waiting = RedisCheckpointStore(client, replicas=1, wait_ms=500)
-    token = waiting.grant(iv, "me")
-    assert waiting.commit(iv, token, Checkpoint(positions={"in:0": 1})) == 1  # replica up: fine
-    sleeper = _sleep_replica(cluster, key, 2.0)
+    iv = IntervalId(name, "c", 0)
+    store = RedisCheckpointStore(client, replicas=replicas, wait_ms=500)
+    token = store.grant(iv, "me")
+    assert store.commit(iv, token, Checkpoint(positions={"in:0": 1})) == 1  # replica up: fine
+    sleeper = _sleep_replica(cluster, f"mw:{iv.tag()}:token", 2.0)
     try:
-        with pytest.raises(NotReplicatedError, match="0 of 1 replicas acknowledged"):
-            waiting.commit(iv, token, Checkpoint(positions={"in:0": 2}))
-        unchecked = RedisCheckpointStore(client, replicas=0)
-        assert unchecked.commit(iv, token, Checkpoint(positions={"in:0": 3})) == 3
+        store.commit(iv, token, Checkpoint(positions={"in:0": 2}))
+        return "committed"
+    except NotReplicatedError as exc:
+        return str(exc)
     finally:
         sleeper.join()
-    cluster.wait_ok()
+        cluster.wait_ok()
+
+
+def test_a_checkpoint_waits_for_its_replica(cluster: LocalRedisCluster) -> None:
+    """With WAIT (one replica) a checkpoint the replica has not acknowledged is an
+    error, not a commit: the worker stops rather than produce from it."""
+    outcome = _commit_with_the_replica_asleep(cluster, 1, "wait")
+    assert "0 of 1 replicas acknowledged" in outcome, outcome
+
+
+@pytest.mark.negative_control
+def test_negative_control_without_wait_an_unreplicated_checkpoint_counts(cluster: LocalRedisCluster) -> None:
+    """The same commit and check without WAIT (``MW_REDIS_WAIT_REPLICAS=0``): it returns
+    as committed while no replica has it (a failover now would lose it)."""
+    assert _commit_with_the_replica_asleep(cluster, 0, "nowait") == "committed"
 
 
 @pytest.mark.exactly_once

@@ -9,15 +9,20 @@ The pipeline: injector ``src`` -> ``events`` -> ``forward`` (A) -> ``forwarded``
 - While A's worker runs, ``mw retire forward`` is refused: exit code 2, one line on
   stderr, no traceback.
 - Without the retirement B's input watermark is held for good at A's output
-  watermark, which A's unread input holds at 5,000 (the negative control shows the
-  check failing).
+  watermark, which A's unread input holds at 5,000 (the negative control of the
+  liveness half shows the check failing).
 - With it (the real command, in a subprocess, once A has been silent for the quiet
   period), while B is still stopped, A's records in B's backlog still hold B at
   3,000; restarted, B reads them and its watermark goes to 20,000 (the live writer's
   promise) within seconds; no window is early and every count is exact; no published
   watermark went back; ``mw watermarks`` no longer shows A. Started again, A is back
-  in the topology (retire is not a ban).
+  in the topology (retire is not a ban), and its watermarks never went back.
 - An unknown computation is refused (exit code 2, one line).
+
+Negative controls of the safety half: a retirement that forgets the records A left
+unread (``MW_UNSAFE_RETIRE_DROPS_BACKLOG``) lets B's watermark pass them; an authority
+that does not keep published values from going back (``MW_UNSAFE_PUBLISH_UNCLAMPED``)
+publishes A, back from retirement, below what it had published.
 """
 
 from __future__ import annotations
@@ -97,14 +102,27 @@ class Observed:
     windows: list[dict[str, Any]] = field(default_factory=list)
     refused: subprocess.CompletedProcess[str] | None = None
     retired: subprocess.CompletedProcess[str] | None = None
+    went_back: list[str] = field(default_factory=list)  # published watermarks that went back
 
 
 def scenario(
-    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path, retire: bool
+    stack: LocalStack,
+    registry: SchemaRegistry,
+    namespace: str,
+    log_dir: Path,
+    retire: bool,
+    **authority_env: str,
 ) -> Observed:
     seen = Observed()
     r = connect_redis(stack.redis_url)
-    auth = authority(stack, namespace, log_dir).start()
+    auth = authority(stack, namespace, log_dir, **authority_env).start()
+
+    def monotonic() -> None:
+        try:
+            pub.assert_monotonic()
+        except AssertionError as exc:
+            seen.went_back.append(str(exc))
+
     env = worker_env(
         stack.bootstrap, stack.redis_url, namespace, MW_WATERMARK="authority", MW_REPORT_INTERVAL_MS="50"
     )
@@ -163,7 +181,7 @@ def scenario(
             "the windows of every record",
         )
         seen.windows = windows(stack, registry, namespace)
-        pub.assert_monotonic()
+        monotonic()
         if retire:
             feed = WatermarkFeed(stack.bootstrap, namespace)  # what `mw watermarks` shows
             try:
@@ -180,7 +198,7 @@ def scenario(
                     return A in feed.latest
 
                 wait_until(shown, 60, what="A's watermarks again")
-                pub.assert_monotonic()  # A's too: it came back with the values it had
+                monotonic()  # A's too: it came back with the values it had
             finally:
                 feed.close()
         return seen
@@ -210,6 +228,7 @@ def problems(seen: Observed) -> list[str]:
     counts = {(w["start"], w["count"]) for w in seen.windows if not w["early"]}
     if counts != {(1000, 10), (3000, 100)}:
         out.append(f"the windows are {sorted(counts)}, not [(1000, 10), (3000, 100)]")
+    out += [f"a published watermark went back: {w}" for w in seen.went_back]
     return out
 
 
@@ -237,6 +256,32 @@ def test_negative_control_without_the_retirement_the_consumer_stays_held(
     seen = scenario(stack, registry, namespace, log_dir, retire=False)
     assert problems(seen) == [f"B's watermark stayed at {seen.final}, its live input is at {LIVE_PROMISE}"]
     assert seen.final <= 5000
+
+
+@pytest.mark.negative_control
+def test_negative_control_a_retirement_that_forgets_the_backlog_lets_the_consumer_pass_it(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    """The same scenario and check, the retirement dropping what A left in B's backlog:
+    once A is retired, B's watermark (B still stopped) passes A's unread records."""
+    seen = scenario(stack, registry, namespace, log_dir, retire=True, MW_UNSAFE_RETIRE_DROPS_BACKLOG="1")
+    found = problems(seen)
+    print("negative control found:", *found, sep="\n  ")
+    assert seen.held_stopped <= 3000, found  # before the retirement, the backlog held it
+    assert any("passed A's unread records once A was retired" in p for p in found), found
+
+
+@pytest.mark.negative_control
+def test_negative_control_unclamped_watermarks_go_back_when_a_computation_returns(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    """The same scenario and check, the authority publishing what it computes without
+    keeping it at or above what it published: A, started again after its retirement,
+    has no interval reports yet, and its watermarks are published below the values it had."""
+    seen = scenario(stack, registry, namespace, log_dir, retire=True, MW_UNSAFE_PUBLISH_UNCLAMPED="1")
+    found = problems(seen)
+    print("negative control found:", *found, sep="\n  ")
+    assert any(p.startswith("a published watermark went back:") for p in found), found
 
 
 def test_an_unknown_computation_is_refused(stack: LocalStack, namespace: str) -> None:

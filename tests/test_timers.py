@@ -7,9 +7,10 @@ values, each key's firing count in state equals its distinct firings), and the
 checkpoint holds exactly the timers not yet due. The worker is SIGKILLed between
 advances, so timers set before a crash fire after it.
 
-Negative control: with a firing's deletion left out of the checkpoint
+Negative controls: with a firing's deletion left out of the checkpoint
 (``MW_UNSAFE_KEEP_FIRED_TIMERS``), the same check finds timers fired again after a
-restart.
+restart; with timers firing on no watermark at all (``MW_WATERMARK=max``: every event
+timer due at once), it finds timers fired early.
 """
 
 from __future__ import annotations
@@ -162,3 +163,15 @@ def test_negative_control_fired_timers_kept_in_the_checkpoint_fire_again(
     print("negative control found:", *problems, sep="\n  ")
     assert any("fired twice" in p for p in problems), problems
     assert any("the checkpoint holds" in p for p in problems), problems
+
+
+@pytest.mark.negative_control
+def test_negative_control_timers_without_a_watermark_fire_early(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    """The same steps and check, the worker's timers firing on the end of time instead
+    of the watermark (``MW_WATERMARK=max``): the first step already fires timers far
+    above its watermark."""
+    problems = run_timer_steps(stack, registry, namespace, tmp_path, MW_WATERMARK="max")
+    print("negative control found:", *problems, sep="\n  ")
+    assert any(p.startswith("step 0 ") and "fired early" in p for p in problems), problems

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from mwcore.tools.stack.localproc import free_port
 from mwcore.tools.stack.localstack import LocalStack, RedisServer
+from testbed.procs import wait_until
 from tests.conftest import ROOT
 
 SERVICES = {
@@ -23,7 +25,7 @@ SERVICES = {
     "dip_detector": ["-m", "services.dip_detector"],
     "authority": ["-m", "services.watermark_authority"],
     "injector": ["-m", "services.injector"],
-    "mw run": ["-m", "mwcore", "run", "bench.keyed_count:KeyedCount"],
+    "mw run": ["-m", "mwcore", "run", "mwcore.examples.running_sum:RunningSum"],
 }
 
 
@@ -134,8 +136,9 @@ def test_a_volatile_store_is_refused_at_start(
 def test_a_volatile_store_accepted_on_purpose_runs(
     stack: LocalStack, volatile_redis: RedisServer, tmp_path: Path
 ) -> None:
-    """With ``MW_ALLOW_VOLATILE_STORE=1`` the same worker starts and keeps running (the
-    control that the refusal above comes from the check, not from something else)."""
+    """With ``MW_ALLOW_VOLATILE_STORE=1`` the same worker starts: it gets past the
+    preflight, joins its group and takes its intervals over (the control that the
+    refusal above comes from the check, not from something else)."""
     env = {
         **os.environ,
         "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
@@ -148,9 +151,17 @@ def test_a_volatile_store_accepted_on_purpose_runs(
     proc = subprocess.Popen(
         [sys.executable, *SERVICES["mw run"]], env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True
     )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
     try:
-        time.sleep(8)
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        wait_until(
+            lambda: proc.poll() is not None or any('"interval_acquired"' in ln for ln in lines),
+            60,
+            0.1,
+            "the worker to take an interval over, or to exit",
+        )
+        assert proc.poll() is None, "".join(lines)
     finally:
         proc.terminate()
         proc.wait(30)

@@ -14,10 +14,12 @@ payloads. With the detection turned off (``--worker-env
 '{"MW_UNSAFE_IGNORE_ROLLBACK": "1"}'``) the workers resume from the older state and the
 check finds ids with second, different payloads.
 
-JSON last: ``rollback_detected``, ``second_payloads`` (ids with two different payloads),
-``detection_s`` (from the restore to the first worker's stop), the full checks of the
-mixed scenario (most fail when the pipeline stops, by design: only the two above are
-the verdict), and ``"verdict": "stopped_before_second_payload"`` or ``"violated"``.
+JSON last: ``rollback_detected``, ``all_workers_stopped`` (each worker logged the one
+line and stopped, within ``--watch`` s), ``second_payloads`` (ids with two different
+payloads), ``detection_s`` (from the restore to the first worker's stop), the full
+checks of the mixed scenario (most fail when the pipeline stops, by design: only the
+three above are the verdict), and ``"verdict": "stopped_before_second_payload"`` or
+``"violated"``.
 """
 
 from __future__ import annotations
@@ -79,12 +81,12 @@ def run_rollback(args: argparse.Namespace) -> dict[str, Any]:
             print("restored the older copy", flush=True)
             deadline = restored + args.watch
             while time.monotonic() < deadline:
-                if any(DETECTED in w.logs() for w in run_.workers):
+                stopped = [w for w in run_.workers if DETECTED in w.logs()]
+                if stopped and detected_at is None:
                     detected_at = time.monotonic()
+                if len(stopped) == len(run_.workers):  # every one must stop, producing nothing
                     break
                 time.sleep(0.2)
-            if detected_at is not None:
-                time.sleep(3)  # what else the workers do: they must all stop, producing nothing
             feeder.stopping.set()
             feeder.join(180)
             if detected_at is None:  # not detected: let the pipeline finish, then check it
@@ -110,9 +112,14 @@ def run_rollback(args: argparse.Namespace) -> dict[str, Any]:
         "rollback_detected": detected,
         "detection_s": round(detected_at - restored, 2) if detected_at is not None else None,
         "stopped_workers": stops,
+        "all_workers_stopped": len(stops) == len(run_.workers),
         "second_payloads": second,
         "checks": findings.counts,
         "examples": {k: v for k, v in findings.examples.items() if v},
         "logs": str(log_dir),
-        "verdict": "stopped_before_second_payload" if detected and second == 0 else "violated",
+        "verdict": (
+            "stopped_before_second_payload"
+            if detected and second == 0 and len(stops) == len(run_.workers)
+            else "violated"
+        ),
     }

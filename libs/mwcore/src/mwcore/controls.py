@@ -32,6 +32,7 @@ class NegativeControls:
     ignore_backlog: bool = False  # records in the Kafka backlog hold no watermark (I-8)
     accept_stale_reports: bool = False  # reports under a stale token are applied (I-8)
     publish_unclamped: bool = False  # a published watermark may go back (I-7)
+    retire_drops_backlog: bool = False  # a retired computation's unread records hold nobody (I-8)
 
     def active(self) -> list[str]:
         """The variables of the switches that are on."""

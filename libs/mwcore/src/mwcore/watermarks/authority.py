@@ -53,7 +53,7 @@ class AuthorityConfig:
     heartbeat_s: float = 1.0
     topology_refresh_s: float = 0.5
     percentile: float = 0.99
-    controls: NegativeControls = SAFE  # ignore_backlog, accept_stale_reports, publish_unclamped
+    controls: NegativeControls = SAFE  # the authority's: see watermarks/model.py, and accept_stale_reports
     trim_every_s: float = 5.0
 
 

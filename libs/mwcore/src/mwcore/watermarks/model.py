@@ -149,7 +149,8 @@ Producer = Node | Retired
 @dataclass
 class Options:
     percentile: float = 0.99
-    controls: NegativeControls = SAFE  # ignore_backlog, publish_unclamped (negative controls)
+    # negative controls: ignore_backlog, publish_unclamped, retire_drops_backlog
+    controls: NegativeControls = SAFE
     injector_stale_ms: int = 5000  # percentile only: a silent injector process is left out
 
 
@@ -198,11 +199,12 @@ class Graph:
         what it may have written without reporting it yet."""
         node = self.nodes.pop(name, None)
         gone = self.retired.get(name) or Retired(spec)
+        left = [] if node is None else [s for segs in node.segments.values() for s in segs]
         if node is not None:
             gone.published = node.published
-            for fld, segs in node.segments.items():
-                gone.segments.setdefault(fld, []).extend(segs)
-        for s in handover:
+        if self.options.controls.retire_drops_backlog:  # the negative control: nothing left
+            left, handover = [], ()
+        for s in (*left, *handover):
             gone.segments.setdefault(f"{s.topic}:{s.partition}", []).append(s)
         self.retired[name] = gone
         self._index()
