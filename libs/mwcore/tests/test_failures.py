@@ -232,3 +232,34 @@ def test_a_codecs_bytearray_is_committed_as_bytes() -> None:
     pack_call("0" * 40, (), packer._commit_args("t", ready.checkpoint))  # hiredis takes only bytes
     interval.committed(ready, store.commit(IV, interval.token, ready.checkpoint))
     assert store.load_state(IV, [b"k"]) == [b"7"]
+
+
+class WitnessingConsumer(FakeConsumer):
+    """A group member whose committed offsets witness 5 checkpoints of every interval."""
+
+    def committed(self, parts: Any, timeout: float = 0) -> list[Any]:
+        from mwcore.runtime.witness import encode
+        from mwcore.transport.consumer import Offset
+
+        return [Offset(p.topic, p.partition, 10, encode(5)) for p in parts]
+
+
+@pytest.mark.parametrize("accept", [False, True], ids=["stops", "accepted-by-the-operator"])
+def test_a_store_behind_its_witness_stops_the_takeover_unless_the_operator_accepts_it(accept: bool) -> None:
+    """The store has no checkpoint of the interval, Kafka witnessed 5: the takeover stops
+    with ``StoreRollbackError``, or, with ``MW_ACCEPT_STORE_ROLLBACK`` (the operator's
+    choice after such a stop), goes on from what the store has."""
+    from mwcore.errors import StoreRollbackError
+    from mwcore.runtime.config import WorkerConfig
+    from mwcore.runtime.worker import Worker
+    from mwcore.watermarks.source import FixedWatermark
+
+    registry = SchemaRegistry.from_directory(SCHEMAS)
+    config = WorkerConfig(bootstrap="127.0.0.1:9", accept_store_rollback=accept)
+    worker = Worker(Exploder(), config, MemoryCheckpointStore(), registry, FixedWatermark())
+    worker.consumer = worker.ownership.consumer = WitnessingConsumer([])  # type: ignore[assignment]
+    if accept:
+        assert worker.acquire(0).commits == 0
+    else:
+        with pytest.raises(StoreRollbackError, match="the store has 0 checkpoints but Kafka witnessed 5"):
+            worker.acquire(0)

@@ -116,6 +116,9 @@ class WorkerSettings(ProcessSettings):
     # productions and watermark reports wait until Kafka holds the commit witness
     # (runtime/witness.py); off: the witness only detects a loss older than its last write
     witness_gate: bool = True
+    # after a stop on a store behind the commit witness, an operator who chose to go on
+    # from the older state sets this once (docs/reliability.md): the loss is logged, not fatal
+    accept_store_rollback: bool = False
     latency_out: str = ""
     faults: str = ""
     fault_log: str = ""

@@ -77,6 +77,7 @@ def build_worker(
         health_stall_s=settings.metrics_stall_s,
         report_interval_ms=settings.report_interval_ms,
         seen_gc_slack_ms=settings.seen_gc_slack_ms,
+        accept_store_rollback=settings.accept_store_rollback,
         controls=settings.unsafe,
     )
     return Worker(

@@ -159,11 +159,10 @@ class Ownership:
         if self.consumer is None:
             return store_commits
         witnessed_commits = self.witness.read(self.consumer, iid.index)
-        if self.cfg.controls.ignore_rollback:
+        if self.cfg.accept_store_rollback or self.cfg.controls.ignore_rollback:
             if witnessed_commits > store_commits:
-                log.warning(
-                    "rollback_ignored", interval=str(iid), store=store_commits, witness=witnessed_commits
-                )
+                event = "rollback_accepted" if self.cfg.accept_store_rollback else "rollback_ignored"
+                log.warning(event, interval=str(iid), store=store_commits, witness=witnessed_commits)
             return min(witnessed_commits, store_commits)
         self.witness.check(str(iid), store_commits, witnessed_commits)
         return witnessed_commits
