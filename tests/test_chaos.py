@@ -49,6 +49,11 @@ def test_negative_control_fencing_off_is_caught() -> None:
     args = ["--faults", "1", "--kinds", "worker_kill", "--gap", "8", "--rate", "500"]
     result = run(parse([*args, "--worker-env", env]))
     assert result["verdict"] == "violated", result
+    checks = result["checks"]  # the zombies' unfenced commits: the exactly-once checks see them
+    found = sum(
+        checks[c] for c in ("duplicate_outputs", "lost_records", "conflicting_payloads", "wrong_state")
+    )
+    assert found > 0, result
 
 
 def test_rolling_restarts_never_stall() -> None:

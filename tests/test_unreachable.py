@@ -1,7 +1,8 @@
 """Every service stops at start, within 15 s, with exit code 2 and one line naming the
 setting to fix, when its broker or Redis cannot be used: a closed port, a password
 missing or wrong, a database that does not exist; and the processes that keep state in
-Redis when it can lose acknowledged writes (unless accepted on purpose)."""
+Redis when it can lose acknowledged writes (unless accepted on purpose). A session
+timeout the broker refuses shows only at the group join: within 20 s."""
 
 from __future__ import annotations
 
