@@ -1,6 +1,9 @@
 """Watermark lag of a three-stage pipeline at a steady rate.
 
-Run: ``.venv/bin/python bench/watermark_lag.py [--rate 2000] [--seconds 20] [--witness-gate on|off]``.
+Run: ``.venv/bin/python bench/watermark_lag.py [--rate 2000] [--seconds 20] [--witness-gate on|off]
+[--library DIR]``; ``--library`` runs the stages and the authority on another copy of
+the library (``git worktree add /tmp/base COMMIT``, then ``/tmp/base/libs/mwcore/src``),
+to compare with older code.
 
 Starts a local stack, the watermark authority and one worker per stage
 (``bench/stages.py``: injector -> stage1 -> stage2 -> stage3, pass-through), then
@@ -39,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STAGES = ("stage1", "stage2", "stage3")
 
 
-def env(stack: LocalStack, namespace: str, witness_gate: bool) -> dict[str, str]:
+def env(stack: LocalStack, namespace: str, witness_gate: bool, library: str) -> dict[str, str]:
     return {
         **os.environ,
         "MW_WITNESS_GATE": "1" if witness_gate else "0",
@@ -48,7 +51,7 @@ def env(stack: LocalStack, namespace: str, witness_gate: bool) -> dict[str, str]
         "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
         "MW_NAMESPACE": namespace,
         "MW_LOG_LEVEL": "warning",
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": os.pathsep.join(p for p in (library, str(ROOT)) if p),
     }
 
 
@@ -65,12 +68,13 @@ def main() -> None:
     parser.add_argument(
         "--witness-gate", choices=("on", "off"), default="on", help="MW_WITNESS_GATE of the stages"
     )
+    parser.add_argument("--library", default="", help="the stages' and authority's library (a src dir)")
     args = parser.parse_args()
     gate = args.witness_gate == "on"
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     namespace = f"wmlag{os.getpid()}"
     with LocalStack() as stack:
-        e = env(stack, namespace, gate)
+        e = env(stack, namespace, gate, args.library)
         procs = [subprocess.Popen([sys.executable, "-m", "mwcore", "authority"], env=e, cwd=ROOT)]
         procs += [
             subprocess.Popen(
@@ -139,6 +143,7 @@ def main() -> None:
     med = {s: statistics.median(v) for s, v in lags.items()}
     result = {
         "witness_gate": gate,
+        "library": args.library or "this checkout",
         "rate_records_per_s": args.rate,
         "seconds": args.seconds,
         "lag_ms": {s: {"median": round(med[s]), "p95": pct(v, 0.95)} for s, v in lags.items()},

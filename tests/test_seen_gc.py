@@ -98,9 +98,9 @@ def run(
 
 
 # ids of about SLACK_MS + SKEW_MS of event time (1 record per ms), plus batches in flight
-# (about 12,000 at the peak, sampled every 2,000 records)
+# (what a run measured: docs/benchmarks.md)
 MAX_SEEN = (SLACK_MS + SKEW_MS) * 3 // 2
-# flat: the worker's RSS once warm (WARM records) and at the end (about 2.5 MB apart)
+# flat: the worker's RSS once warm (WARM records) and at the end
 MAX_RSS_GROWTH_MB = 16
 
 

@@ -34,6 +34,7 @@ def _false_per_day(model: CountModel, volume: float, k: float, days: int = 20) -
 def test_on_pure_noise_false_episodes_stay_within_twice_the_budget(volume: float, k: float) -> None:
     model = CountModel(day=DAY, budget=BUDGET)
     per_day = _false_per_day(model, volume, k)
+    print(f"false episodes per day at volume {volume}, k {k}: {per_day}")  # docs/detection.md
     assert per_day <= 2 * BUDGET, (volume, k, per_day)
     assert model.dispersion(0) == pytest.approx(k, abs=0.05)
 
