@@ -35,3 +35,42 @@ def test_fault_specs() -> None:
         Faults("nowhere:kill:1")
     with pytest.raises(ConfigError, match="unknown option"):
         Faults("after_commit:kill:1:sometimes")
+
+
+def test_the_negative_controls_are_read_once_into_one_frozen_object(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import dataclasses
+
+    from mwcore.controls import SAFE, NegativeControls
+
+    for var in ("MW_BOOTSTRAP", "MW_REDIS_URL"):
+        monkeypatch.setenv(var, "127.0.0.1:9" if var == "MW_BOOTSTRAP" else "redis://127.0.0.1:9/0")
+    monkeypatch.setenv("MW_SCHEMAS_DIR", str(tmp_path))
+    assert WorkerSettings.load().unsafe == SAFE and SAFE.active() == []
+    monkeypatch.setenv("MW_UNSAFE_DISABLE_FENCING", "1")
+    monkeypatch.setenv("mw_unsafe_ignore_backlog", "true")  # any case, as every setting
+    controls = WorkerSettings.load().unsafe
+    assert controls == NegativeControls(disable_fencing=True, ignore_backlog=True)
+    assert controls.active() == ["MW_UNSAFE_DISABLE_FENCING", "MW_UNSAFE_IGNORE_BACKLOG"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        controls.disable_fencing = False  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "message"),
+    [
+        ("MW_UNSAFE_DISABLE_FENCINGG", "1", "no such negative control"),  # a misspelt control is refused
+        ("MW_UNSAFE_DISABLE_DEDUP", "maybe", "not a boolean"),
+    ],
+)
+def test_a_negative_control_that_cannot_be_read_stops_the_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, var: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv("MW_BOOTSTRAP", "127.0.0.1:9")
+    monkeypatch.setenv("MW_REDIS_URL", "redis://127.0.0.1:9/0")
+    monkeypatch.setenv("MW_SCHEMAS_DIR", str(tmp_path))
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError, match=message) as err:
+        WorkerSettings.load()
+    assert var in str(err.value)
