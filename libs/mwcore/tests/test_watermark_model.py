@@ -187,3 +187,31 @@ def test_a_stale_report_still_adds_its_segments() -> None:
     g.nodes["inj"].grant(0, "inj-new")
     assert not report(g, "inj", 900, segments=[Segment("queries", 0, 3, 70, 3)])  # the old process
     assert g.compute(0)["a"].input == 70  # its records in Kafka still hold the consumer
+
+
+def test_a_consumer_far_behind_sees_its_watermark_follow_what_it_reads() -> None:
+    """An injector reports a segment per second of event time (10 records each, 1 s
+    apart) faster than its consumer reads; the consumer falls further and further
+    behind, past the segments kept per partition (merged to stay bounded). Its input
+    watermark must follow what it has read (never past an unread record), not wait
+    until it has caught up."""
+    g = Graph()
+    g.declare(NodeSpec("inj", "injector", (), ("queries",), 1))
+    g.declare(NodeSpec("c", "computation", ("queries",), (), 1))
+    g.nodes["inj"].grant(0, "i")
+    g.nodes["c"].grant(0, "c")
+    read = 0
+    behind: list[int] = []
+    for second in range(1, 2001):
+        seg = Segment("queries", 0, second * 10, second * 1000, 10)
+        g.nodes["inj"].report(Report(0, "i", (second + 1) * 1000, {}, (seg,)), 0)
+        read += 4 if second % 2 else 3  # 3.5 records a second of the 10 written: ever further behind
+        g.nodes["c"].report(Report(0, "c", MAX, {"queries:0": read}), 0)
+        wm = g.compute(0)["c"].input
+        oldest_unread = (read // 10 + 1) * 1000  # the first record not read is in this second
+        assert wm <= oldest_unread  # never early
+        behind.append(oldest_unread - wm)
+    assert len(g.nodes["inj"].segments["queries:0"]) <= 256  # bounded
+    # live: the watermark trails what was read by a fraction of the backlog, not all of it
+    backlog_s = 2000 - read // 10
+    assert behind[-1] <= backlog_s * 1000 // 64, (behind[-1], backlog_s)

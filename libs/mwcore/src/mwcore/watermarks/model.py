@@ -168,6 +168,20 @@ def _merged(segs: list[Segment]) -> Segment:
     )
 
 
+def _coarsened(segs: list[Segment], most: int) -> list[Segment]:
+    """A consumer far behind: at most ``most`` segments, by merging, again and again, the
+    two neighbours with the fewest records between them. Safe (a merged segment ends
+    where the later one ended and holds the older timestamp), and the backlog stays cut
+    into pieces of about equal size, so the floor follows the consumer as it reads.
+    (Merging the oldest half into one held the floor at that piece's oldest record
+    until the consumer caught up.)"""
+    out = list(segs)
+    while len(out) > most:
+        i = min(range(len(out) - 1), key=lambda j: out[j].count + out[j + 1].count)
+        out[i : i + 2] = [_merged(out[i : i + 2])]
+    return out
+
+
 class Graph:
     """Every node the authority knows, and the watermarks derived from them."""
 
@@ -354,10 +368,7 @@ class Graph:
                 done = min(c.committed(fld) for c in consumers)
                 live = [s for s in segs if s.end > done]
                 if len(live) > MAX_SEGMENTS:
-                    # A consumer far behind: merge the oldest half (safe: the merged
-                    # segment ends at the last one and holds the oldest timestamp).
-                    half = len(live) // 2
-                    live = [_merged(live[:half]), *live[half:]]
+                    live = _coarsened(live, MAX_SEGMENTS)
                 if live:
                     p.segments[fld] = live
                 else:
