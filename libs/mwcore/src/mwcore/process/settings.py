@@ -101,7 +101,7 @@ class WorkerSettings(ProcessSettings):
     # authority: follow the watermark authority's topic; redis: read mw:wm:<ns>:<name>
     # (set by hand, for tests); none: event timers never fire; max: they all fire
     watermark: Literal["authority", "redis", "none", "max"] = "authority"
-    report_interval_ms: int = Field(default=100, ge=10, le=5000)
+    report_interval_ms: int = Field(default=50, ge=10, le=5000)
     # seen ids older than the input watermark minus this are forgotten (late injector
     # data re-sent within it is still dropped as a duplicate)
     seen_gc_slack_ms: int = Field(default=60_000, ge=0)

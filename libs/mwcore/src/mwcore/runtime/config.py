@@ -24,7 +24,7 @@ class WorkerConfig:
     max_cache_keys: int = 100_000
     latency_out: str = ""  # if set: record commit latency, write percentiles here at exit
     refence_backoff_s: float = 10.0  # after losing an interval to another grant
-    report_interval_ms: int = 100  # watermark reports to the authority
+    report_interval_ms: int = 50  # watermark reports to the authority
     seen_gc_slack_ms: int = 60_000
     accept_store_rollback: bool = False  # an operator's choice after a stop (MW_ACCEPT_STORE_ROLLBACK)
     controls: NegativeControls = SAFE  # MW_UNSAFE_*: the negative controls (mwcore/controls.py)

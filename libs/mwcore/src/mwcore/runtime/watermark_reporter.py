@@ -28,7 +28,7 @@ class WatermarkReporter:
         sink: ReportSink,
         spec: NodeSpec,
         now_ms: Callable[[], int],
-        interval_ms: int = 100,
+        interval_ms: int = 50,
         declare_s: float = 10.0,
     ) -> None:
         self.sink = sink

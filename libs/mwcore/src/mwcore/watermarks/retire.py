@@ -7,7 +7,7 @@ every declaration; the report streams' newest entries are read just before it, a
 they live in the intervals' hash slots):
 
 1. **Liveness.** The computation's last sign of life is the later of the newest
-   entry on its report stream (a report, every 100 ms from each interval owner, or a
+   entry on its report stream (a report, every 50 ms from each interval owner, or a
    grant) and its last declaration (every worker declares itself at start and every
    10 s, owning intervals or not). Both are times on Redis's clock (a stream id, and
    ``TIME`` in the declaration script), compared with Redis's clock: no host's clock
