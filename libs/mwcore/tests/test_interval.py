@@ -205,3 +205,30 @@ def test_watermark_holds_count_as_oldest_work_never_fire_and_survive_recovery(
     again.process([message(registry, 2, "a", 0, b"3" * 16)])  # releases key a's hold
     commit(again, store)
     assert again.oldest_work() == 1001
+
+
+def test_a_held_report_goes_out_once_witnessed_even_when_the_witness_is_slower_than_reports(
+    registry: SchemaRegistry,
+) -> None:
+    """Gated: a report waits for the witness of its checkpoint. Under load a new commit
+    comes every few ms and the witness answers later than the next report is due; the
+    held report must still go out once the witness covers it, not be replaced by a
+    newer one the answer cannot cover yet (that starved every report of a busy
+    interval: its watermark stood still)."""
+    store = MemoryCheckpointStore()
+    deps = dataclasses.replace(make_deps(registry, store), witness_gated=True)
+    interval = Interval(IV, store.recover(IV, store.grant(IV, "a")), deps)
+    interval.witness(0)
+    sent = []
+    for n in range(6):  # a commit, a report due, then the witness of an earlier commit
+        interval.process([message(registry, n, "k", 1, bytes([n + 1]) * 16)])
+        commit(interval, store)
+        assert interval.idle()
+        draft = interval.report(now_ms=n)
+        if draft is not None:
+            sent.append(draft)
+        released = interval.witness(interval.commits - 1)  # always one commit behind
+        if released is not None:
+            sent.append(released)
+    assert sent, "no report went out: starved"
+    assert all(d.commits <= interval.commits - 1 for d in sent)  # never ahead of the witness

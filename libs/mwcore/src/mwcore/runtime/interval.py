@@ -222,7 +222,11 @@ class Interval:
         """The watermark report of the committed state (call only when ``idle()``), or
         None while the commit witness does not cover it: then it is held, and ``witness``
         hands it out once it does. Its segments leave the oldest work in the same report
-        that hands them over."""
+        that hands them over. While a report is held no newer one is made: under load a
+        newer commit is always ahead of the witness, and a held report replaced by each
+        newer one would never be covered (the interval's reports starved)."""
+        if self._held_report is not None:
+            return None
         keys, segments = self.outbox.handed()
         report = Report(
             index=self.id.index,
