@@ -16,6 +16,17 @@ class RefusedError(MwError):
     why and what to do (``mw retire`` while the computation's workers still run)."""
 
 
+class RejectedRecord(MwError):
+    """A control record (a watermark, a schema document, a witness) that cannot be used:
+    malformed, out of range or not authentic. Its reader skips it and counts it
+    (``transport/rejections.py``); ``reason`` is a short label for the metric."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
 class FencedError(MwError):
     """A write carried a sequencer token that is no longer the interval's current one.
 
@@ -60,6 +71,11 @@ class SerializationError(MwError):
 
 class UnknownSchemaError(SerializationError):
     """The writer schema of a message is not in the schema registry."""
+
+
+class SchemaConflictError(UnknownSchemaError):
+    """Two different documents were published under one writer fingerprint: one of them
+    is forged, and no choice between them is safe. Its records are dead letters."""
 
 
 class SchemaLookupError(MwError):

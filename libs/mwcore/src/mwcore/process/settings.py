@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
-from pydantic import Field, TypeAdapter, ValidationError, field_validator
+from pydantic import Field, SecretStr, TypeAdapter, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from mwcore.api.signing import MIN_SECRET_CHARS, Signer
 from mwcore.controls import SAFE, NegativeControls, variable
 from mwcore.errors import ConfigError
 
@@ -67,6 +68,8 @@ class ProcessSettings(MetricsSettings, ClientSettings):
     redis_url: str = Field(description="Redis URL of the checkpoint store, redis://host:port/db")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
+    # the pipeline secret: record ids, watermarks and witnesses authenticated (api/signing.py)
+    id_secret: SecretStr | None = None
     # set by load() from MW_UNSAFE_* (not a variable of its own)
     unsafe: NegativeControls = Field(default=SAFE, exclude=True)
 
@@ -74,6 +77,15 @@ class ProcessSettings(MetricsSettings, ClientSettings):
     @classmethod
     def _redis(cls, v: str) -> str:
         return _check_redis_url(v)
+
+    @field_validator("id_secret")
+    @classmethod
+    def _secret(cls, v: SecretStr | None) -> SecretStr | None:
+        return _check_secret(v)
+
+    def signer(self) -> Signer:
+        """What signs and checks with the pipeline secret (nothing, without one)."""
+        return _signer(self.id_secret)
 
     @classmethod
     def load(cls, **overrides: Any) -> Self:
@@ -182,6 +194,15 @@ class CommandSettings(BaseSettings):
     redis_url: str | None = None
     schemas_dir: Path | None = None
     namespace: str = "default"
+    id_secret: SecretStr | None = None
+
+    @field_validator("id_secret")
+    @classmethod
+    def _secret(cls, v: SecretStr | None) -> SecretStr | None:
+        return _check_secret(v)
+
+    def signer(self) -> Signer:
+        return _signer(self.id_secret)
 
     @field_validator("bootstrap")
     @classmethod
@@ -263,6 +284,16 @@ def _check_redis_url(v: str) -> str:
     if not v.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError("must start with redis://, rediss:// or unix://")
     return v
+
+
+def _check_secret(v: SecretStr | None) -> SecretStr | None:
+    if v is not None and len(v.get_secret_value()) < MIN_SECRET_CHARS:
+        raise ValueError(f"needs at least {MIN_SECRET_CHARS} characters")
+    return v
+
+
+def _signer(secret: SecretStr | None) -> Signer:
+    return Signer(None if secret is None else secret.get_secret_value())
 
 
 def _explain(exc: ValidationError) -> str:

@@ -155,6 +155,7 @@ class Worker:
         self._fire_timers()
         messages = consumer.poll(cfg.poll_records, self._poll_timeout())
         if messages:
+            self.schemas.polled()  # a writer schema these need was published before them
             self._route(messages)
         if self.witness.newly_confirmed:  # served by the poll: release what it covers
             self._release_witnessed()

@@ -29,7 +29,7 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from mwcore.errors import ConfigError, SerializationError, UnknownSchemaError
 from mwcore.serde.codegen import Codec, compile_codec
-from mwcore.serde.schema_doc import standalone
+from mwcore.serde.schema_doc import sizeless_array, standalone
 
 MAGIC = b"\xc3\x01"
 HEADER_LEN = 10
@@ -60,6 +60,22 @@ class SchemaSource(Protocol):
 def _fingerprint(parsed: Any) -> int:
     hex_fp = fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO")
     return int(hex_fp, 16)
+
+
+def _name_of(parsed: Any) -> str:
+    """A schema's full name (an unnamed one, such as an array, by its type)."""
+    if isinstance(parsed, dict):
+        return str(parsed.get("name") or parsed.get("type"))
+    return str(parsed)
+
+
+def _refuse_sizeless(document: Any, where: str) -> None:
+    sizeless = sizeless_array(document)
+    if sizeless is not None:
+        raise ConfigError(
+            f"{where}: an {sizeless} takes no bytes per item, so a record could claim any "
+            "number of them: not allowed (count such things with an int instead)"
+        )
 
 
 @dataclass
@@ -93,8 +109,9 @@ class SchemaRegistry:
             parsed = fastavro.parse_schema(dict(raw), named_schemas=named)
         except Exception as exc:  # fastavro raises several types for bad schemas
             raise ConfigError(f"{path or raw.get('name')}: invalid Avro schema: {exc}") from exc
-        name = parsed["name"] if isinstance(parsed, dict) else str(parsed)
+        name = _name_of(parsed)
         document = standalone(parsed, named)
+        _refuse_sizeless(document, str(path or name))
         # The fingerprint of the whole schema, as any Avro implementation computes it
         # (types of other files inlined). Before, a schema using another file's types
         # was fingerprinted without them: data written then stays readable.
@@ -146,7 +163,8 @@ class SchemaRegistry:
             version = int(document.get("version", 1)) if isinstance(document, dict) else 1
         except Exception as exc:  # fastavro raises several types for bad schemas
             raise ConfigError(f"{label}: invalid Avro schema: {exc}") from exc
-        name = parsed["name"] if isinstance(parsed, dict) else str(parsed)
+        name = _name_of(parsed)
+        _refuse_sizeless(document, label)
         sv = SchemaVersion(name, version, parsed, _fingerprint(parsed), None, document)
         if fp is not None and sv.fingerprint != fp:
             raise ConfigError(f"{label}: its document has fingerprint {sv.fingerprint:016x}")

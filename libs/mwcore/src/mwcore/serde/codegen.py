@@ -173,10 +173,34 @@ class _Gen:
         lines.append(f"{ind}{target} = {{{', '.join(items)}}}")
         return lines
 
+    def min_size(self, schema: Any) -> int:
+        """The fewest bytes a value of ``schema`` takes (0: none, e.g. ``null``)."""
+        try:
+            schema = self.resolve(schema)
+        except Unsupported:
+            return 0
+        if isinstance(schema, list):
+            return 1  # the branch index
+        if isinstance(schema, str):
+            return {"null": 0, "float": 4, "double": 8}.get(schema, 1)
+        kind = schema.get("type")
+        if kind == "record":
+            return sum(self.min_size(f["type"]) for f in schema["fields"])
+        if kind == "fixed":
+            return int(schema["size"])
+        return 1  # enum, array, map
+
     def read_blocks(self, schema: dict[str, Any], target: str, ind: str) -> list[str]:
         is_map = schema["type"] == "map"
         n, k, item, skip = self.var("n"), self.var("k"), self.var("x"), self.var("s")
-        lines = [f"{ind}{target} = {{}}" if is_map else f"{ind}{target} = []", f"{ind}while True:"]
+        # Items that take bytes are bounded by the data (it ends); items that take none
+        # (array<null>) are bounded by a count: one record could claim 2**62 of them.
+        counted = not is_map and self.min_size(schema["items"]) == 0
+        total = self.var("t")
+        lines = [f"{ind}{target} = {{}}" if is_map else f"{ind}{target} = []"]
+        if counted:
+            lines.append(f"{ind}{total} = 0")
+        lines.append(f"{ind}while True:")
         inner = ind + "    "
         lines += self.read_varint(n, inner)
         lines += [
@@ -185,6 +209,12 @@ class _Gen:
             f"{inner}if {n} < 0:",
             f"{inner}    {n} = -{n}",
         ]
+        if counted:
+            lines += [
+                f"{inner}{total} += {n}",
+                f"{inner}if {total} > _MAX_ITEMS:",
+                f"{inner}    raise ValueError('more items than any record may hold')",
+            ]
         lines += self.read_varint(skip, inner + "    ")
         lines.append(f"{inner}for _ in range({n}):")
         body = inner + "    "

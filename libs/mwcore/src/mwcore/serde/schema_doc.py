@@ -79,3 +79,57 @@ def definitions(schema: Any) -> dict[str, dict[str, Any]]:
 
     walk(schema)
     return found
+
+
+def sizeless_array(document: Any) -> str | None:
+    """An array in ``document`` (self-contained) whose items take no bytes (``null``, a
+    record of nulls, a fixed of size 0), described; None if there is none. A record of
+    such a schema could claim 2**62 items in a few bytes, and no decoder's loop over
+    them would end: such schemas are refused."""
+    named = definitions(document)
+    found: list[str] = []
+
+    def size(s: Any, seen: frozenset[str]) -> int:
+        if isinstance(s, str):
+            if s in PRIMITIVES:
+                return {"null": 0, "float": 4, "double": 8}.get(s, 1)
+            if s in seen or s not in named:
+                return 1
+            return size(named[s], seen | {s})
+        if isinstance(s, list):
+            return 1
+        if not isinstance(s, dict):
+            return 1
+        kind = s.get("type")
+        if isinstance(kind, dict | list) or kind in PRIMITIVES:
+            return size(kind, seen)
+        if kind in ("record", "error"):
+            inner = seen | {s["name"]}
+            return sum(size(f["type"], inner) for f in s.get("fields", ()))
+        if kind == "fixed":
+            return int(s.get("size", 1))
+        return 1  # enum, array, map: at least one byte each
+
+    def walk(s: Any, seen: frozenset[str]) -> None:
+        if isinstance(s, str):
+            if s in named and s not in seen:
+                walk(named[s], seen | {s})
+        elif isinstance(s, list):
+            for branch in s:
+                walk(branch, seen)
+        elif isinstance(s, dict):
+            kind = s.get("type")
+            if kind == "array":
+                if size(s["items"], seen) == 0:
+                    found.append(f"array of {s['items']!r:.60}")
+                walk(s["items"], seen)
+            elif kind == "map":
+                walk(s["values"], seen)
+            elif kind in ("record", "error"):
+                for f in s.get("fields", ()):
+                    walk(f["type"], seen | {s["name"]})
+            elif isinstance(kind, dict | list):
+                walk(kind, seen)
+
+    walk(document, frozenset())
+    return found[0] if found else None

@@ -6,6 +6,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from mwcore.limits import MAX_AVRO_ITEMS
+
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -57,6 +59,7 @@ def _write_boolean(out: bytearray, v: bool) -> None:
 
 
 HELPERS: dict[str, Any] = {  # by the names the generated code uses
+    "_MAX_ITEMS": MAX_AVRO_ITEMS,
     "_varint_tail": _varint_tail,
     "_write_long": _write_long,
     "_write_int": _write_int,

@@ -16,6 +16,7 @@ import structlog
 from confluent_kafka import KafkaException, Producer
 
 from mwcore.api.record import Production
+from mwcore.api.signing import MAC_HEADER
 from mwcore.transport.message import Header
 from mwcore.transport.topics import producer_config
 
@@ -50,14 +51,21 @@ class Sender:
                 self._p.poll(0.05)
 
     def send_all(
-        self, productions: Iterable[Production], on_delivery: OnDelivery, id_header: str, *extra: Header
+        self,
+        productions: Iterable[Production],
+        on_delivery: OnDelivery,
+        id_header: str,
+        *extra: Header,
+        sign: Callable[[bytes], bytes] | None = None,
     ) -> int:
-        """Queue productions, each with its id in ``id_header`` then ``extra`` headers and
-        its own; the number queued."""
+        """Queue productions, each with its id in ``id_header`` (and, with ``sign``, the
+        id's MAC in ``MAC_HEADER``), then ``extra`` headers and its own; the number queued."""
         produce = self._p.produce
         n = 0
         for p in productions:
             headers: list[tuple[str, str | bytes | None]] = [(id_header, p.id), *extra]
+            if sign is not None:
+                headers.append((MAC_HEADER, sign(p.id)))
             if p.headers:
                 headers += p.headers
             while True:

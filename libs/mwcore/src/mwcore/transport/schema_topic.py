@@ -18,10 +18,21 @@ ever published, and publishing one twice changes nothing.
    the topic before the record is.
 2. **Look up on an unknown fingerprint.** ``lookup`` (the registry's
    ``SchemaSource``) reads the topic to its end and caches what it read. By step 1
-   a writer schema is there once a record that uses it can be read; a fingerprint
-   still missing is retried for ``wait_s`` (a producer that does not publish first),
-   then reported unknown: its record is a dead letter. A fingerprint known to be
-   missing costs at most one read of the topic's end per ``retry_s``.
+   a writer schema is there once a record that uses it can be read, so one read of
+   the end after the record was polled finds it: a worker tells the topic when it
+   polls (``polled``), and all the unknown fingerprints of a batch share one read. A
+   fingerprint still missing is waited for up to ``wait_s`` (a producer that does not
+   publish first), at most once every ``wait_every_s`` whatever the fingerprint, then
+   reported unknown: its record is a dead letter. So a stream of records with junk
+   fingerprints costs a worker one read per poll and a wait now and then, never a
+   wait per record; the fingerprints known to be missing are a bounded set.
+3. **Only what matches its key.** Anyone who can write the topic can write anything
+   to it. A document is used only if it is a schema (small, valid Avro, no array whose
+   items take no bytes) whose fingerprint is its key; others are skipped and counted
+   (``transport/rejections.py``). Two different documents under one fingerprint (one
+   is forged: the fingerprint is a CRC, easy to collide, and defaults are not part of
+   it) are a conflict: the fingerprint's records are dead letters naming it
+   (``SchemaConflictError``), never decoded with either.
 
 Two producers that start at the same moment with two versions that are each
 compatible with what is there, but not with each other, can both pass step 1; the
@@ -34,16 +45,24 @@ import json
 import os
 import struct
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
 import structlog
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from mwcore.errors import ConfigError, SchemaLookupError
+from mwcore.errors import (
+    ConfigError,
+    RejectedRecord,
+    SchemaConflictError,
+    SchemaLookupError,
+)
+from mwcore.limits import MAX_SCHEMA_BYTES
 from mwcore.serde.avro import SchemaRegistry, SchemaVersion
 from mwcore.serde.compat import upgrade_refusal
 from mwcore.serde.schema_doc import standalone
+from mwcore.transport.rejections import REJECTED
 from mwcore.transport.topics import consumer_config, ensure_topics, producer_config, topic_name
 
 log = structlog.get_logger("mwcore.transport.schema_topic")
@@ -51,6 +70,7 @@ log = structlog.get_logger("mwcore.transport.schema_topic")
 SCHEMAS_STREAM = "mw.schemas"
 COMPACTED = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1", "segment.ms": "600000"}
 _KEY = struct.Struct("<Q")
+MAX_MISSING = 10_000  # fingerprints remembered as missing (the oldest forgotten first)
 
 
 def schemas_topic(namespace: str) -> str:
@@ -70,41 +90,66 @@ class SchemaTopic:
         wait_s: float = 1.0,
         retry_s: float = 1.0,
         timeout_s: float = 30.0,
+        wait_every_s: float = 10.0,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = schemas_topic(namespace)
         self.wait_s = wait_s
         self.retry_s = retry_s
         self.timeout_s = timeout_s
+        self.wait_every_s = wait_every_s
         self.documents: dict[int, Any] = {}  # fingerprint -> document, as read or published
+        self.conflicts: dict[int, str] = {}  # fingerprint -> what conflicts (never decoded)
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._next = 0  # the offset after the last record read
         self._exists = False
         self._refreshed = 0.0  # when the end was last read (monotonic)
-        self._missing: set[int] = set()  # fingerprints still absent after a full wait
+        self._polled: float | None = None  # when the worker last polled its input (monotonic)
+        self._waited = -wait_every_s  # when a lookup last waited for a missing fingerprint
+        self._missing: OrderedDict[int, None] = OrderedDict()  # still absent after a lookup
 
     # -- readers ---------------------------------------------------------------------------
 
+    def polled(self) -> None:
+        """The worker has polled its input: a record of this poll may need a schema
+        published since the topic was last read."""
+        self._polled = time.monotonic()
+
     def lookup(self, fingerprint: int) -> Any | None:
-        """The document published under ``fingerprint``, or None (see the module doc)."""
+        """The document published under ``fingerprint``, or None (see the module doc);
+        ``SchemaConflictError`` if two different ones were."""
+        if fingerprint in self.conflicts:
+            raise SchemaConflictError(self.conflicts[fingerprint])
         if fingerprint in self.documents:
             return self.documents[fingerprint]
+        now = time.monotonic()
+        stale = self._refreshed < self._polled if self._polled is not None else True
         if fingerprint in self._missing:
-            if time.monotonic() - self._refreshed >= self.retry_s:
+            if stale and now - self._refreshed >= self.retry_s:
                 self.refresh()
-            return self.documents.get(fingerprint)
-        self.refresh()
-        deadline = time.monotonic() + self.wait_s
-        while fingerprint not in self.documents and time.monotonic() < deadline:
-            time.sleep(0.05)
+            return self._found(fingerprint)
+        if stale:
             self.refresh()
+        if fingerprint not in self.documents and now - self._waited >= self.wait_every_s:
+            self._waited = now  # a producer that did not publish first: wait, now and then
+            deadline = now + self.wait_s
+            while fingerprint not in self.documents and time.monotonic() < deadline:
+                time.sleep(0.05)
+                self.refresh()
         if fingerprint not in self.documents:
-            self._missing.add(fingerprint)
+            self._missing[fingerprint] = None
+            while len(self._missing) > MAX_MISSING:
+                self._missing.popitem(last=False)
             log.warning("schema_unknown", topic=self.topic, fingerprint=f"{fingerprint:016x}")
             return None
         log.info("schema_learnt", topic=self.topic, fingerprint=f"{fingerprint:016x}")
-        return self.documents[fingerprint]
+        return self._found(fingerprint)
+
+    def _found(self, fingerprint: int) -> Any | None:
+        if fingerprint in self.conflicts:
+            raise SchemaConflictError(self.conflicts[fingerprint])
+        return self.documents.get(fingerprint)
 
     def refresh(self) -> None:
         """Read the topic to its end as of now (nothing if it does not exist yet).
@@ -122,21 +167,42 @@ class SchemaTopic:
                     raise SchemaLookupError(f"could not read {self.topic} to its end in {self.timeout_s}s")
                 for m in consumer.consume(1000, 0.1):
                     if m.error() is None:
-                        self._read(m.key(), m.value())
+                        try:
+                            self._read(m.key(), m.value())
+                        except RejectedRecord as why:
+                            REJECTED.reject(self.topic, m.partition() or 0, m.offset() or 0, why)
                         self._next = max(self._next, (m.offset() or 0) + 1)
                 [pos] = consumer.position([tp])
                 self._next = max(self._next, pos.offset)  # past records compacted away
         except KafkaException as exc:
             raise SchemaLookupError(f"cannot read {self.topic}: {exc}") from exc
-        self._missing -= self.documents.keys()
+        for fp in self.documents.keys() & self._missing.keys():
+            del self._missing[fp]
 
     def _read(self, key: bytes | None, value: bytes | None) -> None:
-        if key is None or len(key) != _KEY.size or not value:
-            return
+        """Take one record of the topic (``RejectedRecord`` if it cannot be used)."""
+        if key is None or len(key) != _KEY.size:
+            raise RejectedRecord("bad_key", "not an 8-byte fingerprint")
+        if not value:
+            return  # a tombstone: nothing to learn
+        if len(value) > MAX_SCHEMA_BYTES:
+            raise RejectedRecord("too_large", f"{len(value)} bytes")
+        (fp,) = _KEY.unpack(key)
         try:
-            self.documents[_KEY.unpack(key)[0]] = json.loads(value)
-        except ValueError:
-            log.warning("schema_record_invalid", topic=self.topic, key=key.hex())
+            document = json.loads(value)
+            SchemaRegistry().add_writer(document, fp)  # a schema, and the key's
+        except (ValueError, RecursionError):
+            raise RejectedRecord("not_json", f"fingerprint {fp:016x}") from None
+        except ConfigError as exc:
+            raise RejectedRecord("not_its_schema", f"fingerprint {fp:016x}: {exc}") from None
+        known = self.documents.get(fp)
+        if known is not None and _canonical(known) != _canonical(document):
+            self.conflicts[fp] = (
+                f"two different documents were published under writer fingerprint {fp:016x} "
+                f"on {self.topic}: refused (one of them is forged)"
+            )
+            raise RejectedRecord("conflict", f"fingerprint {fp:016x}")
+        self.documents[fp] = document
 
     def _reader(self) -> Consumer | None:
         if self._consumer is None:
@@ -156,7 +222,7 @@ class SchemaTopic:
         self.refresh()
         learnt = 0
         for fp, document in self.documents.items():
-            if registry.knows(fp):
+            if registry.knows(fp) or fp in self.conflicts:
                 continue
             try:
                 registry.add_writer(document, fp)
@@ -242,3 +308,7 @@ class SchemaTopic:
         if self._producer is not None:
             self._producer.flush(self.timeout_s)
             self._producer = None
+
+
+def _canonical(document: Any) -> str:
+    return json.dumps(document, sort_keys=True, separators=(",", ":"))

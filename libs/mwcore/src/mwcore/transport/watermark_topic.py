@@ -4,19 +4,32 @@ workers, injectors and ``mw watermarks`` follow it. A follower keeps the highest
 it has seen for each field, so a reader never sees a watermark go back even if it
 reads an older copy after a newer one. A record without a value (a tombstone) removes
 a retired computation.
+
+Anyone who can write the topic can write anything to it: a follower uses only records
+``Watermarks.parse`` accepts (its key is its name, its values in range and consistent)
+and, with a pipeline secret (``MW_ID_SECRET``), only those the authority signed
+(``mw-mac`` header: a MAC of key and value). Others are skipped and counted
+(``transport/rejections.py``); with the secured setup, ACLs keep everyone but the
+authority from writing the topic at all (docs/security.md).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from mwcore.api.clock import MIN_WATERMARK
+from mwcore.api.signing import MAC_HEADER, UNSIGNED, Signer
+from mwcore.errors import RejectedRecord
 from mwcore.transport.producer import Sender
+from mwcore.transport.rejections import REJECTED
 from mwcore.transport.topics import consumer_config, ensure_topics, topic_name
 from mwcore.watermarks.published import Watermarks
+
+_MAC_CONTEXT = b"mw-watermarks"
 
 WATERMARK_STREAM = "mw.watermarks"
 COMPACTED = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1", "segment.ms": "600000"}
@@ -32,10 +45,15 @@ def ensure_watermark_topic(bootstrap: str, namespace: str) -> str:
     return topic
 
 
+def _signed(key: bytes, value: bytes | None) -> bytes:
+    return len(key).to_bytes(4, "big") + key + (value or b"")
+
+
 class WatermarkFeed:
     """Follows the watermark topic from its beginning (it is compacted, so short)."""
 
-    def __init__(self, bootstrap: str, namespace: str) -> None:
+    def __init__(self, bootstrap: str, namespace: str, signer: Signer = UNSIGNED) -> None:
+        self.signer = signer
         self.topic = ensure_watermark_topic(bootstrap, namespace)
         group = f"mw-wm-feed-{os.getpid()}-{os.urandom(4).hex()}"
         conf = consumer_config(bootstrap, group, None, **{"enable.partition.eof": True})
@@ -54,18 +72,29 @@ class WatermarkFeed:
                 if err.code() == KafkaError._PARTITION_EOF:
                     self.at_end = True
                 continue
-            value = m.value()
-            if not value:  # a tombstone: the computation was retired (``mw retire``)
-                key = m.key()
-                if key and self.latest.pop(key.decode(), None) is not None:
+            try:
+                wm = self._accept(m)
+            except RejectedRecord as why:
+                REJECTED.reject(self.topic, m.partition() or 0, m.offset() or 0, why)
+                continue
+            if wm is None:  # a tombstone: the computation was retired (``mw retire``)
+                if self.latest.pop((m.key() or b"").decode(errors="replace"), None) is not None:
                     changed = True
                 continue
-            wm = Watermarks.decode(value)
             self.received += 1
             old = self.latest.get(wm.name)
             self.latest[wm.name] = wm if old is None else old.merged(wm)
             changed = True
         return changed
+
+    def _accept(self, m: Any) -> Watermarks | None:
+        """The record's watermarks (None: a tombstone), or ``RejectedRecord``."""
+        key, value = m.key() or b"", m.value()
+        if self.signer.enabled:
+            mac = next((v for n, v in m.headers() or () if n == MAC_HEADER), None)
+            if not self.signer.verify(_MAC_CONTEXT, _signed(key, value), mac):
+                raise RejectedRecord("bad_mac", f"key {key!r:.80}")
+        return None if not value else Watermarks.parse(key, value)
 
     def read_to_end(self, timeout: float = 30.0) -> None:
         """Read everything published so far; TimeoutError if the end is not reached."""
@@ -102,15 +131,17 @@ class TopicWatermark:
 class WatermarkPublisher:
     """The authority's side of the topic: what is on it already, and publishing."""
 
-    def __init__(self, bootstrap: str, namespace: str) -> None:
+    def __init__(self, bootstrap: str, namespace: str, signer: Signer = UNSIGNED) -> None:
         self.bootstrap = bootstrap
         self.namespace = namespace
+        self.signer = signer
         self.topic = ensure_watermark_topic(bootstrap, namespace)
         self._sender = Sender(bootstrap, **{"linger.ms": 0})
 
     def read_all(self) -> dict[str, Watermarks]:
-        """Every computation's latest watermarks on the topic, read to its end."""
-        feed = WatermarkFeed(self.bootstrap, self.namespace)
+        """Every computation's latest watermarks on the topic, read to its end (what a
+        follower accepts of it)."""
+        feed = WatermarkFeed(self.bootstrap, self.namespace, self.signer)
         try:
             feed.read_to_end()
             return dict(feed.latest)
@@ -118,11 +149,17 @@ class WatermarkPublisher:
             feed.close()
 
     def publish(self, wm: Watermarks) -> None:
-        self._sender.send(self.topic, wm.encode(), wm.name.encode())
+        self._send(wm.name.encode(), wm.encode())
 
     def tombstone(self, name: str) -> None:
         """Delete a computation's watermarks (followers forget it)."""
-        self._sender.send(self.topic, None, name.encode())
+        self._send(name.encode(), None)
+
+    def _send(self, key: bytes, value: bytes | None) -> None:
+        headers = []
+        if self.signer.enabled:
+            headers.append((MAC_HEADER, self.signer.mac(_MAC_CONTEXT, _signed(key, value))))
+        self._sender.send(self.topic, value, key, headers=headers)
 
     def poll(self) -> None:
         self._sender.poll(0)
