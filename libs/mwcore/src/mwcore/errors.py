@@ -69,6 +69,15 @@ class SerializationError(MwError):
     """A value could not be encoded or decoded (the record goes to the dead-letter topic)."""
 
 
+class InvalidRecord(SerializationError):
+    """An input record outside the kit's bounds (``limits.py``) or whose id does not
+    verify (``api/signing.py``): a dead letter, with ``reason`` in its ``mw-reason``."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
 class UnknownSchemaError(SerializationError):
     """The writer schema of a message is not in the schema registry."""
 

@@ -15,6 +15,13 @@ exactly as a computation's productions do.
 
 Skew limit (paper 8.4): ``hold_for_skew(ts)`` blocks while ``ts`` is more than
 ``skew_ms`` ahead of a downstream computation's input watermark.
+
+What cannot become a record goes to ``<name>.dead-letters`` with the reason
+(``mw-error``, ``mw-reason``), never out of ``send`` as an error: a value the writer
+schema cannot encode, a key or timestamp out of the kit's bounds (``limits.py``), a
+record the broker refuses for good (too large, a timestamp too far ahead: sent again
+it would hold the watermark for ever). With a pipeline secret (``api/signing.py``)
+every record id it sends carries its MAC.
 """
 
 from __future__ import annotations
@@ -28,12 +35,14 @@ from typing import Any
 from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.api.record import ID_HEADER, LATE_HEADER
-from mwcore.errors import FencedError
+from mwcore.api.signing import MAC_HEADER, UNSIGNED, Signer
+from mwcore.errors import FencedError, SerializationError
 from mwcore.injector.state import InjectorState
+from mwcore.limits import MAX_DEAD_LETTER_BYTES, MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import RedisClient
 from mwcore.store.report_sink import RedisReportSink
-from mwcore.transport.producer import Sender
+from mwcore.transport.producer import Sender, refused_for_good
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import (
     dead_letter_stream,
@@ -63,7 +72,9 @@ class Injector:
         skew_of: str | None = None,  # computation whose input watermark bounds the skew
         linger_ms: int = 5,
         schemas: SchemaTopic | None = None,  # where start() publishes the writer schemas
+        signer: Signer = UNSIGNED,  # MW_ID_SECRET: record ids signed
     ) -> None:
+        self._signer = signer
         if not 0 <= index < processes:
             raise ValueError(f"injector process index {index} not in 0..{processes - 1}")
         self.name = name
@@ -130,9 +141,15 @@ class Injector:
     # -- sending -------------------------------------------------------------------------
 
     def send(self, stream: str, key: str, value: Any, timestamp: int, record_id: bytes | None = None) -> bool:
-        """Send one record; True if it went out late (behind the reported watermark)."""
-        data = self._serdes[stream].encode(value)
-        return self.send_encoded(stream, key.encode(), data, timestamp, record_id)
+        """Send one record; True if it went out late (behind the reported watermark). A
+        value the stream's schema cannot encode is a dead letter."""
+        rid = record_id or ids.random_id()
+        try:
+            data = self._serdes[stream].encode(value)
+        except SerializationError as exc:
+            self.dead_letter(repr(value).encode(), str(exc), rid, reason="unencodable", stream=stream)
+            return False
+        return self.send_encoded(stream, key.encode(), data, timestamp, rid)
 
     def send_encoded(
         self,
@@ -147,7 +164,15 @@ class Injector:
         watermark (a replay keeps what was late in the original late)."""
         rid = record_id or ids.random_id()
         topic = self._topics[stream]
-        headers: list[tuple[str, str | bytes | None]] = [(ID_HEADER, rid)]
+        if key is not None and len(key) > MAX_KEY_BYTES:
+            why = f"key of {len(key)} bytes, more than {MAX_KEY_BYTES}"
+            self.dead_letter(data, why, rid, reason="key_too_long", stream=stream)
+            return False
+        if not MIN_TIMESTAMP <= timestamp <= MAX_TIMESTAMP:
+            why = f"timestamp {timestamp} outside {MIN_TIMESTAMP} to {MAX_TIMESTAMP}"
+            self.dead_letter(data, why, rid, reason="bad_timestamp", stream=stream)
+            return False
+        headers = self._id_headers(rid)
         late = timestamp < self.reported or late_ms is not None
         if late:
             behind = late_ms if late_ms is not None else self.reported - timestamp
@@ -163,14 +188,25 @@ class Injector:
         self.poll()
         return late
 
-    def dead_letter(self, value: bytes, reason: str, record_id: bytes, **source: str) -> None:
+    def _id_headers(self, record_id: bytes) -> list[tuple[str, str | bytes | None]]:
+        headers: list[tuple[str, str | bytes | None]] = [(ID_HEADER, record_id)]
+        if self._signer.enabled:
+            headers.append((MAC_HEADER, self._signer.sign_id(record_id)))
+        return headers
+
+    def dead_letter(
+        self, value: bytes, error: str, record_id: bytes, reason: str = "malformed", **source: str
+    ) -> None:
         """Send input that cannot become a record to ``<name>.dead-letters`` with the
-        reason (header ``mw-error``) and where it came from (``mw-source-<name>``)."""
-        headers: list[tuple[str, str | bytes | None]] = [
-            (ID_HEADER, record_id),
-            ("mw-error", reason.encode()),
-        ]
-        headers += [(f"mw-source-{k}", v.encode()) for k, v in source.items()]
+        error (header ``mw-error``), a short ``reason`` (``mw-reason``) and where it came
+        from (``mw-source-<name>``); a value past ``MAX_DEAD_LETTER_BYTES`` is cut
+        (``mw-truncated``)."""
+        headers = self._id_headers(record_id)
+        headers += [("mw-error", error.encode()[:4000]), ("mw-reason", reason.encode())]
+        headers += [(f"mw-source-{k}", v.encode()[:1024]) for k, v in source.items()]
+        if len(value) > MAX_DEAD_LETTER_BYTES:
+            headers.append(("mw-truncated", f"value {len(value)} bytes".encode()))
+            value = value[:MAX_DEAD_LETTER_BYTES]
         self.dead_letters += 1
         self._sender.send(
             self.dead_letter_topic, value, None, headers=headers, on_delivery=self._on_late_delivery
@@ -178,8 +214,13 @@ class Injector:
 
     def _on_delivery(self, seq: int, ts: int, err: Any, msg: Any) -> None:
         if err is not None:
-            # Stays in flight (holding the watermark) and is sent again, same id.
             self.errors += 1
+            why = refused_for_good(err)
+            if why is not None:  # sent again it would hold the watermark for ever
+                del self._inflight[seq]
+                self._refused(msg, why, str(err))
+                return
+            # Stays in flight (holding the watermark) and is sent again, same id.
             self._retry.append((seq, ts, msg))
             return
         del self._inflight[seq]
@@ -196,6 +237,24 @@ class Injector:
     def _on_late_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:
             self.errors += 1
+            why = refused_for_good(err)
+            if why is not None and msg is not None and msg.topic() != self.dead_letter_topic:
+                self._refused(msg, why, str(err))
+
+    def _refused(self, msg: Any, why: str, error: str) -> None:
+        """A record the broker refuses for good: its dead letter (the value too, unless
+        it is what was too large)."""
+        rid = next((v for n, v in msg.headers() or () if n == ID_HEADER), None) or ids.random_id()
+        value = b"" if why == "too_large" else (msg.value() or b"")
+        timestamp = str(msg.timestamp()[1]) if msg.timestamp() else ""
+        self.dead_letter(
+            value,
+            f"refused by the broker for good: {error}",
+            ids.derive(rid, 0xFFFF_FFFF),
+            reason=f"refused_{why}",
+            topic=msg.topic() or "",
+            timestamp=timestamp,
+        )
 
     # -- watermark -----------------------------------------------------------------------
 
@@ -264,7 +323,7 @@ class Injector:
         if self.skew_ms is None or self.skew_of is None:
             return 0.0
         if self._feed is None:
-            self._feed = WatermarkFeed(self._bootstrap, self.namespace)
+            self._feed = WatermarkFeed(self._bootstrap, self.namespace, self._signer)
         start = time.monotonic()
         while True:
             self._feed.poll()

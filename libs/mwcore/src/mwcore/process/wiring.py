@@ -55,9 +55,10 @@ def build_worker(
         replicas=default_wait_replicas(client) if wait == "auto" else wait,
         wait_ms=settings.redis_wait_ms,
     )
+    signer = settings.signer()
     watermarks: WatermarkSource
     if settings.watermark == "authority":
-        watermarks = TopicWatermark(WatermarkFeed(settings.bootstrap, settings.namespace))
+        watermarks = TopicWatermark(WatermarkFeed(settings.bootstrap, settings.namespace, signer))
     elif settings.watermark == "redis":
         watermarks = RedisWatermark(client, prefix=f"mw:wm:{settings.namespace}")
     elif settings.watermark == "max":
@@ -79,6 +80,7 @@ def build_worker(
         seen_gc_slack_ms=settings.seen_gc_slack_ms,
         accept_store_rollback=settings.accept_store_rollback,
         controls=settings.unsafe,
+        signer=signer,
     )
     return Worker(
         cls(),
@@ -102,7 +104,8 @@ def build_authority(settings: AuthoritySettings) -> Authority:
         controls=settings.unsafe,
     )
     log = RedisAuthorityLog(redis_client(settings.redis_url), settings.namespace)
-    return Authority(log, WatermarkPublisher(settings.bootstrap, settings.namespace), config)
+    publisher = WatermarkPublisher(settings.bootstrap, settings.namespace, settings.signer())
+    return Authority(log, publisher, config)
 
 
 def build_injector(name: str, outputs: Mapping[str, str | None], settings: InjectorSettings) -> Injector:
@@ -115,4 +118,5 @@ def build_injector(name: str, outputs: Mapping[str, str | None], settings: Injec
         namespace=settings.namespace,
         index=settings.injector_index,
         processes=settings.injector_processes,
+        signer=settings.signer(),
     )

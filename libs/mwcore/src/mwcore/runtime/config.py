@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.controls import SAFE, NegativeControls
 
 
@@ -28,3 +29,4 @@ class WorkerConfig:
     seen_gc_slack_ms: int = 60_000
     accept_store_rollback: bool = False  # an operator's choice after a stop (MW_ACCEPT_STORE_ROLLBACK)
     controls: NegativeControls = SAFE  # MW_UNSAFE_*: the negative controls (mwcore/controls.py)
+    signer: Signer = UNSIGNED  # MW_ID_SECRET: ids signed and checked (api/signing.py)

@@ -4,13 +4,16 @@ path of the whole runtime (semantics section 2, steps 1 and 2).
 For a chunk of messages (one partition index, in offset order per topic):
 
 1. record ids (and an injector's late mark) are read from the headers; a message
-   without an id gets one derived from its position;
+   without an id gets one derived from its position, and so does one whose id does
+   not verify with the pipeline secret (``api/signing.py``: it is a dead letter
+   ``bad_id``, never deduplicated under the id it claims);
 2. the batch's input positions move past the last message of each topic;
 3. duplicates are dropped (``dedup.py``); records an injector let through late are
    routed to the late stream (or dropped), counted, and marked seen;
 4. keys are decoded and their state loaded in one read;
 5. each value is decoded and user code runs (``Applier.record``); a record that has no
-   key, does not decode, or fails in user code becomes a dead letter, and is seen.
+   key, a key or timestamp out of the kit's bounds (``limits.py``), does not decode, or
+   fails in user code becomes a dead letter, and is seen.
 
 Each message's fields are read once, and nothing is allocated per record beyond the
 record itself and its effects.
@@ -25,8 +28,10 @@ from typing import Any
 
 from mwcore.api import ids
 from mwcore.api.record import ID_HEADER, LATE_HEADER, Record
+from mwcore.api.signing import MAC_HEADER, UNSIGNED, Signer
 from mwcore.controls import SAFE, NegativeControls
-from mwcore.errors import SerializationError
+from mwcore.errors import InvalidRecord, SerializationError
+from mwcore.limits import MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.runtime import dead_letters
 from mwcore.runtime.dead_letters import Incoming
 from mwcore.runtime.dedup import SeenIds
@@ -81,6 +86,7 @@ class Intake:
     clock: Callable[[], int]  # wall ms
     on_error: Callable[[str, dict[str, Any]], None]  # told of each dead letter (the worker logs it)
     controls: NegativeControls = SAFE  # drop_dead_letters: a bad record leaves no dead letter
+    signer: Signer = UNSIGNED  # with a pipeline secret: every record id must verify
 
     def process(self, messages: Sequence[Message], batch: OpenBatch, positions: dict[str, int]) -> None:
         if not messages:
@@ -90,22 +96,32 @@ class Intake:
         # 1. Record ids (and the injector's late mark) from the headers.
         rids: list[bytes] = []
         lates: dict[int, bytes] = {}
+        forged: set[int] = set()
         id_bytes = ids.ID_BYTES
+        signer = self.signer
+        checking = signer.enabled
         for i, m in enumerate(messages):
             rid: Any = None
+            mac: Any = None
             for name, hval in m.headers() or ():
                 if name == ID_HEADER:
                     rid = hval
                 elif name == LATE_HEADER:
                     lates[i] = hval if isinstance(hval, bytes) else b""
+                elif name == MAC_HEADER:
+                    mac = hval
             if rid.__class__ is not bytes or len(rid) != id_bytes:
+                rid = ids.from_position(m.topic() or "", m.partition() or 0, m.offset() or 0)
+            elif checking and not signer.verify_id(rid, mac):
+                forged.add(i)  # never seen under the id it claims: it could suppress the real one
+                lates.pop(i, None)
                 rid = ids.from_position(m.topic() or "", m.partition() or 0, m.offset() or 0)
             rids.append(rid)
         self._advance_positions(messages, batch.checkpoint, positions)
         # 2. Drop duplicates; route late records; collect the keys to load.
         batch_seen = batch.seen
         dup = self.seen.duplicates(rids, batch_seen) if self.exactly_once else None
-        todo: list[tuple[Message, bytes, str | None]] = []
+        todo: list[tuple[Message, bytes, str | None, int]] = []
         keys: set[str] = set()
         for i, m in enumerate(messages):
             rid = rids[i]
@@ -113,17 +129,28 @@ class Intake:
                 counters.duplicates += 1
                 continue
             batch_seen.add(rid)
+            if i in forged:
+                why = "its id does not verify with the pipeline secret (MW_ID_SECRET)"
+                self.dead_letter(_incoming(m, rid, None), InvalidRecord("bad_id", why), batch.checkpoint)
+                continue
+            ts = m.timestamp()[1]
+            if not MIN_TIMESTAMP <= ts <= MAX_TIMESTAMP:
+                why = f"{ts} is outside {MIN_TIMESTAMP} to {MAX_TIMESTAMP}"
+                self.dead_letter(
+                    _incoming(m, rid, None), InvalidRecord("bad_timestamp", why), batch.checkpoint
+                )
+                continue
             if i in lates:
                 self._late(_incoming(m, rid, lates[i]), batch.checkpoint)
                 continue
             raw_key = m.key()
             try:
-                key = None if raw_key is None else raw_key.decode()
+                key = None if raw_key is None or len(raw_key) > MAX_KEY_BYTES else raw_key.decode()
             except UnicodeDecodeError:
                 key = None
             if key is not None:
                 keys.add(key)
-            todo.append((m, rid, key))
+            todo.append((m, rid, key, ts))
         self.cache.preload(keys)
         # 3. Decode and run user code, record by record.
         fault_at = len(todo) // 2 if self.faults.enabled else -1
@@ -137,17 +164,16 @@ class Intake:
         processed = 0
         timestamps = batch.timestamps if self.record_latency else None
         arrivals, arrived = batch.arrivals, self.clock()
-        for n, (m, rid, key) in enumerate(todo):
+        for n, (m, rid, key, ts) in enumerate(todo):
             if n == fault_at:
                 self.faults.point("mid_batch", lambda: {"interval": self.name})
             topic = m.topic()
             if topic is not last_topic:
                 last_topic, binding = topic, inputs[topic or ""]
             assert binding is not None
-            ts = m.timestamp()[1]
             try:
                 if key is None:
-                    raise SerializationError("record has no key" if m.key() is None else "key is not UTF-8")
+                    raise _key_error(m.key())
                 value = binding.serde.decode(m.value() or b"")
             except SerializationError as exc:
                 self.dead_letter(_incoming(m, rid, None), exc, cp)
@@ -204,12 +230,22 @@ class Intake:
     def dead_letter(self, inc: Incoming, exc: BaseException, cp: Checkpoint) -> None:
         """A record that cannot be processed: seen (never again), and dead-lettered."""
         self.applier.counters.dead_letters += 1
-        cp.seen[inc.id] = inc.timestamp
+        now = self.clock()
+        ts = inc.timestamp if MIN_TIMESTAMP <= inc.timestamp <= now else now  # forgotten in time
+        cp.seen[inc.id] = ts
         if self.controls.drop_dead_letters:
             return
-        dead = dead_letters.dead_letter(self.dead_letter_topic, inc, exc)
+        dead = dead_letters.dead_letter(self.dead_letter_topic, inc, exc, now)
         cp.productions.append(dead)
         self.on_error("dead_letter", {"source": inc.topic, "error": dead_letters.error_text(dead)})
+
+
+def _key_error(raw: bytes | None) -> SerializationError:
+    if raw is None:
+        return SerializationError("record has no key")
+    if len(raw) > MAX_KEY_BYTES:
+        return InvalidRecord("key_too_long", f"{len(raw)} bytes, more than {MAX_KEY_BYTES}")
+    return SerializationError("key is not UTF-8")
 
 
 def _incoming(m: Message, rid: bytes, late: bytes | None) -> Incoming:

@@ -22,7 +22,8 @@ from mwcore.api import ids
 from mwcore.api.clock import MIN_WATERMARK
 from mwcore.api.codecs import StateCodec
 from mwcore.api.computation import Computation
-from mwcore.api.record import TimeDomain
+from mwcore.api.record import Production, TimeDomain
+from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.controls import SAFE, NegativeControls
 from mwcore.runtime import dead_letters
 from mwcore.runtime.counters import Counters
@@ -60,6 +61,7 @@ class IntervalDeps:
     clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000
     witness_gated: bool = False  # productions and reports wait for the commit witness
     controls: NegativeControls = SAFE  # MW_UNSAFE_*: the negative controls (mwcore/controls.py)
+    signer: Signer = UNSIGNED  # MW_ID_SECRET: input ids checked (api/signing.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +120,15 @@ class Interval:
             clock=deps.clock,
             on_error=deps.on_error,
             controls=deps.controls,
+            signer=deps.signer,
         )
         # Pending batches of the snapshot are sent again first.
         self.outbox = Outbox(
-            snapshot.pending, snapshot.segments, recovered_commit=snapshot.commits, gated=deps.witness_gated
+            snapshot.pending,
+            snapshot.segments,
+            recovered_commit=snapshot.commits,
+            gated=deps.witness_gated,
+            refuse=self._refused,
         )
         self._held_report: ReportDraft | None = None  # waiting for the commit witness
         self._batch_seq = 0
@@ -269,6 +276,13 @@ class Interval:
         return self.open.timestamps, self.open.arrivals
 
     # -- timers --------------------------------------------------------------------------
+
+    def _refused(self, production: Production, why: str, error: str) -> Production:
+        """The dead letter that replaces a production the broker refuses for good."""
+        self.deps.counters.dead_letters += 1
+        dead = dead_letters.refused(self.deps.dead_letter_topic, production, why, error, self.deps.clock())
+        self.deps.on_error("production_refused", {"topic": production.topic, "error": error})
+        return dead
 
     def _dead_letter_timer(self, entry: TimerEntry, firing_id: bytes, exc: Exception) -> None:
         self.deps.counters.dead_letters += 1

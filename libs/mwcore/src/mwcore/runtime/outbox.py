@@ -19,8 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from mwcore.api.clock import MAX_WATERMARK
-from mwcore.api.record import Production
+from mwcore.api.record import ID_HEADER, Production
+from mwcore.transport.producer import refused_for_good
 from mwcore.watermarks.report_format import Segment
+
+# A production the broker refuses for good -> what to send instead (a dead letter)
+Refuse = Callable[[Production, str, str], Production]
 
 
 class OutboxBatch:
@@ -50,7 +54,10 @@ class OutboxBatch:
 
     def __call__(self, err: Any, msg: Any) -> None:
         if err is not None:
-            self.failed = True
+            self.failed = True  # sent again whole (its other productions are dropped as seen)
+            why = refused_for_good(err)
+            if why is not None and msg is not None:
+                self.outbox.refused(self, msg, why, str(err))
         else:
             k = (msg.topic(), msg.partition())
             end = msg.offset() + 1
@@ -100,7 +107,9 @@ class Outbox:
         *,
         recovered_commit: int = 0,
         gated: bool = False,
+        refuse: Refuse | None = None,
     ) -> None:
+        self._refuse = refuse
         self.pending: dict[bytes, OutboxBatch] = {}  # checkpointed, not fully acknowledged
         self.weak: list[OutboxBatch] = []  # sent before any checkpoint, not fully acknowledged
         self.to_send: list[OutboxBatch] = []
@@ -135,6 +144,18 @@ class Outbox:
                 else:
                     still.append((commit, batch))
             self.held = still
+
+    def refused(self, batch: OutboxBatch, msg: Any, why: str, error: str) -> None:
+        """The broker refuses one of ``batch``'s productions for good (``why``): it is
+        replaced by what ``refuse`` makes of it (a dead letter), so that the batch can
+        be acknowledged; a re-send after a takeover is refused and replaced the same way."""
+        if self._refuse is None:
+            return
+        rid = next((v for n, v in msg.headers() or () if n == ID_HEADER), None)
+        for i, p in enumerate(batch.productions):
+            if p.id == rid:
+                batch.productions[i] = self._refuse(p, why, error)
+                return
 
     def _settled(self, batch: OutboxBatch) -> None:
         if batch.failed:

@@ -98,6 +98,7 @@ class Worker:
             witness_gated=config.witness_gate,
             record_latency=bool(config.latency_out),
             controls=config.controls,
+            signer=config.signer,
         )
         self.reporter = WatermarkReporter(
             reports or NullReportSink(), self.layout.spec(), self.clock.now_ms, config.report_interval_ms
@@ -105,6 +106,7 @@ class Worker:
         self.latencies = LatencyRecorder() if config.latency_out else None
         self.sender = Sender(config.bootstrap)
         self._sent_by = ("mw-sender", config.worker_id.encode())
+        self._sign = config.signer.sign_id if config.signer.enabled else None
         self.consumer: GroupConsumer | None = None
         self.witness = Witness(self.topics)
         self.health = Health(config.health_stall_s)
@@ -291,7 +293,7 @@ class Worker:
     def _send(self, interval: Interval) -> None:
         for batch in interval.take_to_send():
             self.counters.productions += self.sender.send_all(
-                batch.productions, batch, ID_HEADER, self._sent_by
+                batch.productions, batch, ID_HEADER, self._sent_by, sign=self._sign
             )
 
     # -- stopping --------------------------------------------------------------------------

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import structlog
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
-from mwcore.api.record import Production
+from mwcore.api.record import ID_HEADER, Production
 from mwcore.api.signing import MAC_HEADER
 from mwcore.transport.message import Header
 from mwcore.transport.topics import producer_config
@@ -23,6 +23,61 @@ from mwcore.transport.topics import producer_config
 log = structlog.get_logger("mwcore.transport")
 
 OnDelivery = Callable[[Any, Any], None]  # (error or None, the message: topic(), partition(), offset())
+
+# What the broker (or the client) refuses a record for, whatever the number of tries:
+# sending it again would hold its producer (and the watermarks it reports) for ever.
+_FOR_GOOD = {
+    KafkaError.MSG_SIZE_TOO_LARGE: "too_large",  # over message.max.bytes
+    KafkaError.INVALID_MSG_SIZE: "too_large",
+    KafkaError.RECORD_LIST_TOO_LARGE: "too_large",
+    KafkaError.INVALID_TIMESTAMP: "bad_timestamp",  # past log.message.timestamp.*.max.ms
+    KafkaError.INVALID_RECORD: "invalid_record",
+}
+
+
+def refused_for_good(err: Any) -> str | None:
+    """The reason a delivery error (a ``KafkaError``, or the ``KafkaException`` that
+    carries one) will come again for the same record, or None if a retry may succeed."""
+    if isinstance(err, KafkaException) and err.args:
+        err = err.args[0]
+    code = err.code() if isinstance(err, KafkaError) else None
+    return _FOR_GOOD.get(code) if code is not None else None
+
+
+class Refused:
+    """A record the client refused outright, as a delivery callback sees a message."""
+
+    __slots__ = ("_headers", "_key", "_timestamp", "_topic", "_value")
+
+    def __init__(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Sequence[tuple[str, str | bytes | None]],
+    ) -> None:
+        self._topic, self._key, self._value = topic, key, value
+        self._timestamp, self._headers = timestamp, list(headers)
+
+    @classmethod
+    def of(cls, p: Production) -> Refused:
+        return cls(p.topic, p.key, p.value, p.timestamp, [(ID_HEADER, p.id)])
+
+    def topic(self) -> str:
+        return self._topic
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def value(self) -> bytes | None:
+        return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._timestamp)
+
+    def headers(self) -> list[tuple[str, str | bytes | None]]:
+        return self._headers
 
 
 class Sender:
@@ -40,7 +95,8 @@ class Sender:
         on_delivery: OnDelivery | None = None,
     ) -> None:
         """Queue one record (``timestamp`` 0: the producer's clock; ``value`` None: a
-        tombstone). A record the client refuses outright raises."""
+        tombstone). A record the client refuses outright for good (too large) goes to
+        ``on_delivery`` as failed; anything else it refuses raises."""
         while True:
             try:
                 self._p.produce(
@@ -49,6 +105,12 @@ class Sender:
                 return
             except BufferError:
                 self._p.poll(0.05)
+            except KafkaException as exc:
+                if on_delivery is None or refused_for_good(exc) is None:
+                    raise
+                log.error("produce_refused", topic=topic, error=str(exc))
+                on_delivery(exc, Refused(topic, key, value, timestamp, headers))
+                return
 
     def send_all(
         self,
@@ -83,7 +145,7 @@ class Sender:
                     self._p.poll(0.05)
                 except KafkaException as exc:  # refused outright: count it as failed, retry later
                     log.error("produce_refused", topic=p.topic, error=str(exc))
-                    on_delivery(exc, None)
+                    on_delivery(exc, Refused.of(p))
                     break
             n += 1
         return n
