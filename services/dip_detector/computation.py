@@ -43,9 +43,10 @@ class DipDetector(Computation):
         model = self._model(ctx)
         v = record.value
         if record.stream == "model_updates":
-            self._emit(
-                ctx, model.update_profile(v["profile"], v["period_ms"], v["version"]), record.timestamp
+            events = model.update_profile(
+                v["profile"], v["period_ms"], v["version"], v["trained_until"], record.timestamp
             )
+            self._emit(ctx, events, record.timestamp)
             ctx.state.set(model.to_json())
             return
         model.lang = v["lang"]

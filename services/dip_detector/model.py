@@ -14,6 +14,15 @@ expectation of the bucket that decided it, confidence), ``CLOSE`` when it ends.
 A model the batch job published for the query (``model_updates``: expected counts per
 slot of a period) becomes the shape the daily profile starts from, its period the
 query's day, and its mean the level (no warm-up then).
+
+Bounds, since anyone who can write ``model_updates`` or ``window_counts`` may write
+anything (semantics I-12): a model must be one the job could have made (a period of
+whole seconds between ``SLOTS`` seconds and ``MAX_PERIOD_MS``, at most
+``MAX_PROFILE_SLOTS`` finite, non-negative slots, its version the end of its training
+range and no later than the record's time), else ``ValueError`` (the record is a dead
+letter); and a gap between two buckets is walked for at most ``MAX_GAP_BUCKETS``
+buckets (a longer silence is skipped to its last hour, as a dormant query's is), so no
+record can make the model walk months of empty buckets.
 """
 
 from __future__ import annotations
@@ -26,6 +35,9 @@ from services.dip_detector.episodes import SLOTS, CountModel
 
 BUCKET_MS = 1000
 DAY_BUCKETS = 86_400
+MAX_PERIOD_MS = 7 * 86_400_000  # a week: the longest rhythm a model may describe
+MAX_PROFILE_SLOTS = 86_400  # one per second of a day
+MAX_GAP_BUCKETS = 3_600  # empty buckets walked between two fed ones (an hour)
 BUDGET = 0.01  # expected false episodes per query per day
 DORMANT_RATE = 0.05  # below this level, outside an episode, zeros wait for the next count
 
@@ -39,6 +51,21 @@ def interpolate(profile: list[float], period_ms: int, bucket: int) -> float:
     lo = math.floor(middle)
     frac = middle - lo
     return (1 - frac) * profile[lo % slots] + frac * profile[(lo + 1) % slots]
+
+
+def check_model(profile: list[float], period_ms: int, version: int, trained_until: int, at: int) -> None:
+    """``ValueError`` unless the model job could have published this model."""
+    if period_ms % BUCKET_MS or not SLOTS * BUCKET_MS <= period_ms <= MAX_PERIOD_MS:
+        raise ValueError(f"model refused: period {period_ms} ms is not whole seconds in {SLOTS} s to a week")
+    if not 0 < len(profile) <= MAX_PROFILE_SLOTS:
+        raise ValueError(f"model refused: {len(profile)} slots (1 to {MAX_PROFILE_SLOTS})")
+    if not all(math.isfinite(p) and p >= 0 for p in profile):
+        raise ValueError("model refused: a slot that is negative or not a finite number")
+    if version != trained_until or version > at:
+        raise ValueError(
+            f"model refused: version {version} is not its training range's end ({trained_until}) "
+            f"at or before its record's time ({at})"
+        )
 
 
 @dataclass
@@ -74,12 +101,15 @@ class QueryModel:
             return None
         return self.last + BUCKET_MS
 
-    def update_profile(self, profile: list[float], period_ms: int, version: int) -> list[dict[str, Any]]:
-        """A model the batch job published: its profile becomes the prior, its period
-        the query's day (an open episode, judged under the old model, closes:
-        returned)."""
+    def update_profile(
+        self, profile: list[float], period_ms: int, version: int, trained_until: int, at: int
+    ) -> list[dict[str, Any]]:
+        """A model the batch job published (``at``: its record's time): its profile
+        becomes the prior, its period the query's day (an open episode, judged under the
+        old model, closes: returned). ``ValueError`` for one the job could not have made."""
+        check_model(profile, period_ms, version, trained_until, at)
         day = period_ms // BUCKET_MS
-        if version <= self.version or period_ms % BUCKET_MS or day < SLOTS or not profile:
+        if version <= self.version:
             return []
         self.version, self.day = version, day
         events = self.model.set_prior(profile, -1 if self.last is None else self.last, day)
@@ -99,6 +129,7 @@ class QueryModel:
         out: list[dict[str, Any]] = []
         if self.last is None:
             return out
+        self.last = max(self.last, bucket - MAX_GAP_BUCKETS * BUCKET_MS)  # a silence: its last hour
         while self.last + BUCKET_MS <= bucket:
             if self.next_bucket is None:
                 self.last = max(self.last, bucket - self.day * BUCKET_MS)

@@ -40,12 +40,18 @@ def record_line(ts: int, query: str, lang: str, user: int) -> str:
     return json.dumps({"ts": ts, "query": query, "lang": lang, "user": user}, separators=(",", ":"))
 
 
+MAX_LINE_BYTES = 65_536  # a query-log line (a record is a few dozen bytes)
+LONG_MAX = 2**63 - 1  # an Avro long
+
+
 def parse_line(line: str) -> dict[str, Any]:
     """A record of the log, or ValueError saying what is wrong with the line."""
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError("not JSON: nested too deep") from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     for name, kind in (("ts", int), ("query", str), ("lang", str), ("user", int)):
@@ -53,4 +59,8 @@ def parse_line(line: str) -> dict[str, Any]:
             raise ValueError(f"field {name!r} missing or not {kind.__name__}")
     if not data["query"]:
         raise ValueError("empty query")
+    if not 0 <= data["user"] <= LONG_MAX:
+        raise ValueError(f"field 'user' out of range: {data['user']}")
+    if not 0 <= data["ts"] <= LONG_MAX:
+        raise ValueError(f"field 'ts' out of range: {data['ts']}")
     return data

@@ -9,20 +9,29 @@ the injector (``Injector.finish``), so a restart resumes with the first unfinish
 one. Record ids derive from the file name and line number: a file read again after a
 crash is dropped downstream. A malformed line goes to ``injector.dead-letters`` with
 the reason; the file goes on.
+
+Anyone who can write the directory may put anything in it: only regular files are
+read (a symbolic link, a directory or a device named like a log is a dead letter
+naming it, never followed), a line is at most ``MAX_LINE_BYTES`` (a longer one is a
+dead letter, cut), a line that is not UTF-8 is a dead letter, and a file that cannot
+be read at all is a dead letter naming it; each is then done, so nothing makes the
+injector stop or read the same file for ever.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
 from mwcore import Injector, derive_id
-from services.injector.logs import nominal_second, parse_line
+from services.injector.logs import MAX_LINE_BYTES, nominal_second, parse_line
 
 log = structlog.get_logger("services.injector")
 
@@ -73,13 +82,15 @@ class LogReader:
         inj.advance(second - jitter)
         inj.report()  # the promise is made before the file's records go out
         file_id = hashlib.blake2b(path.name.encode(), digest_size=16).digest()
-        n = 0
-        for n, line in enumerate(path.read_text().splitlines()):
+        n = -1
+        for n, raw in enumerate(_lines(path, file_id, inj)):
             rid = derive_id(file_id, n)
             try:
-                rec = parse_line(line)
-            except ValueError as exc:
-                inj.dead_letter(line.encode(), str(exc), rid, file=path.name, line=str(n + 1))
+                if len(raw) > MAX_LINE_BYTES:
+                    raise ValueError(f"line of more than {MAX_LINE_BYTES} bytes")
+                rec = parse_line(raw.decode())
+            except (ValueError, UnicodeDecodeError) as exc:
+                inj.dead_letter(raw, str(exc), rid, file=path.name, line=str(n + 1))
                 continue
             value = {
                 "query": rec["query"],
@@ -94,3 +105,33 @@ class LogReader:
         self.files += 1
         self.records += n + 1
         log.debug("file_injected", file=path.name, lines=n + 1)
+
+
+def _lines(path: Path, file_id: bytes, inj: Injector) -> Iterator[bytes]:
+    """The file's lines, as bytes (a line past ``MAX_LINE_BYTES`` is cut just past it);
+    nothing but a dead letter naming it for what is not a regular file, or cannot be
+    read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:  # a symbolic link (ELOOP), gone, not readable
+        _refuse(inj, path, file_id, f"cannot be read: {exc.strerror}")
+        return
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            _refuse(inj, path, file_id, "not a regular file")
+            return
+        try:
+            while line := f.readline(MAX_LINE_BYTES + 1):
+                if len(line) > MAX_LINE_BYTES:
+                    while (rest := f.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                        pass  # the rest of an overlong line
+                yield line.rstrip(b"\r\n")
+        except OSError as exc:
+            _refuse(inj, path, file_id, f"cannot be read: {exc.strerror}")
+
+
+def _refuse(inj: Injector, path: Path, file_id: bytes, why: str) -> None:
+    log.warning("file_refused", file=path.name, reason=why)
+    inj.dead_letter(
+        b"", f"{path.name}: {why}", derive_id(file_id, 2**31), reason="file_refused", file=path.name
+    )

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from services.dip_detector.episodes import WARMUP_BUCKETS
-from services.dip_detector.model import QueryModel
+from services.dip_detector.model import MAX_GAP_BUCKETS, QueryModel
 
 DAY = 600
 
@@ -62,13 +63,49 @@ def test_a_spike_is_reported_on_its_first_bucket_and_its_decay_is_not_a_dip() ->
 def test_nothing_before_warm_up_and_a_published_model_skips_it() -> None:
     assert feed(QueryModel(lang="en", day=DAY), [50] * (WARMUP_BUCKETS - 3) + [0] * 3) == []
     fresh = QueryModel(lang="en", day=DAY)
-    fresh.update_profile([50.0] * 10, DAY * 1000, version=1)
+    fresh.update_profile([50.0] * 10, DAY * 1000, 1, 1, 1)
     assert opened(feed(fresh, [50, 0, 0, 0, 0])) == [("DIP", 1000)]
     other_period = QueryModel(lang="en", day=DAY)
-    other_period.update_profile([50.0] * 30, 120_000, version=1)  # the model's period is the query's day
+    other_period.update_profile([50.0] * 30, 120_000, 1, 1, 1)  # the model's period is the query's day
     assert other_period.day == other_period.model.day == 120 and other_period.model.slots == 30
-    assert not other_period.update_profile([50.0] * 30, 10_000, version=2)  # shorter than the slots: ignored
+    assert not other_period.update_profile([50.0] * 30, 120_000, 1, 1, 5)  # not newer: ignored
     assert other_period.version == 1
+
+
+@pytest.mark.parametrize(
+    ("profile", "period_ms", "version", "trained_until", "at", "why"),
+    [
+        ([50.0] * 30, 10**15, 5, 5, 5, "period"),  # months of buckets per day
+        ([50.0] * 30, 10_000, 5, 5, 5, "period"),  # shorter than the slots
+        ([50.0] * 30, 120_500, 5, 5, 5, "period"),  # not whole seconds
+        ([], 120_000, 5, 5, 5, "slots"),
+        ([float("nan")] * 30, 120_000, 5, 5, 5, "finite"),
+        ([50.0] * 30, 120_000, 2**62, 5, 5, "version"),  # would lock out every later model
+        ([50.0] * 30, 120_000, 2**62, 2**62, 5, "version"),  # from the future of its own record
+    ],
+)
+def test_a_model_the_job_could_not_have_made_is_refused(
+    profile: list[float], period_ms: int, version: int, trained_until: int, at: int, why: str
+) -> None:
+    model = QueryModel(lang="en", day=DAY)
+    with pytest.raises(ValueError, match=why):
+        model.update_profile(profile, period_ms, version, trained_until, at)
+    assert model.version == -1 and model.day == DAY  # nothing taken
+
+
+def test_a_count_far_ahead_walks_at_most_an_hour_of_empty_buckets() -> None:
+    model = QueryModel(lang="en", day=DAY)
+    feed(model, [50] * 100)
+    walked: list[int] = []
+    observe = model.model.observe
+
+    def counted(bucket: int, index: int, count: int) -> list[dict[str, Any]]:
+        walked.append(bucket)
+        return observe(bucket, index, count)
+
+    model.model.observe = counted  # type: ignore[method-assign,assignment]
+    model.on_count(10**12, 50)  # thirty years on: an hour of zeros, then the count
+    assert model.last == 10**12 and 0 < len(walked) <= MAX_GAP_BUCKETS + 1
 
 
 def test_counts_alone_and_counts_with_watermarks_give_the_same_anomalies() -> None:
