@@ -20,6 +20,9 @@ MAX_TIMESTAMP = 253_402_300_799_999
 MAX_AVRO_ITEMS = 1_000_000
 # A schema document on the schemas topic (the largest of the repository's is 2 KiB).
 MAX_SCHEMA_BYTES = 262_144
+# A namespace names topics (``<ns>.<stream>``), consumer groups and Redis keys, inside
+# Redis Cluster hash tags (``{<ns>/...}``): letters, digits, ``_`` and ``-`` only.
+NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_\-]{0,62}$"
 # What a dead letter carries of its input (key and value together); the rest is cut
 # (``mw-truncated`` says the original size), so a dead letter is never too large to send.
 MAX_DEAD_LETTER_BYTES = 524_288

@@ -26,6 +26,7 @@ import structlog
 from mwcore.errors import ConfigError, RefusedError, StoreRollbackError
 from mwcore.process import logs
 from mwcore.process.metrics import ProcessMetrics
+from mwcore.process.observe import instrument_rejections
 from mwcore.process.settings import MetricsSettings, ProcessSettings
 from mwcore.store.preflight import check_redis
 from mwcore.transport.preflight import check_kafka
@@ -87,6 +88,7 @@ def serve_metrics(settings: MetricsSettings) -> ProcessMetrics | None:
     if settings.metrics_port is None:
         return None
     metrics = ProcessMetrics(settings.metrics_stall_s)
+    instrument_rejections(metrics)
     port = metrics.serve(settings.metrics_port, settings.metrics_host)
     log.info("metrics", url=f"http://{settings.metrics_host}:{port}/metrics")
     return metrics

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -83,6 +84,34 @@ def merge(families: Iterable[Metric]) -> list[Metric]:
     return list(by_name.values())
 
 
+MAX_CONNECTIONS = 8
+REQUEST_TIMEOUT_S = 5.0
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``MAX_CONNECTIONS`` at once."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # busy: the client may try again
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 class ProcessMetrics:
     """The metrics registry of one process and the HTTP server that exposes it."""
 
@@ -97,11 +126,15 @@ class ProcessMetrics:
     def collect_with(self, families: Callable[[], Iterable[Metric]]) -> None:
         self.registry.register(FamiliesCollector(lambda: merge(families())))
 
-    def serve(self, port: int, host: str = "0.0.0.0") -> int:
-        """Listen on ``host:port`` (0: any free port) in a daemon thread; the port."""
+    def serve(self, port: int, host: str = "127.0.0.1") -> int:
+        """Listen on ``host:port`` (0: any free port) in a daemon thread; the port. At
+        most ``MAX_CONNECTIONS`` are served at once (more are closed at once), each for
+        at most ``REQUEST_TIMEOUT_S``: a flood of connections costs a few threads."""
         registry, liveness = self.registry, self.liveness
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = REQUEST_TIMEOUT_S
+
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
@@ -124,7 +157,7 @@ class ProcessMetrics:
                 return  # scrapes are not worth a log line
 
         try:
-            self._server = ThreadingHTTPServer((host, port), Handler)
+            self._server = _BoundedServer((host, port), Handler)
         except OSError as exc:
             raise ConfigError(f"MW_METRICS_PORT={port}: cannot listen on {host}:{port} ({exc})") from None
         self._server.daemon_threads = True

@@ -6,7 +6,8 @@ behind wall time, batch and commit latency. The watermark authority: reports, gr
 rejected reports, watermarks published, journal writes, gaps, retirements taken up,
 retired computations declared again, and each computation's published watermark lag.
 Injectors: records sent, late, dead letters, failed sends and the watermark they
-promised.
+promised. Every process: the control records its readers skipped
+(``mw_rejected_records_total{topic,reason}``, ``transport/rejections.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.injector.injector import Injector
 from mwcore.process.metrics import ProcessMetrics, counter, gauge
 from mwcore.runtime.worker import Worker
+from mwcore.transport.rejections import REJECTED
 from mwcore.watermarks.authority import Authority
 
 
@@ -35,6 +37,21 @@ def _watermark(labels: dict[str, str], wm: int, now_ms: int) -> Iterable[Metric]
         yield gauge(
             "mw_watermark_lag_seconds", "Wall time minus the low watermark", labels, (now_ms - wm) / 1000
         )
+
+
+def instrument_rejections(metrics: ProcessMetrics) -> None:
+    """The control records this process's readers skipped, by topic and reason."""
+
+    def families() -> Iterable[Metric]:
+        for (topic, reason), n in sorted(REJECTED.counts.items()):
+            yield counter(
+                "mw_rejected_records_total",
+                "Control records skipped as malformed, out of range or not authentic",
+                {"topic": topic, "reason": reason},
+                n,
+            )
+
+    metrics.collect_with(families)
 
 
 WORKER_COUNTERS = (

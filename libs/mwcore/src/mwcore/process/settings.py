@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from mwcore.api.signing import MIN_SECRET_CHARS, Signer
 from mwcore.controls import SAFE, NegativeControls, variable
 from mwcore.errors import ConfigError
+from mwcore.limits import NAMESPACE_PATTERN
 
 
 def _default_worker_id() -> str:
@@ -28,7 +30,9 @@ class MetricsSettings(BaseSettings):
 
     # Prometheus metrics and /healthz on this port (unset: not served); 0 picks a free one
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
-    metrics_host: str = "0.0.0.0"
+    # the interface it listens on: this machine only, unless told (a container's
+    # health check asks from inside; a Prometheus elsewhere needs 0.0.0.0)
+    metrics_host: str = "127.0.0.1"
     # /healthz answers 503 once the process's loop has not turned for this many seconds
     metrics_stall_s: float = Field(default=60.0, gt=0)
 
@@ -48,6 +52,11 @@ class ClientSettings(BaseSettings):
     @classmethod
     def _bootstrap(cls, v: str) -> str:
         return _check_bootstrap(v)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str:
+        return check_namespace(v)
 
     @classmethod
     def load(cls, **overrides: Any) -> Self:
@@ -209,6 +218,11 @@ class CommandSettings(BaseSettings):
     def _bootstrap(cls, v: str | None) -> str | None:
         return v if v is None else _check_bootstrap(v)
 
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str:
+        return check_namespace(v)
+
     @field_validator("redis_url")
     @classmethod
     def _redis(cls, v: str | None) -> str | None:
@@ -283,6 +297,16 @@ def _check_bootstrap(v: str) -> str:
 def _check_redis_url(v: str) -> str:
     if not v.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError("must start with redis://, rediss:// or unix://")
+    return v
+
+
+def check_namespace(v: str) -> str:
+    """A namespace (``ValueError`` unless it is letters, digits, ``_`` and ``-``)."""
+    if not re.match(NAMESPACE_PATTERN, v):
+        raise ValueError(
+            f"{v!r:.80} is not a namespace: 1 to 63 letters, digits, '_' or '-', starting with "
+            "a letter or digit (it names topics, groups and Redis keys)"
+        )
     return v
 
 

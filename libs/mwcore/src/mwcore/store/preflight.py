@@ -8,7 +8,7 @@ check is bounded (``timeout_s``).
 from __future__ import annotations
 
 from typing import Any, cast
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 from redis.cluster import RedisCluster
@@ -17,15 +17,29 @@ from mwcore.errors import ConfigError
 from mwcore.store.client import is_cluster_node
 from mwcore.store.cluster_probe import cluster_info
 
+_SECRET_PARAMS = ("password", "pass", "pwd", "secret", "token", "auth")
+
 
 def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """``url`` fit for an error line: a password in it (``user:password@``, or a query
+    parameter such as ``?password=``) is ``***``."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL one can take apart: show none of it
+        return "<an invalid URL>"
+    if password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        parts = parts._replace(netloc=netloc)
+    if parts.query:
+        query = [
+            (k, "***" if k.lower() in _SECRET_PARAMS else v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        ]
+        parts = parts._replace(query=urlencode(query, safe="*"))
+    return urlunsplit(parts)
 
 
 def check_redis(

@@ -10,13 +10,20 @@ from collections.abc import Sequence
 from types import FrameType
 
 from mwcore.errors import ConfigError
-from mwcore.process.settings import CommandSettings
+from mwcore.process.settings import CommandSettings, check_namespace
 
 
 @functools.cache
 def _env() -> CommandSettings:
     """What a command falls back on (``MW_BOOTSTRAP``, ...), read once."""
     return CommandSettings.load()
+
+
+def _namespace_arg(value: str) -> str:
+    try:
+        return check_namespace(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _namespace(args: argparse.Namespace) -> str:
@@ -296,14 +303,18 @@ def build_parser() -> argparse.ArgumentParser:
     auth.set_defaults(func=_authority)
     wms = sub.add_parser("watermarks", help="show each computation's watermarks and lag, live")
     wms.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
-    wms.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
+    wms.add_argument(
+        "--namespace", type=_namespace_arg, help="namespace (default: $MW_NAMESPACE or 'default')"
+    )
     wms.add_argument("--once", action="store_true", help="print the current values as JSON and exit")
     wms.add_argument("--interval", type=float, default=0.5, help="refresh every SECONDS")
     wms.set_defaults(func=_watermarks)
     tl = sub.add_parser("tail", help="print a stream's records, decoded, one JSON object per line")
     tl.add_argument("stream", help="stream name, e.g. anomalies or windower.dead-letters")
     tl.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
-    tl.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
+    tl.add_argument(
+        "--namespace", type=_namespace_arg, help="namespace (default: $MW_NAMESPACE or 'default')"
+    )
     tl.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
     tl.add_argument("-n", "--lines", type=int, default=10, help="start this many records back per partition")
     tl.add_argument("--from-beginning", action="store_true", help="start at the first record")
@@ -334,7 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--from-ms", type=int, default=None, help="records at or after this event time")
     bt.add_argument("--to-ms", type=int, default=None, help="records before this event time")
     bt.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
-    bt.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
+    bt.add_argument(
+        "--namespace", type=_namespace_arg, help="namespace (default: $MW_NAMESPACE or 'default')"
+    )
     bt.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
     bt.add_argument("--master", default="local[2]", help="Spark master")
     bt.set_defaults(func=_batch)
@@ -344,8 +357,17 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--stream", required=True, help="the stream to replay, e.g. queries")
     rp.add_argument("--from", dest="from_time", help="event time to start at: ms since the epoch or ISO 8601")
     rp.add_argument("--to", dest="to_time", help="event time to stop before (exclusive); the final watermark")
-    rp.add_argument("--namespace", required=True, help="where to replay to (topics, groups, Redis keys)")
-    rp.add_argument("--source-namespace", help="where the archive is (default: $MW_NAMESPACE or 'default')")
+    rp.add_argument(
+        "--namespace",
+        type=_namespace_arg,
+        required=True,
+        help="where to replay to (topics, groups, Redis keys)",
+    )
+    rp.add_argument(
+        "--source-namespace",
+        type=_namespace_arg,
+        help="where the archive is (default: $MW_NAMESPACE or 'default')",
+    )
     rp.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
     rp.add_argument("--redis-url", help="Redis (default: $MW_REDIS_URL or a running `mw up`)")
     rp.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
@@ -355,7 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     rt.add_argument("computation", help="the computation's name, as `mw watermarks` shows it")
     rt.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
     rt.add_argument("--redis-url", help="Redis (default: $MW_REDIS_URL or a running `mw up`)")
-    rt.add_argument("--namespace", help="namespace (default: $MW_NAMESPACE or 'default')")
+    rt.add_argument(
+        "--namespace", type=_namespace_arg, help="namespace (default: $MW_NAMESPACE or 'default')"
+    )
     quiet = "refuse if its workers were heard from within SECONDS (default 15, at least 12)"
     rt.add_argument("--quiet-s", type=float, default=None, help=quiet)
     rt.set_defaults(func=_retire)
