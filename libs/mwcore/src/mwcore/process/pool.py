@@ -14,7 +14,10 @@ delivery. This parent process only supervises them:
 - a child that stops on its own with exit code 2 (a configuration error, a store that
   lost checkpoints: it printed the one line why) stops the others, and the parent
   exits 2; a child that dies otherwise (a crash, SIGKILL, the OOM killer) is started
-  again after ``RESTART_S``, like a supervisor would.
+  again after ``RESTART_S``, like a supervisor would;
+- every child's stderr passes through the parent (line by line), which logs a child's
+  end the moment it sees it (``pool_child_died``, ``pool_child_refused``) with how it
+  ended and the last line of its output that says what went wrong.
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 
 import structlog
+
+from mwcore.process.exits import describe, last_error
 
 log = structlog.get_logger("mwcore.pool")
 
@@ -44,6 +51,8 @@ class Pool:
     children: list[subprocess.Popen[bytes]] = field(default_factory=list)
     restarts: int = 0
     _stopping: bool = False
+    _tails: dict[int, deque[str]] = field(default_factory=dict)  # child -> its last lines
+    _relays: dict[int, threading.Thread] = field(default_factory=dict)
 
     def child_env(self, k: int) -> dict[str, str]:
         env = dict(self.env)
@@ -58,9 +67,21 @@ class Pool:
         return env
 
     def _spawn(self, k: int) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "mwcore", "run", self.computation], env=self.child_env(k)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "mwcore", "run", self.computation],
+            env=self.child_env(k),
+            stderr=subprocess.PIPE,
         )
+        tail = self._tails[k] = deque(maxlen=50)
+        relay = self._relays[k] = threading.Thread(target=_relay, args=(child, tail), daemon=True)
+        relay.start()
+        return child
+
+    def _last_error(self, k: int, child: subprocess.Popen[bytes]) -> str:
+        relay = self._relays.get(k)
+        if relay is not None:
+            relay.join(1)  # it has read what the child wrote, to the end
+        return last_error(self._tails.get(k, ()))
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._stop)
@@ -75,14 +96,25 @@ class Pool:
                 if child.poll() is None:
                     continue
                 if child.returncode == 2:
-                    log.error("pool_child_refused", child=k, computation=self.computation)
+                    log.error(
+                        "pool_child_refused",
+                        child=k,
+                        computation=self.computation,
+                        last_error=self._last_error(k, child),
+                    )
                     code = 2
                     self._stopping = True
                     break
                 now = time.monotonic()
                 if k not in died_at:
                     died_at[k] = now
-                    log.warning("pool_child_died", child=k, code=child.returncode)
+                    log.warning(
+                        "pool_child_died",
+                        child=k,
+                        code=child.returncode,
+                        how=describe(child.returncode),
+                        last_error=self._last_error(k, child),
+                    )
                 elif now - died_at[k] >= RESTART_S:
                     del died_at[k]
                     self.children[k] = self._spawn(k)
@@ -107,3 +139,12 @@ class Pool:
 
     def _stop(self, signum: int, frame: FrameType | None) -> None:
         self._stopping = True
+
+
+def _relay(child: subprocess.Popen[bytes], tail: deque[str]) -> None:
+    """Copy the child's stderr to ours, keeping its last lines."""
+    assert child.stderr is not None
+    for raw in child.stderr:
+        sys.stderr.buffer.write(raw)
+        sys.stderr.buffer.flush()
+        tail.append(raw.decode(errors="replace"))

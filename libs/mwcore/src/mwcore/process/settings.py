@@ -240,6 +240,7 @@ class StackSettings(BaseSettings):
 
     kafka_home: Path | None = Field(default=None, validation_alias="MW_KAFKA_HOME")
     xdg_cache_home: Path | None = Field(default=None, validation_alias="XDG_CACHE_HOME")
+    xdg_runtime_dir: Path | None = Field(default=None, validation_alias="XDG_RUNTIME_DIR")
     java_home: Path | None = Field(default=None, validation_alias="JAVA_HOME")
 
     @classmethod

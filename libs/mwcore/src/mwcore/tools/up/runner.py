@@ -23,6 +23,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from mwcore.process import exits
+from mwcore.process.settings import StackSettings
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.project import find_project
 from mwcore.tools.stack.builder import local_stack
@@ -74,10 +76,11 @@ def run(
                     stack.bootstrap, list(plan.streams), hooks.decoded_streams, registry, hooks.on_record
                 )
                 feed = WatermarkFeed(stack.bootstrap, "default")
+                exits = Exits(procs, workdir)
                 try:
                     hooks.start(env, stop, rate, duration)
                     began = time.monotonic()
-                    lags = _follow(hooks, procs, follower, feed, stop, began, duration)
+                    lags = _follow(hooks, procs, follower, feed, stop, began, duration, exits)
                     stop.set()
                     follower.poll()
                     counts = dict(follower.counts)
@@ -87,6 +90,7 @@ def run(
                         "broker": stack.describe(),
                         **hooks.summary(counts, {n: wm.input for n, wm in feed.latest.items()}),
                         "watermark_lag_ms": lags.summary_ms(),
+                        "exited": exits.summary(),
                         "metrics": metrics,
                         "logs": str(workdir),
                     }
@@ -99,6 +103,39 @@ def run(
     finally:
         withdraw()
     return summary
+
+
+class Exits:
+    """The services that stopped while ``mw up`` ran: each said on stderr the moment it is
+    seen (with its log's last error line), and listed in the summary."""
+
+    def __init__(self, procs: Mapping[str, subprocess.Popen[bytes]], workdir: Path) -> None:
+        self.procs = procs
+        self.workdir = workdir
+        self.seen: dict[str, tuple[int, str]] = {}  # name -> (exit code, last error line)
+
+    def check(self) -> None:
+        for name, proc in self.procs.items():
+            code = proc.poll()
+            if code is None or name in self.seen:
+                continue
+            line = exits.last_error_in(self.workdir / f"{name}.log")
+            self.seen[name] = (code, line)
+            how = "finished" if code == 0 else f"stopped: {exits.describe(code)}"
+            print(
+                f"mw up: {name} {how}" + (f": {line}" if code and line else ""), file=sys.stderr, flush=True
+            )
+
+    @property
+    def failed(self) -> list[str]:
+        """Services that stopped with an error (a one-shot job that finishes is fine)."""
+        return [n for n, (code, _) in self.seen.items() if code != 0]
+
+    def summary(self) -> list[dict[str, Any]]:
+        return [
+            {"service": n, "exit_code": code, "how": exits.describe(code), "last_error": line}
+            for n, (code, line) in self.seen.items()
+        ]
 
 
 def _start_services(
@@ -126,15 +163,17 @@ def _follow(
     stop: threading.Event,
     began: float,
     duration: float | None,
+    exits: Exits,
 ) -> up_view.LagSamples:
     """Follow records and watermarks until stopped; redraw the view every second (a
-    progress line every 10 s without a terminal)."""
+    progress line every 10 s without a terminal); say at once when a service stops."""
     interactive = sys.stderr.isatty()
     lags = up_view.LagSamples()
     last, next_progress = 0.0, began + 10
     while not stop.is_set() and (duration is None or time.monotonic() - began < duration):
         follower.poll()
         feed.poll(0.2)
+        exits.check()
         now = time.monotonic()
         if now - last < 1.0:
             continue
@@ -155,31 +194,70 @@ def main(duration: float | None, rate: int, brokers: int = 1, redis_cluster: boo
     project = find_project()
     workdir = Path(tempfile.mkdtemp(prefix="mw-up-"))
     plan = project_plan(project) if project is not None and project.up is not None else example_plan(workdir)
-    print(json.dumps(run(plan, workdir, duration, rate, brokers, redis_cluster)), flush=True)
-    return 0
+    summary = run(plan, workdir, duration, rate, brokers, redis_cluster)
+    print(json.dumps(summary), flush=True)
+    # a service that stopped with an error makes the run a failure (one that finished is fine)
+    return 1 if any(e["exit_code"] != 0 for e in summary["exited"]) else 0
 
 
-STATE_FILE = Path(tempfile.gettempdir()) / "mw-up.json"
+def state_file() -> Path:
+    """Where a running ``mw up`` says where it is: in the user's own runtime directory
+    (``XDG_RUNTIME_DIR``), else under ``~/.cache/mwcore``; never a shared place such as
+    /tmp, where another user could plant one."""
+    env = StackSettings.load()
+    base = env.xdg_runtime_dir or (env.xdg_cache_home or Path.home() / ".cache") / "mwcore"
+    return base / "mw-up.json"
 
 
 def announce(**state: Any) -> None:
     """Tell other ``mw`` commands (``tail``, ``watermarks``, ``down``) where the running
-    ``mw up`` is: its pid, broker, Redis and schemas."""
-    STATE_FILE.write_text(json.dumps({"pid": os.getpid(), **state}))
+    ``mw up`` is: its pid, broker, Redis and schemas (a file only its user can read)."""
+    path = state_file()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"pid": os.getpid(), **state}, f)
+    os.replace(tmp, path)
 
 
 def withdraw() -> None:
-    STATE_FILE.unlink(missing_ok=True)
+    state_file().unlink(missing_ok=True)
 
 
 def running() -> dict[str, Any]:
-    """What the running ``mw up`` announced; empty if none is running."""
+    """What the running ``mw up`` announced; empty if none is running, or if the file
+    is not one this user's ``mw up`` wrote (owned by another user, readable by others,
+    a link, or naming a process that is not ``mw up``): then it says so on stderr."""
+    path = state_file()
     try:
-        state: dict[str, Any] = json.loads(STATE_FILE.read_text())
-        os.kill(int(state["pid"]), 0)
-    except (OSError, ValueError, KeyError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return {}
+    with os.fdopen(fd) as f:
+        st = os.fstat(f.fileno())
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            print(f"mw: ignoring {path}: not private to this user (owner or mode)", file=sys.stderr)
+            return {}
+        try:
+            state: dict[str, Any] = json.loads(f.read(65_536))
+            pid = int(state["pid"])
+        except (ValueError, KeyError, TypeError, RecursionError):
+            return {}
+    if not isinstance(state, dict) or not _is_mw_up(pid):
         return {}
     return state
+
+
+def _is_mw_up(pid: int) -> bool:
+    """Whether ``pid`` is a live ``mw up`` of this user."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        uid = int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
+    except (OSError, IndexError, ValueError):
+        return False
+    runs_mw = any(Path(a.decode(errors="replace")).name in ("mw", "mwcore") for a in args)
+    return uid == os.getuid() and runs_mw and b"up" in args
 
 
 def down(timeout: float = 60) -> int:
