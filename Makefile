@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test test-fast lint format up bench bench-archive bench-replay clean
+.PHONY: bootstrap test test-fast lint format up bench bench-archive bench-replay compose-env clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -41,6 +41,12 @@ bench-archive: bootstrap
 ## make bench-replay: `mw replay` over a loaded archive (progress lines, JSON summary last)
 bench-replay: bootstrap
 	$(BIN)/python bench/replay.py
+
+## make compose-env: .env for docker compose, with a fresh random Redis password and pipeline secret (once)
+compose-env:
+	@if [ -e .env ]; then echo ".env exists: keeping it"; else \
+	  umask 077; python3 -c 'import secrets; print("ZG_REDIS_PASSWORD=" + secrets.token_urlsafe(24)); print("ZG_ID_SECRET=" + secrets.token_urlsafe(32))' > .env; \
+	  echo "wrote .env (mode 0600): ZG_REDIS_PASSWORD, ZG_ID_SECRET"; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

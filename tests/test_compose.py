@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.support.compose import active, env_file, load, problems
+from tests.support.compose import SECRETS, MissingVariable, active, env_file, load, problems
 
 pytestmark = pytest.mark.observability
 
@@ -56,6 +56,12 @@ def _broken(doc: dict[str, Any], change: Any) -> dict[str, Any]:
             "does not load",
         ),
         (lambda s: s["kafka"].update(image="apache/kafka:3.9.1"), "not the embedded broker's"),
+        (lambda s: s["kafka"].update(ports=["29092:29092"]), "published on every interface"),
+        (
+            lambda s: s["redis"].update(command=["redis-server", "--appendonly", "yes"]),
+            "without --requirepass",
+        ),
+        (lambda s: s["windower"]["environment"].pop("MW_ID_SECRET"), "no MW_ID_SECRET"),
         (
             lambda s: s["kafka"]["environment"].pop("KAFKA_AUTO_CREATE_TOPICS_ENABLE"),
             "auto.create.topics.enable=false",
@@ -95,7 +101,7 @@ def test_the_three_broker_profile_is_a_replicated_cluster(tmp_path: Path) -> Non
     """``docker compose --env-file compose/three-brokers.env up``: three brokers in one
     quorum, each with three replicas and two in sync, every service told of all three
     (what ``mw up --brokers 3`` runs); the file's checks hold with the profile on."""
-    env = env_file(ROOT / "compose" / "three-brokers.env")
+    env = env_file(SECRETS) | env_file(ROOT / "compose" / "three-brokers.env")
     doc = load(ROOT / "docker-compose.yml", env)
     profiles = tuple(env["COMPOSE_PROFILES"].split(","))
     assert problems(ROOT, doc, tmp_path, profiles=profiles) == []
@@ -114,3 +120,10 @@ def test_the_three_broker_profile_is_a_replicated_cluster(tmp_path: Path) -> Non
     lonely = load(ROOT / "docker-compose.yml", env | {"ZG_KAFKA_MIN_ISR": "1"})
     found = problems(ROOT, lonely, tmp_path, profiles=profiles)
     assert any("min.insync.replicas=2" in p for p in found), found
+
+
+def test_compose_refuses_to_start_without_the_secrets() -> None:
+    """Closed by default: without ``.env`` (``make compose-env``) the required secrets are
+    missing and compose stops with the variable's message, as ``docker compose`` does."""
+    with pytest.raises(MissingVariable, match=r"ZG_REDIS_PASSWORD: set ZG_REDIS_PASSWORD in \.env"):
+        load(ROOT / "docker-compose.yml", {})

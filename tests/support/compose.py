@@ -38,14 +38,30 @@ SETTINGS: dict[str, type[Any]] = {
 COMPUTATION = re.compile(r"""["']((?:services|mwcore)(?:\.\w+)+:\w+)["']""")
 
 
-_VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+_VARIABLE = re.compile(r"\$\{(\w+)(?:(:-|:\?)([^}]*))?\}")
+SECRETS = Path(__file__).resolve().parents[2] / "compose" / "secrets.env.example"
+
+
+class MissingVariable(ValueError):
+    """A ``${VAR:?message}`` the environment does not set: compose refuses to start."""
 
 
 def load(path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """The compose file as Compose reads it with ``env`` (from an ``--env-file``;
-    default: none, so every ``${VAR:-default}`` takes its default)."""
-    given = env or {}
-    text = _VARIABLE.sub(lambda m: given.get(m.group(1), m.group(2) or ""), path.read_text())
+    """The compose file as Compose reads it with ``env`` (from ``.env`` or an
+    ``--env-file``; default: the example secrets file's, so the required secrets are
+    set and every ``${VAR:-default}`` takes its default); ``MissingVariable`` for a
+    required variable that is not set."""
+    given = env_file(SECRETS) if env is None else env
+
+    def value(m: re.Match[str]) -> str:
+        name, op, arg = m.group(1), m.group(2), m.group(3) or ""
+        if name in given:
+            return given[name]
+        if op == ":?":
+            raise MissingVariable(f"{name}: {arg or 'required'}")
+        return arg
+
+    text = _VARIABLE.sub(value, path.read_text())
     doc: dict[str, Any] = yaml.safe_load(text)  # resolves anchors and merge keys
     return doc
 
@@ -175,6 +191,29 @@ def _check_kafka(services: dict[str, Any], profiles: tuple[str, ...] = ()) -> li
     return out
 
 
+def _check_closed(services: dict[str, Any]) -> list[str]:
+    """Closed by default: every published port on 127.0.0.1, Redis with a password that
+    the services' URL carries, and the services given the pipeline secret."""
+    out = []
+    for name, svc in services.items():
+        for port in svc.get("ports") or []:
+            if not str(port).startswith("127.0.0.1:"):
+                out.append(f"{name}: port {port!r} is published on every interface, not 127.0.0.1")
+    redis = services.get("redis") or {}
+    cmd = redis.get("command") or []
+    password = cmd[cmd.index("--requirepass") + 1] if "--requirepass" in cmd[:-1] else None
+    if not password:
+        out.append("redis: runs without --requirepass (anyone who reaches it can write checkpoints)")
+    for name, svc in services.items():
+        env = _environment(svc)
+        url = env.get("MW_REDIS_URL")
+        if url is not None and (password is None or f":{password}@" not in url):
+            out.append(f"{name}: MW_REDIS_URL does not carry Redis's password")
+        if url is not None and not env.get("MW_ID_SECRET"):
+            out.append(f"{name}: no MW_ID_SECRET (record ids unsigned)")
+    return out
+
+
 def problems(
     root: Path, doc: dict[str, Any], data: Path, dockerfile: str | None = None, profiles: tuple[str, ...] = ()
 ) -> list[str]:
@@ -207,6 +246,7 @@ def problems(
         if module not in modules:
             out.append(f"{module} has no service in the compose file")
     out += _check_kafka(services, profiles)
+    out += _check_closed(services)
     if dockerfile is None:
         dockerfile = (root / "Dockerfile").read_text() if (root / "Dockerfile").exists() else ""
     for needed in ("COPY libs/mwcore", "COPY schemas", "COPY services", f"PYTHONPATH={IMAGE_ROOT}"):
