@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.record import ID_HEADER, LATE_HEADER
+from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.errors import ConfigError
 from mwcore.injector.injector import Injector
 from mwcore.serde.avro import SchemaRegistry, SchemaVersion, writer_fingerprint
@@ -131,7 +132,9 @@ class Replay:
         from_ms: int | None = None,
         to_ms: int | None = None,
         block: int = BLOCK,
+        signer: Signer = UNSIGNED,  # MW_ID_SECRET: the replayed ids signed again with it
     ) -> None:
+        self.signer = signer
         if namespace == source_namespace:
             raise ConfigError(
                 f"replaying {stream} into {namespace!r}, the namespace it comes from, would feed the "
@@ -193,6 +196,7 @@ class Replay:
             outputs={self.stream: None},
             namespace=self.namespace,
             partitions=counts.get(topic, 4),
+            signer=self.signer,
         )
         inj.start()
         copier = _SchemaCopier(self.registry, SchemaTopic(self.bootstrap, self.source), inj.schemas)

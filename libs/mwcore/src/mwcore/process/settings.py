@@ -47,6 +47,8 @@ class ClientSettings(BaseSettings):
 
     bootstrap: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
     namespace: str = "default"
+    # the pipeline secret: record ids, watermarks and witnesses authenticated (api/signing.py)
+    id_secret: SecretStr | None = None
 
     @field_validator("bootstrap")
     @classmethod
@@ -57,6 +59,15 @@ class ClientSettings(BaseSettings):
     @classmethod
     def _namespace(cls, v: str) -> str:
         return check_namespace(v)
+
+    @field_validator("id_secret")
+    @classmethod
+    def _secret(cls, v: SecretStr | None) -> SecretStr | None:
+        return _check_secret(v)
+
+    def signer(self) -> Signer:
+        """What signs and checks with the pipeline secret (nothing, without one)."""
+        return _signer(self.id_secret)
 
     @classmethod
     def load(cls, **overrides: Any) -> Self:
@@ -77,8 +88,6 @@ class ProcessSettings(MetricsSettings, ClientSettings):
     redis_url: str = Field(description="Redis URL of the checkpoint store, redis://host:port/db")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
-    # the pipeline secret: record ids, watermarks and witnesses authenticated (api/signing.py)
-    id_secret: SecretStr | None = None
     # set by load() from MW_UNSAFE_* (not a variable of its own)
     unsafe: NegativeControls = Field(default=SAFE, exclude=True)
 
@@ -86,15 +95,6 @@ class ProcessSettings(MetricsSettings, ClientSettings):
     @classmethod
     def _redis(cls, v: str) -> str:
         return _check_redis_url(v)
-
-    @field_validator("id_secret")
-    @classmethod
-    def _secret(cls, v: SecretStr | None) -> SecretStr | None:
-        return _check_secret(v)
-
-    def signer(self) -> Signer:
-        """What signs and checks with the pipeline secret (nothing, without one)."""
-        return _signer(self.id_secret)
 
     @classmethod
     def load(cls, **overrides: Any) -> Self:

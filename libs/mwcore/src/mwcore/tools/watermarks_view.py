@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
+from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.transport.watermark_topic import WatermarkFeed
 from mwcore.watermarks.published import Watermarks
 
@@ -67,8 +68,15 @@ def render(table: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(bootstrap: str, namespace: str, once: bool, interval_s: float, out: TextIO = sys.stdout) -> int:
-    feed = WatermarkFeed(bootstrap, namespace)
+def main(
+    bootstrap: str,
+    namespace: str,
+    once: bool,
+    interval_s: float,
+    out: TextIO = sys.stdout,
+    signer: Signer = UNSIGNED,
+) -> int:
+    feed = WatermarkFeed(bootstrap, namespace, signer)
     try:
         feed.read_to_end()
         if once:

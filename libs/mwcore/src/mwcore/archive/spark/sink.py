@@ -27,13 +27,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import SecretStr
 from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from mwcore.api.ids import ID_BYTES
 from mwcore.api.record import ID_HEADER
+from mwcore.api.signing import MAC_HEADER, Signer
 from mwcore.errors import ConfigError
+from mwcore.process.settings import CommandSettings
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import ensure_topics, partition_counts, topic_name
@@ -105,6 +108,10 @@ class StreamWriter(DataSourceWriter):
             )
         self.fields = fields
         self.has_id = self.id_col in columns
+        # the pipeline secret, for the tasks to sign the ids with (option idSecret, else
+        # MW_ID_SECRET where the job runs): readers of a secured pipeline check them
+        secret = opts.get("idsecret") or CommandSettings.load().id_secret
+        self.secret = secret.get_secret_value() if isinstance(secret, SecretStr) else secret
         partitions = int(opts.get("partitions", 4))
         existing = partition_counts(bootstrap, [self.topic]).get(self.topic)
         ensure_topics(bootstrap, {self.topic: existing or partitions})
@@ -120,6 +127,7 @@ class StreamWriter(DataSourceWriter):
 
         serde = AvroSerde(self.registry, self.avro_schema)
         sender = Sender(self.bootstrap)
+        signer = Signer(self.secret)
         errors: list[str] = []
 
         def delivered(err: Any, _msg: Any) -> None:
@@ -135,9 +143,10 @@ class StreamWriter(DataSourceWriter):
             rid = _record_id(data.get(self.id_col) if self.has_id else None)
             if rid is None:
                 rid = content_id(self.stream, key or b"", ts, value)
-            sender.send(
-                self.topic, value, key, timestamp=ts, headers=[(ID_HEADER, rid)], on_delivery=delivered
-            )
+            headers: list[tuple[str, str | bytes | None]] = [(ID_HEADER, rid)]
+            if signer.enabled:
+                headers.append((MAC_HEADER, signer.sign_id(rid)))
+            sender.send(self.topic, value, key, timestamp=ts, headers=headers, on_delivery=delivered)
             sender.poll(0)
             n += 1
         left = sender.flush(60)
