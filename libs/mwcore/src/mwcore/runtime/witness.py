@@ -23,6 +23,12 @@ them apart from the store, and a member fenced out of the group cannot write the
 Witness writes are asynchronous, one in flight at a time (``Witness``); each carries its
 counts, so the confirmation (the consumer's ``on_commit`` callback) says exactly what it
 covers.
+
+Anyone who can commit offsets for the group could write a count: a huge one would stop
+every takeover of the interval. With a pipeline secret (``api/signing.py``) a count
+carries its MAC (``mw:<commits>:<mac>``, bound to the topic and partition), and one that
+does not verify is skipped and counted (``transport/rejections.py``), as if none were
+there.
 """
 
 from __future__ import annotations
@@ -31,8 +37,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from mwcore.errors import StoreRollbackError
+from mwcore.api.signing import UNSIGNED, Signer
+from mwcore.errors import RejectedRecord, StoreRollbackError
 from mwcore.transport.consumer import Offset, Part
+from mwcore.transport.rejections import REJECTED
 
 _PREFIX = "mw:"
 
@@ -44,18 +52,30 @@ class Committer(Protocol):
     def committed(self, parts: Iterable[Part], timeout: float = 10.0) -> list[Offset]: ...
 
 
-def encode(commits: int) -> str:
-    return f"{_PREFIX}{commits}"
+def _mac(signer: Signer, topic: str, partition: int, commits: int) -> str:
+    return signer.mac(b"mw-witness", f"{topic}\0{partition}\0{commits}".encode()).hex()
 
 
-def decode(metadata: str | None) -> int:
-    """The commit count in an offset's metadata (0: none, or written by something else)."""
-    if not metadata or not metadata.startswith(_PREFIX):
+def encode(commits: int, signer: Signer = UNSIGNED, topic: str = "", partition: int = 0) -> str:
+    if not signer.enabled:
+        return f"{_PREFIX}{commits}"
+    return f"{_PREFIX}{commits}:{_mac(signer, topic, partition, commits)}"
+
+
+def decode(metadata: str | None, signer: Signer = UNSIGNED, topic: str = "", partition: int = 0) -> int:
+    """The commit count in an offset's metadata (0: none, written by something else, or
+    with a secret, not signed with it)."""
+    if not metadata or not metadata.startswith(_PREFIX) or len(metadata) > 200:
         return 0
+    count, _, mac = metadata[len(_PREFIX) :].partition(":")
     try:
-        return int(metadata[len(_PREFIX) :])
+        commits = int(count)
     except ValueError:
         return 0
+    if signer.enabled and mac != _mac(signer, topic, partition, commits):
+        REJECTED.reject(topic, partition, -1, RejectedRecord("bad_mac", f"witness {count[:40]}"))
+        return 0
+    return commits
 
 
 class Witness:
@@ -74,8 +94,10 @@ class Witness:
         clock: Callable[[], float] = time.monotonic,
         answer_timeout_s: float = 10.0,
         retry_s: float = 0.05,
+        signer: Signer = UNSIGNED,
     ) -> None:
         self.topics = list(topics)
+        self.signer = signer
         self.confirmed: dict[int, int] = {}  # index -> highest commit count Kafka confirmed
         self._wanted: dict[int, tuple[int, dict[str, int]]] = {}  # index -> (commits, positions)
         self.newly_confirmed: set[int] = set()  # indexes whose confirmation moved (for the worker)
@@ -111,11 +133,10 @@ class Witness:
     def _offsets(self, wanted: dict[int, tuple[int, dict[str, int]]]) -> list[Offset]:
         offsets = []
         for index, (commits, positions) in wanted.items():
-            meta = encode(commits)
             for fld, off in positions.items():
                 topic, _, part = fld.rpartition(":")
                 assert int(part) == index, fld
-                offsets.append(Offset(topic, index, off, meta))
+                offsets.append(Offset(topic, index, off, encode(commits, self.signer, topic, index)))
         return offsets
 
     def flush(self, consumer: Committer) -> None:
@@ -141,7 +162,7 @@ class Witness:
         """The answer to a write: what Kafka confirmed (the group member's
         ``on_committed``; a part that failed is left out, and written again)."""
         for o in offsets:
-            self._confirm(o.partition, decode(o.metadata))
+            self._confirm(o.partition, decode(o.metadata, self.signer, o.topic, o.partition))
         sent, self._in_flight, self._sent_at = self._in_flight, {}, None
         failed = {i: w for i, w in sent.items() if self.confirmed.get(i, -1) < w[0]}
         if failed:
@@ -163,7 +184,7 @@ class Witness:
     def read(self, consumer: Committer, index: int, timeout: float = 10.0) -> int:
         """The highest commit count Kafka holds for the interval (0: none)."""
         offsets = consumer.committed([Part(t, index) for t in self.topics], timeout=timeout)
-        return max((decode(o.metadata) for o in offsets), default=0)
+        return max((decode(o.metadata, self.signer, o.topic, o.partition) for o in offsets), default=0)
 
     def check(self, interval: str, store_commits: int, witnessed_commits: int) -> None:
         if store_commits < witnessed_commits:

@@ -108,7 +108,7 @@ class Worker:
         self._sent_by = ("mw-sender", config.worker_id.encode())
         self._sign = config.signer.sign_id if config.signer.enabled else None
         self.consumer: GroupConsumer | None = None
-        self.witness = Witness(self.topics)
+        self.witness = Witness(self.topics, signer=config.signer)
         self.health = Health(config.health_stall_s)
         self.ownership = Ownership(
             self.deps, config, list(self.topics), self.witness, self.health, self._send, self._revoked
