@@ -42,7 +42,10 @@ def _broken(doc: dict[str, Any], change: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (lambda s: s["windower"]["environment"].pop("MW_BOOTSTRAP"), "windower: invalid configuration"),
+        (
+            lambda s: s["windower"]["environment"].pop("MW_BOOTSTRAP"),
+            "windower: MW_BOOTSTRAP: Field required",
+        ),
         (lambda s: s["injector"]["environment"].pop("MW_INJECTOR_DIR"), "MW_INJECTOR_DIR"),
         (lambda s: s["dip_detector"].update(command=["python", "-m", "services.nothing"]), "does not exist"),
         (lambda s: s["windower"].update(restart="sometimes"), "not a valid compose file"),

@@ -50,9 +50,14 @@ def test_mw_up_runs_the_pipeline_and_detects_the_scripted_anomalies() -> None:
         "broker",
         *ZEITGEIST_FIELDS,
         "watermark_lag_ms",
+        "exited",
         "metrics",
         "logs",
     ]
+    # the model trainer is a batch job: it finishes (exit 0); nothing else stops
+    assert [(e["service"], e["exit_code"]) for e in summary["exited"]] in ([], [("model_trainer", 0)]), (
+        summary
+    )
     assert summary["broker"] == {"product": "Apache Kafka", "version": KAFKA_VERSION}  # as it logged
     assert set(summary["services"]) >= {"watermark_authority", "injector", "windower", "dip_detector"}
     assert summary["records_injected"] > 100_000 and summary["windows_produced"] > 10_000
@@ -66,6 +71,7 @@ def test_mw_up_outside_a_project_runs_the_example(tmp_path: Path) -> None:
     summary = mw_up(tmp_path, 15)  # no pyproject.toml, no schemas/ at or above tmp_path
     print(f"mw up summary: {json.dumps(summary)}")
     assert summary["services"] == ["running_sum-1", "running_sum-2"]
+    assert summary["exited"] == [], summary["exited"]
     assert summary["records_injected"] > 10_000
     assert summary["records_committed"] == summary["records_injected"], summary
     assert summary["outputs"]["sums"] >= summary["records_injected"] and summary["outputs"]["totals"] > 0

@@ -116,10 +116,11 @@ def _lines(path: Path, file_id: bytes, inj: Injector) -> Iterator[bytes]:
     except OSError as exc:  # a symbolic link (ELOOP), gone, not readable
         _refuse(inj, path, file_id, f"cannot be read: {exc.strerror}")
         return
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # (a directory cannot even be wrapped)
+        os.close(fd)
+        _refuse(inj, path, file_id, "not a regular file")
+        return
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            _refuse(inj, path, file_id, "not a regular file")
-            return
         try:
             while line := f.readline(MAX_LINE_BYTES + 1):
                 if len(line) > MAX_LINE_BYTES:

@@ -136,3 +136,17 @@ class ReadingEcho(Computation):
 
     def process_record(self, ctx: Context, record: Record) -> None:
         ctx.produce("echoes", record.value, record.timestamp)
+
+
+class Postdate(Computation):
+    """Produces each query ``user`` ms after its own time: a computation whose output
+    timestamps a record can push past what the broker takes (the hostile tests' refused
+    production)."""
+
+    name = "postdate"
+    inputs = (Input("queries", schema="zeitgeist.Query"),)
+    outputs = (Output("postdated", schema="zeitgeist.Query"),)
+    partitions = 1
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        ctx.produce("postdated", record.value, record.timestamp + int(record.value["user"]))

@@ -213,3 +213,63 @@ def test_a_production_the_broker_refuses_for_good_becomes_a_small_dead_letter() 
         dead.id == dead_letters.refused("dlq", p, "too_large", "again", 2000).id
     )  # the same after a takeover
 
+
+class _Reported:
+    """A delivery report as confluent-kafka gives it: topic, key and value, no headers."""
+
+    def __init__(self, p: Production, offset: int = 0) -> None:
+        self.p, self._offset = p, offset
+
+    def topic(self) -> str:
+        return self.p.topic
+
+    def key(self) -> bytes | None:
+        return self.p.key
+
+    def value(self) -> bytes:
+        return self.p.value
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self._offset
+
+    def headers(self) -> None:
+        return None
+
+
+def test_a_whole_request_refused_for_one_record_costs_only_that_record() -> None:
+    """The broker refuses the whole request for the middle production's timestamp (each
+    of the three reports says INVALID_TIMESTAMP): each is sent alone, only the one the
+    broker refuses alone becomes a dead letter, and the batch goes again whole."""
+    from confluent_kafka import KafkaError
+
+    from mwcore.runtime.outbox import Outbox, OutboxBatch
+
+    now = int(time.time() * 1000)
+    productions = [
+        Production(bytes([i]) * 16, "out", b"k", b"v%d" % i, ts)
+        for i, ts in enumerate((1, now + 7_200_000, 3))
+    ]
+    outbox = Outbox(refuse=lambda p, why, err: dead_letters.refused("dlq", p, why, err, now))
+    batch = OutboxBatch(outbox, b"b", list(productions), checkpointed=True)
+    outbox.pending[b"b"] = batch
+    for p in productions:
+        batch(KafkaError(KafkaError.INVALID_TIMESTAMP), _Reported(p))
+    assert outbox.to_send == [] and outbox.take_to_isolate() == [batch]
+    alone: list[Production] = []
+
+    def send_alone(p: Production) -> Any:
+        alone.append(p)
+        return KafkaError(KafkaError.INVALID_TIMESTAMP) if p.timestamp > now else None
+
+    outbox.isolate(batch, send_alone)
+    assert alone == productions
+    assert batch.productions[0] == productions[0] and batch.productions[2] == productions[2]
+    dead = batch.productions[1]
+    assert dead.topic == "dlq" and dict(dead.headers)["mw-reason"] == b"refused_bad_timestamp"
+    assert outbox.take_to_send() == [batch] and batch.remaining == 3
+    for i, p in enumerate(batch.productions):  # sent again whole: all written
+        batch(None, _Reported(p, i))
+    assert outbox.acked == [batch] and not outbox.pending

@@ -20,8 +20,13 @@ What cannot become a record goes to ``<name>.dead-letters`` with the reason
 (``mw-error``, ``mw-reason``), never out of ``send`` as an error: a value the writer
 schema cannot encode, a key or timestamp out of the kit's bounds (``limits.py``), a
 record the broker refuses for good (too large, a timestamp too far ahead: sent again
-it would hold the watermark for ever). With a pipeline secret (``api/signing.py``)
-every record id it sends carries its MAC.
+it would hold the watermark for ever). The broker refuses a whole request for one such
+record, so a refused record is first sent once more alone (its batchmates were not at
+fault): only one refused alone is a dead letter. With a pipeline secret
+(``api/signing.py``) every record id it sends carries its MAC.
+
+A delivery report carries no headers, so each record's headers (its id) travel with
+its delivery callback: a record sent again keeps its id.
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ from mwcore.transport.topics import (
 )
 from mwcore.transport.watermark_topic import WatermarkFeed
 from mwcore.watermarks.report_format import NodeSpec, Report, Segment
+
+Headers = list[tuple[str, str | bytes | None]]
+Unsent = tuple[int | None, int, Headers, Any]
 
 
 class Injector:
@@ -105,7 +113,9 @@ class Injector:
         self.skew_ms = skew_ms
         self.skew_of = skew_of
         self._feed: WatermarkFeed | None = None
-        self._retry: list[tuple[int, int, Any]] = []
+        # (seq or None if late, timestamp, headers, reported message): failed, to send again
+        self._retry: list[Unsent] = []
+        self._alone: list[Unsent] = []  # refused for good in a batch: to send alone
 
     def start(self) -> None:
         """Publish the writer schemas (``ConfigError`` if one is incompatible with an
@@ -178,18 +188,18 @@ class Injector:
             behind = late_ms if late_ms is not None else self.reported - timestamp
             headers.append((LATE_HEADER, str(behind).encode()))
             self.late += 1
-            callback: Any = self._on_late_delivery
+            callback = functools.partial(self._on_delivery, None, timestamp, headers)
         else:
             seq = next(self._seq)
             self._inflight[seq] = timestamp
-            callback = functools.partial(self._on_delivery, seq, timestamp)
+            callback = functools.partial(self._on_delivery, seq, timestamp, headers)
         self._sender.send(topic, data, key, timestamp=timestamp, headers=headers, on_delivery=callback)
         self.sent += 1
         self.poll()
         return late
 
-    def _id_headers(self, record_id: bytes) -> list[tuple[str, str | bytes | None]]:
-        headers: list[tuple[str, str | bytes | None]] = [(ID_HEADER, record_id)]
+    def _id_headers(self, record_id: bytes) -> Headers:
+        headers: Headers = [(ID_HEADER, record_id)]
         if self._signer.enabled:
             headers.append((MAC_HEADER, self._signer.sign_id(record_id)))
         return headers
@@ -209,19 +219,22 @@ class Injector:
             value = value[:MAX_DEAD_LETTER_BYTES]
         self.dead_letters += 1
         self._sender.send(
-            self.dead_letter_topic, value, None, headers=headers, on_delivery=self._on_late_delivery
+            self.dead_letter_topic, value, None, headers=headers, on_delivery=self._on_dead_letter
         )
 
-    def _on_delivery(self, seq: int, ts: int, err: Any, msg: Any) -> None:
-        if err is not None:
-            self.errors += 1
-            why = refused_for_good(err)
-            if why is not None:  # sent again it would hold the watermark for ever
-                del self._inflight[seq]
-                self._refused(msg, why, str(err))
-                return
-            # Stays in flight (holding the watermark) and is sent again, same id.
-            self._retry.append((seq, ts, msg))
+    def _on_delivery(self, seq: int | None, ts: int, headers: Headers, err: Any, msg: Any) -> None:
+        """A record's delivery report (``seq`` None: sent late, it holds no watermark)."""
+        if err is None:
+            self._delivered(seq, ts, msg)
+            return
+        self.errors += 1
+        if refused_for_good(err) is not None:
+            self._alone.append((seq, ts, headers, msg))  # its batchmate's fault, or its own?
+        else:  # stays in flight (holding the watermark) and is sent again, same id
+            self._retry.append((seq, ts, headers, msg))
+
+    def _delivered(self, seq: int | None, ts: int, msg: Any) -> None:
+        if seq is None:
             return
         del self._inflight[seq]
         k = (msg.topic(), msg.partition())
@@ -234,26 +247,44 @@ class Injector:
             seg[1] = min(seg[1], ts)
             seg[2] += 1
 
-    def _on_late_delivery(self, err: Any, msg: Any) -> None:
-        if err is not None:
+    def _on_dead_letter(self, err: Any, msg: Any) -> None:
+        if err is not None:  # (bounded in size and stamped now: never refused for good)
             self.errors += 1
-            why = refused_for_good(err)
-            if why is not None and msg is not None and msg.topic() != self.dead_letter_topic:
-                self._refused(msg, why, str(err))
 
-    def _refused(self, msg: Any, why: str, error: str) -> None:
-        """A record the broker refuses for good: its dead letter (the value too, unless
-        it is what was too large)."""
-        rid = next((v for n, v in msg.headers() or () if n == ID_HEADER), None) or ids.random_id()
-        value = b"" if why == "too_large" else (msg.value() or b"")
-        timestamp = str(msg.timestamp()[1]) if msg.timestamp() else ""
+    def _send_alone(self) -> None:
+        """Send each record refused for good in a batch once more in a request of its own:
+        refused alone, it is a dead letter (and holds nothing); else it is written."""
+        alone, self._alone = self._alone, []
+        for seq, ts, headers, msg in alone:
+            err, sent = self._sender.send_alone(
+                msg.topic(), msg.value(), msg.key(), timestamp=ts, headers=headers
+            )
+            if err is None:
+                self._delivered(seq, ts, sent)
+                continue
+            why = refused_for_good(err)
+            if why is None:
+                self._retry.append((seq, ts, headers, msg))
+                continue
+            if seq is not None:
+                del self._inflight[seq]
+            self._refused(msg.topic(), msg.value(), ts, headers, why, str(err))
+
+    def _refused(
+        self, topic: str, value: bytes | None, ts: int, headers: Headers, why: str, error: str
+    ) -> None:
+        """A record the broker refuses for good, alone: its dead letter (the value too,
+        unless it is what was too large)."""
+        rid = (
+            next((v for n, v in headers if n == ID_HEADER and isinstance(v, bytes)), None) or ids.random_id()
+        )
         self.dead_letter(
-            value,
+            b"" if why == "too_large" else (value or b""),
             f"refused by the broker for good: {error}",
             ids.derive(rid, 0xFFFF_FFFF),
             reason=f"refused_{why}",
-            topic=msg.topic() or "",
-            timestamp=timestamp,
+            topic=topic,
+            timestamp=str(ts),
         )
 
     # -- watermark -----------------------------------------------------------------------
@@ -265,6 +296,8 @@ class Injector:
 
     def poll(self) -> None:
         self._sender.poll(0)
+        if self._alone:
+            self._send_alone()
         if self._retry:
             self._resend()
         if time.monotonic() >= self._next_report:
@@ -272,9 +305,8 @@ class Injector:
 
     def _resend(self) -> None:
         retry, self._retry = self._retry, []
-        for seq, ts, msg in retry:
-            callback = functools.partial(self._on_delivery, seq, ts)
-            headers = msg.headers() or []
+        for seq, ts, headers, msg in retry:
+            callback = functools.partial(self._on_delivery, seq, ts, headers)
             self._sender.send(
                 msg.topic(), msg.value(), msg.key(), timestamp=ts, headers=headers, on_delivery=callback
             )
@@ -308,10 +340,11 @@ class Injector:
     def flush(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         left = self._sender.flush(timeout)
-        while self._retry and time.monotonic() < deadline:  # failed deliveries go again
+        while (self._retry or self._alone) and time.monotonic() < deadline:  # failed ones go again
+            self._send_alone()
             self._resend()
             left = self._sender.flush(max(0.0, deadline - time.monotonic()))
-        if left or self._retry:
+        if left or self._retry or self._alone:
             raise RuntimeError(f"injector {self.name}: {left} records unsent after {timeout}s")
         self.report()
 

@@ -322,8 +322,11 @@ def _signer(secret: SecretStr | None) -> Signer:
 
 
 def _explain(exc: ValidationError) -> str:
-    lines = []
+    """Every invalid variable and why, on one line: ``MW_A: why; MW_B: why``."""
+    parts = []
     for err in exc.errors():
-        name = "MW_" + "_".join(str(p) for p in err["loc"]).upper()
-        lines.append(f"  {name}: {err['msg']}")
-    return "invalid configuration:\n" + "\n".join(lines)
+        name = "_".join(str(p) for p in err["loc"])
+        name = name if name.isupper() else "MW_" + name.upper()  # an alias is its own name
+        why = str(err["msg"]).removeprefix("Value error, ")
+        parts.append(f"{name}: {why}")
+    return "; ".join(parts)

@@ -371,7 +371,7 @@ class Interval:
     @property
     def has_to_send(self) -> bool:
         """New weak productions, or batches released or failed and re-queued."""
-        return bool(self.applier.weak or self.outbox.to_send)
+        return bool(self.applier.weak or self.outbox.to_send or self.outbox.to_isolate)
 
     def take_to_send(self) -> list[OutboxBatch]:
         """The batches to send now (each is the delivery callback of its messages)."""

@@ -9,6 +9,12 @@ failed delivery is sent again whole (its ids make the duplicates harmless downst
 
 Weak productions are sent before the checkpoint; those still unacknowledged when
 the checkpoint is written go into it as a batch too (paper, figure 11).
+
+A production the broker refuses for good (too large, a timestamp out of its window)
+would fail every time its batch is sent again. The broker refuses a whole request for
+one such record, and a delivery report names only the topic, key and value, so the
+productions a refusal may concern are sent once more each alone (``isolate``): one
+refused alone is replaced by its dead letter, and the batch goes again whole.
 """
 
 from __future__ import annotations
@@ -19,12 +25,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from mwcore.api.clock import MAX_WATERMARK
-from mwcore.api.record import ID_HEADER, Production
+from mwcore.api.record import Production
 from mwcore.transport.producer import refused_for_good
 from mwcore.watermarks.report_format import Segment
 
 # A production the broker refuses for good -> what to send instead (a dead letter)
 Refuse = Callable[[Production, str, str], Production]
+# Send one production in a request of its own: the delivery error, or None
+SendAlone = Callable[[Production], Any]
 
 
 class OutboxBatch:
@@ -37,6 +45,7 @@ class OutboxBatch:
         "min_ts",
         "outbox",
         "productions",
+        "refusals",
         "remaining",
     )
 
@@ -46,6 +55,7 @@ class OutboxBatch:
         self.productions = productions
         self.remaining = len(productions)
         self.failed = False
+        self.refusals: list[tuple[str, bytes | None, bytes | None]] | None = None  # refused for good
         self.checkpointed = checkpointed
         self.min_ts = min([p.timestamp for p in productions], default=MAX_WATERMARK)
         # (topic, partition) -> offset after the last acknowledged message, and how many
@@ -55,9 +65,10 @@ class OutboxBatch:
     def __call__(self, err: Any, msg: Any) -> None:
         if err is not None:
             self.failed = True  # sent again whole (its other productions are dropped as seen)
-            why = refused_for_good(err)
-            if why is not None and msg is not None:
-                self.outbox.refused(self, msg, why, str(err))
+            if msg is not None and refused_for_good(err) is not None:
+                if self.refusals is None:
+                    self.refusals = []
+                self.refusals.append((msg.topic(), msg.key(), msg.value()))
         else:
             k = (msg.topic(), msg.partition())
             end = msg.offset() + 1
@@ -113,6 +124,7 @@ class Outbox:
         self.pending: dict[bytes, OutboxBatch] = {}  # checkpointed, not fully acknowledged
         self.weak: list[OutboxBatch] = []  # sent before any checkpoint, not fully acknowledged
         self.to_send: list[OutboxBatch] = []
+        self.to_isolate: list[OutboxBatch] = []  # failed, some production refused for good
         # gated: a checkpointed batch waits here, with its commit's count, until the
         # commit witness covers that count (``witnessed_commits``)
         self.gated = gated
@@ -145,23 +157,30 @@ class Outbox:
                     still.append((commit, batch))
             self.held = still
 
-    def refused(self, batch: OutboxBatch, msg: Any, why: str, error: str) -> None:
-        """The broker refuses one of ``batch``'s productions for good (``why``): it is
-        replaced by what ``refuse`` makes of it (a dead letter), so that the batch can
-        be acknowledged; a re-send after a takeover is refused and replaced the same way."""
-        if self._refuse is None:
-            return
-        rid = next((v for n, v in msg.headers() or () if n == ID_HEADER), None)
+    def isolate(self, batch: OutboxBatch, send_alone: SendAlone) -> None:
+        """Send each production of ``batch`` that a refusal for good may concern (same
+        topic, key and value) alone; one the broker refuses alone is replaced by what
+        ``refuse`` makes of it (its dead letter). Then the batch goes again whole."""
+        suspects = set(batch.refusals or ())
+        batch.refusals = None
         for i, p in enumerate(batch.productions):
-            if p.id == rid:
-                batch.productions[i] = self._refuse(p, why, error)
-                return
+            if (p.topic, p.key, p.value) not in suspects:
+                continue
+            err = send_alone(p)
+            why = refused_for_good(err) if err is not None else None
+            if why is not None and self._refuse is not None:
+                batch.productions[i] = self._refuse(p, why, str(err))
+        self.to_send.append(batch)
+
+    def take_to_isolate(self) -> list[OutboxBatch]:
+        out, self.to_isolate = self.to_isolate, []
+        return out
 
     def _settled(self, batch: OutboxBatch) -> None:
         if batch.failed:
             batch.failed = False
             batch.remaining = len(batch.productions)
-            self.to_send.append(batch)
+            (self.to_isolate if batch.refusals else self.to_send).append(batch)
             return
         if batch.checkpointed:
             self.pending.pop(batch.key, None)

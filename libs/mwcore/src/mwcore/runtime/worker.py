@@ -28,7 +28,7 @@ import structlog
 
 from mwcore.api.clock import MIN_WATERMARK, Clock
 from mwcore.api.computation import Computation
-from mwcore.api.record import ID_HEADER
+from mwcore.api.record import ID_HEADER, Production
 from mwcore.errors import FencedError
 from mwcore.runtime.config import WorkerConfig
 from mwcore.runtime.counters import Counters
@@ -44,7 +44,7 @@ from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.interface import CheckpointStore
 from mwcore.store.report_sink import NullReportSink, ReportSink
 from mwcore.transport.consumer import GroupConsumer
-from mwcore.transport.producer import Sender
+from mwcore.transport.producer import Sender, production_headers
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.watermarks.source import WatermarkSource
 
@@ -291,10 +291,18 @@ class Worker:
         }
 
     def _send(self, interval: Interval) -> None:
+        for batch in interval.outbox.take_to_isolate():  # a production refused for good
+            interval.outbox.isolate(batch, self._send_alone)
         for batch in interval.take_to_send():
             self.counters.productions += self.sender.send_all(
                 batch.productions, batch, ID_HEADER, self._sent_by, sign=self._sign
             )
+
+    def _send_alone(self, p: Production) -> Any:
+        headers = production_headers(p, ID_HEADER, (self._sent_by,), self._sign)
+        err, _ = self.sender.send_alone(p.topic, p.value, p.key, timestamp=p.timestamp, headers=headers)
+        self.counters.productions += 1
+        return err
 
     # -- stopping --------------------------------------------------------------------------
 

@@ -5,6 +5,13 @@ delivery reports until there is room. ``send_all`` (the worker's productions) re
 record the client refuses outright to its delivery callback as failed (the caller sends
 it again), so every production sent gets exactly one callback. Delivery callbacks run
 inside ``poll`` and ``flush``.
+
+A delivery report carries the record's topic, key and value, never its headers (nor,
+when it failed, its timestamp): a caller that may send a record again keeps those
+itself. The broker refuses a whole batch for one bad record in it (a timestamp out of
+its window), so a refusal ``refused_for_good`` names may be a batchmate's fault:
+``send_alone`` sends the record in a request of its own to learn its own fate before
+anyone calls it refused.
 """
 
 from __future__ import annotations
@@ -125,11 +132,7 @@ class Sender:
         produce = self._p.produce
         n = 0
         for p in productions:
-            headers: list[tuple[str, str | bytes | None]] = [(id_header, p.id), *extra]
-            if sign is not None:
-                headers.append((MAC_HEADER, sign(p.id)))
-            if p.headers:
-                headers += p.headers
+            headers = production_headers(p, id_header, extra, sign)
             while True:
                 try:
                     produce(
@@ -150,6 +153,37 @@ class Sender:
             n += 1
         return n
 
+    def send_alone(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        *,
+        timestamp: int,
+        headers: Sequence[tuple[str, str | bytes | None]],
+        timeout: float = 30.0,
+    ) -> tuple[Any, Any]:
+        """Send one record in a request of its own (everything queued before it is
+        delivered first, its reports served) and wait for the broker's answer: the
+        delivery error (None when it was written) and the reported message."""
+        self._p.flush(timeout)
+        result: list[tuple[Any, Any]] = []
+        try:
+            self._p.produce(
+                topic,
+                value,
+                key,
+                timestamp=timestamp,
+                headers=list(headers),
+                on_delivery=lambda err, msg: result.append((err, msg)),
+            )
+        except KafkaException as exc:  # refused outright
+            return exc, Refused(topic, key, value, timestamp, headers)
+        self._p.flush(timeout)
+        if not result:
+            return KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT)), None
+        return result[0]
+
     def poll(self, timeout: float = 0.0) -> int:
         """Serve delivery reports (waiting up to ``timeout`` for one)."""
         return int(self._p.poll(timeout))
@@ -157,3 +191,16 @@ class Sender:
     def flush(self, timeout: float) -> int:
         """Wait until every queued record is delivered or ``timeout`` passes; how many are left."""
         return int(self._p.flush(timeout))
+
+
+def production_headers(
+    p: Production, id_header: str, extra: Sequence[Header], sign: Callable[[bytes], bytes] | None
+) -> list[tuple[str, str | bytes | None]]:
+    """A production's headers as sent: its id, ``extra``, the id's MAC (with ``sign``),
+    then its own."""
+    headers: list[tuple[str, str | bytes | None]] = [(id_header, p.id), *extra]
+    if sign is not None:
+        headers.append((MAC_HEADER, sign(p.id)))
+    if p.headers:
+        headers += p.headers
+    return headers

@@ -1,0 +1,511 @@
+"""No single record or file stops, stalls or corrupts a service (semantics I-12), on a
+real broker and Redis: what the services and the ``mw`` commands meet beyond the kit's
+control topics.
+
+- the injector's directory: lines nested too deep, out of range, not UTF-8 or longer
+  than a line may be, a symbolic link to a file elsewhere, a directory named like a
+  log: dead letters (never the link's target), the good lines go out, the watermark
+  goes on;
+- records the broker refuses for good (a timestamp hours ahead, a value past
+  ``message.max.bytes``), from an injector and from a computation: dead letters, and
+  neither holds a watermark or the computation's output;
+- the dip detector: a forged model (a period of 30,000 years, a version of 2**62) and a
+  count ten years ahead cost it nothing, and a real model later is taken;
+- a process's surface: metrics on 127.0.0.1 with bounded connections, a password in a
+  Redis URL never printed, a namespace that would break the keys refused, ``mw up``'s
+  state trusted only from a private file naming a live ``mw up``, and a service that
+  dies under ``mw up`` said at once, listed, and made its exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from mwcore.injector.injector import Injector
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.client import redis_client as connect_redis
+from mwcore.tools.stack.localproc import free_port
+from mwcore.tools.stack.localstack import LocalStack
+from mwcore.transport.topics import topic_name
+from mwcore.transport.watermark_topic import WatermarkFeed
+from testbed.procs import WorkerProc, wait_until, worker_env
+from testbed.topics import read_topic
+from tests.conftest import ROOT
+from tests.support.hostile import dead_letter_reasons
+from tests.support.watermarks import authority
+
+pytestmark = pytest.mark.hostile
+
+HOUR_MS = 3_600_000
+
+
+@pytest.fixture
+def log_dir(tmp_path: Path) -> Iterator[Path]:
+    d = tmp_path / "logs"
+    d.mkdir()
+    yield d
+
+
+def _injector(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, outputs: dict[str, str], partitions: int = 1
+) -> Injector:
+    inj = Injector(
+        bootstrap=stack.bootstrap,
+        client=connect_redis(stack.redis_url),
+        registry=registry,
+        name="src",
+        outputs=outputs,
+        namespace=namespace,
+        partitions=partitions,
+        report_interval_ms=50,
+    )
+    inj.start()
+    return inj
+
+
+def _injector_watermark(feed: WatermarkFeed, name: str) -> int:
+    feed.poll(0.1)
+    wm = feed.get(name)
+    return -1 if wm is None else wm.input
+
+
+def _queries(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, stream: str
+) -> list[dict[str, Any]]:
+    serde = AvroSerde(registry, "zeitgeist.Query")
+    return [serde.decode(m.value) for m in read_topic(stack.bootstrap, topic_name(namespace, stream))]
+
+
+def _line(ts: int, query: str, user: int = 1) -> bytes:
+    return json.dumps({"ts": ts, "query": query, "lang": "en", "user": user}).encode()
+
+
+def test_hostile_files_in_the_injector_directory_are_dead_letters_and_the_injector_goes_on(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path, tmp_path: Path
+) -> None:
+    """The injector service over a directory anyone may write: every bad line and every
+    file that is not a regular one is a dead letter, a link's target is never read, the
+    good lines go out once, and its watermark passes the last file."""
+    logs = tmp_path / "querylogs"
+    logs.mkdir()
+    elsewhere = tmp_path / "private.jsonl"
+    elsewhere.write_bytes(_line(2000, "TOPSECRET") + b"\n")
+    far_ahead = int(time.time() * 1000) + 2 * HOUR_MS  # the broker refuses it
+    (logs / "queries-000000000001000.jsonl").write_bytes(
+        b"\n".join(
+            [
+                _line(1000, "good one"),
+                b'{"ts": ' * 50_000 + b"1",  # nested too deep for the parser
+                _line(1100, "huge user", user=2**64),
+                b'{"ts": 1200, "query": "caf\xe9", "lang": "fr", "user": 1}',  # not UTF-8
+                _line(1300, "x" * 70_000),  # longer than a line may be
+                _line(far_ahead, "next year"),
+                _line(2**62, "past the year 9999"),
+                _line(1400, "good two"),
+            ]
+        )
+        + b"\n"
+    )
+    (logs / "queries-000000000002000.jsonl").symlink_to(elsewhere)
+    (logs / "queries-000000000003000.jsonl").mkdir()
+    (logs / "queries-000000000004000.jsonl").write_bytes(_line(4000, "good three") + b"\n")
+    env = worker_env(
+        stack.bootstrap,
+        stack.redis_url,
+        namespace,
+        MW_INJECTOR_DIR=str(logs),
+        MW_INJECTOR_JITTER_MS="0",
+        PYTHONPATH=str(ROOT),
+    )
+    auth = authority(stack, namespace, log_dir).start()
+    inj = WorkerProc("", env, log_dir, "injector", command=("run",), module="services.injector").start()
+    feed = WatermarkFeed(stack.bootstrap, namespace)
+    try:
+        wait_until(lambda: _injector_watermark(feed, "injector") >= 5000, 60, 0.2, "the injector's watermark")
+        dead = dict(dead_letter_reasons(stack.bootstrap, namespace, "injector"))
+        assert dead == {"malformed": 4, "refused_bad_timestamp": 1, "bad_timestamp": 1, "file_refused": 2}, (
+            dead
+        )
+        got = sorted(q["query"] for q in _queries(stack, registry, namespace, "queries"))
+        assert got == ["good one", "good three", "good two"], got
+        everything = read_topic(stack.bootstrap, topic_name(namespace, "injector.dead-letters"))
+        assert not any(b"TOPSECRET" in (m.value or b"") for m in everything)  # the link was not followed
+        assert inj.alive, inj.logs()[-2000:]
+    finally:
+        feed.close()
+        inj.terminate()
+        auth.terminate()
+
+
+def test_records_the_broker_refuses_for_good_are_dead_letters_and_hold_no_watermark(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    """An injector's record dated two hours ahead and one of 1.2 MB: the broker (or the
+    client) refuses them whatever the tries. Each is a dead letter, and the injector's
+    watermark goes past them (it held it for ever)."""
+    auth = authority(stack, namespace, log_dir).start()
+    inj = _injector(stack, registry, namespace, {"events": "mw.examples.Number"})
+    feed = WatermarkFeed(stack.bootstrap, namespace)
+    serde = AvroSerde(registry, "mw.examples.Number")
+    try:
+        inj.send("events", "k", {"n": 1}, 1000)
+        inj.send("events", "k", {"n": 2}, int(time.time() * 1000) + 2 * HOUR_MS)
+        inj.send_encoded("events", b"k", serde.encode({"n": 3}) + b"\0" * 1_200_000, 1500)
+        inj.send("events", "k", {"n": 4}, 1800)
+        inj.advance(3000)
+        wait_until(
+            lambda: (inj.poll(), _injector_watermark(feed, "src"))[1] >= 3000, 60, 0.2, "the watermark"
+        )
+        inj.flush()
+        dead = dict(dead_letter_reasons(stack.bootstrap, namespace, "src"))
+        assert dead == {"refused_bad_timestamp": 1, "refused_too_large": 1}, dead
+        got = [
+            serde.decode(m.value)["n"] for m in read_topic(stack.bootstrap, topic_name(namespace, "events"))
+        ]
+        assert sorted(got) == [1, 4], got
+    finally:
+        feed.close()
+        inj.close()
+        auth.terminate()
+
+
+def test_a_production_the_broker_refuses_is_a_dead_letter_and_costs_its_batchmates_nothing(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    """A computation's output dated two hours ahead, between two ordinary ones of the same
+    batch: the broker refuses the whole request. The one at fault becomes a dead letter,
+    its batchmates come out, the checkpoint holds nothing pending, and the records after
+    it come out too (it was sent again for ever)."""
+    env = worker_env(stack.bootstrap, stack.redis_url, namespace)
+    worker = WorkerProc("tests.support.computations:Postdate", env, log_dir, "postdate").start()
+    inj = _injector(stack, registry, namespace, {"queries": "zeitgeist.Query"})
+    ahead = int(time.time() * 1000) + 2 * HOUR_MS
+
+    def send(ts: int, query: str, after_ms: int) -> None:
+        inj.send("queries", query, {"query": query, "lang": "en", "user": after_ms, "source_file": "-"}, ts)
+
+    try:
+        wait_until(lambda: worker.ready, 60, what="the worker to join")
+        send(1000, "a", 0)
+        send(1100, "b", ahead - 1100)
+        send(1200, "c", 0)
+        inj.flush()
+        send(1300, "d", 0)
+        inj.advance(2000)
+        inj.flush()
+        wait_until(
+            lambda: (
+                {q["query"] for q in _queries(stack, registry, namespace, "postdated")} == {"a", "c", "d"}
+            ),
+            60,
+            0.3,
+            "the batchmates and the record after the refused one",
+        )
+        dead = dict(dead_letter_reasons(stack.bootstrap, namespace, "postdate"))
+        assert dead == {"refused_bad_timestamp": 1}, dead
+        r = redis.Redis.from_url(stack.redis_url)
+        wait_until(lambda: r.hlen(f"mw:{{{namespace}/postdate/0}}:pending") == 0, 30, 0.2, "nothing pending")
+        assert worker.alive
+    finally:
+        inj.close()
+        worker.terminate()
+
+
+def test_a_forged_model_and_a_count_ten_years_ahead_cost_the_detector_nothing(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    """A ``model_updates`` record the model job could not have made (a period of 10**15
+    ms, version 2**62) is a dead letter and locks nothing out: a real model after it is
+    taken. A count ten years ahead is walked in bounded time: the records after it are
+    processed within the minute, and the detector stays up."""
+    port = free_port()
+    env = worker_env(
+        stack.bootstrap, stack.redis_url, namespace, MW_METRICS_PORT=str(port), PYTHONPATH=str(ROOT)
+    )
+    worker = WorkerProc("services.dip_detector.computation:DipDetector", env, log_dir, "detector").start()
+    inj = _injector(
+        stack,
+        registry,
+        namespace,
+        {"window_counts": "zeitgeist.WindowCount", "model_updates": "zeitgeist.ModelUpdate"},
+        partitions=4,  # as the detector declares them
+    )
+    now = int(time.time()) * 1000
+
+    def count(query: str, bucket: int) -> None:
+        inj.send(
+            "window_counts", query, {"query": query, "lang": "en", "bucket_start": bucket, "count": 5}, now
+        )
+
+    def model(period_ms: int, version: int) -> None:
+        value = {
+            "query": "q",
+            "period_ms": period_ms,
+            "profile": [5.0] * 24,
+            "trained_until": version,
+            "version": version,
+        }
+        inj.send("model_updates", "q", value, now)
+
+    try:
+        wait_until(lambda: worker.ready, 60, what="the detector to join")
+        for b in range(now - 10_000, now - 5_000, 1000):
+            count("q", b)
+        model(10**15, 2**62)
+        count("q", now + 10 * 365 * 86_400_000)
+        model(86_400_000, now - 1000)
+        for b in range(now - 10_000, now - 5_000, 1000):
+            count("r", b)
+        inj.flush()
+        wait_until(lambda: _records_in(port) >= 13, 60, 0.3, "the records after the far count")
+        dead = read_topic(stack.bootstrap, topic_name(namespace, "dip_detector.dead-letters"))
+        assert len({m.id for m in dead}) == 1 and b"model refused" in dead[0].headers["mw-error"]
+        assert _detector_state(stack, namespace)["q"]["version"] == now - 1000  # the real model
+        assert worker.alive
+    finally:
+        inj.close()
+        worker.terminate()
+
+
+def _records_in(port: int) -> int:
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(
+        int(s.value)
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "mw_records_in_total"
+    )
+
+
+def _detector_state(stack: LocalStack, namespace: str) -> dict[str, Any]:
+    r = redis.Redis.from_url(stack.redis_url)
+    out: dict[str, Any] = {}
+    for key in r.scan_iter(match=f"mw:{{{namespace}/dip_detector/*}}:state"):
+        out.update({k.decode(): json.loads(v) for k, v in r.hgetall(key).items()})
+    return out
+
+
+# -- a process's surface -------------------------------------------------------------------
+
+
+def _listening_addresses(pid: int, port: int) -> set[str]:
+    """The local addresses ``pid`` listens on ``port`` at (from /proc/<pid>/net/tcp*)."""
+    out = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            local, state = row.split()[1], row.split()[3]
+            addr, _, hexport = local.partition(":")
+            if state == "0A" and int(hexport, 16) == port:  # LISTEN
+                out.add(addr)
+    return out
+
+
+def test_metrics_listen_on_loopback_and_idle_connections_cannot_exhaust_the_process(
+    stack: LocalStack, namespace: str, log_dir: Path
+) -> None:
+    """By default the metrics and health server listens on 127.0.0.1 only; 60 connections
+    that never send a request make no thread each and do not keep ``/metrics`` away for
+    longer than a request's timeout."""
+    port = free_port()
+    env = worker_env(stack.bootstrap, stack.redis_url, namespace, MW_METRICS_PORT=str(port))
+    worker = WorkerProc("mwcore.examples.running_sum:RunningSum", env, log_dir, "sum").start()
+    idle: list[socket.socket] = []
+    try:
+        wait_until(lambda: worker.ready, 60, what="the worker to join")
+        assert _listening_addresses(worker.pid, port) == {"0100007F"}  # 127.0.0.1, nothing else
+
+        def threads() -> int:
+            return int(Path(f"/proc/{worker.pid}/status").read_text().split("Threads:")[1].split()[0])
+
+        before = threads()
+        for _ in range(60):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        began = time.monotonic()
+        wait_until(lambda: _answers(port), 15, 0.2, "/metrics past the idle connections")
+        assert time.monotonic() - began < 12
+        assert threads() <= before + 8, (before, threads())  # the server took them all by now
+    finally:
+        for s in idle:
+            s.close()
+        worker.terminate()
+
+
+def _answers(port: int) -> bool:
+    import http.client
+
+    try:
+        _records_in(port)
+        return True
+    except (OSError, http.client.HTTPException):
+        return False
+
+
+def _mw(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mwcore", *args],
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("MW_")},
+            "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
+            **env,
+        },
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:hunter2-password@127.0.0.1:{port}/0",
+        "redis://worker:hunter2-password@127.0.0.1:{port}/0",
+        "redis://127.0.0.1:{port}/0?password=hunter2-password",
+    ],
+)
+def test_a_password_in_a_redis_url_is_never_printed(url: str) -> None:
+    """A Redis that is not there stops the worker with one line, exit code 2, and the
+    line shows the URL without its password, wherever the URL carried it."""
+    closed = free_port()
+    done = _mw(
+        ["run", "mwcore.examples.running_sum:RunningSum"],
+        {"MW_REDIS_URL": url.format(port=closed), "MW_BOOTSTRAP": f"127.0.0.1:{free_port()}"},
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "hunter2" not in done.stderr + done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("bad", ["a}b", "a{b", "a b", "x" * 200, "../up"])
+def test_a_namespace_that_would_break_the_keys_is_refused_at_start(bad: str) -> None:
+    """``MW_NAMESPACE`` is part of every Redis key's hash tag and every topic name: one
+    that would break them stops the process at start with one line, exit code 2."""
+    done = _mw(
+        ["run", "mwcore.examples.running_sum:RunningSum"],
+        {"MW_NAMESPACE": bad, "MW_REDIS_URL": "redis://127.0.0.1:1/0", "MW_BOOTSTRAP": "127.0.0.1:1"},
+    )
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "MW_NAMESPACE" in done.stderr, done.stderr
+
+
+def test_mw_down_trusts_only_a_private_state_file_naming_a_live_mw_up(tmp_path: Path) -> None:
+    """A state file planted where ``mw up`` keeps its own: readable by others, it is
+    ignored with a line saying so; private but naming a process that is not ``mw up``,
+    ``mw down`` signals nothing (the process lives on). ``mw up``'s own file is written
+    0600."""
+    from mwcore.tools.up import runner
+
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {"XDG_RUNTIME_DIR": str(runtime)}
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        planted = runtime / "mw-up.json"
+        planted.write_text(json.dumps({"pid": victim.pid, "bootstrap": "attacker:9092"}))
+        planted.chmod(0o644)
+        done = _mw(["down"], env)
+        assert done.returncode == 1 and "not private" in done.stderr, done.stderr
+        planted.chmod(0o600)
+        done = _mw(["down"], env)
+        assert done.returncode == 1 and "no `mw up` is running" in done.stderr, done.stderr
+        assert victim.poll() is None  # never signalled
+    finally:
+        victim.kill()
+        victim.wait()
+    os.environ["XDG_RUNTIME_DIR"], saved = str(runtime), os.environ.get("XDG_RUNTIME_DIR")
+    try:
+        runner.announce(bootstrap="127.0.0.1:9092")
+        assert (runtime / "mw-up.json").stat().st_mode & 0o777 == 0o600
+    finally:
+        if saved is None:
+            del os.environ["XDG_RUNTIME_DIR"]
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = saved
+
+
+BOOM = """\
+import sys, time
+time.sleep(float(sys.argv[1]) if len(sys.argv) > 1 else 3)
+print("mw: boom: the disk is full (free some space)", file=sys.stderr)
+sys.exit(2)
+"""
+STEADY = "import time\nwhile True:\n    time.sleep(1)\n"
+
+
+@pytest.mark.slow
+def test_a_service_that_dies_under_mw_up_is_said_at_once_listed_and_fails_the_run(tmp_path: Path) -> None:
+    """A project whose ``boom`` service exits 2 three seconds in, beside a steady one:
+    ``mw up`` says so on stderr with its last error line while it runs, lists it in the
+    summary's ``exited``, and exits 1."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.mw]\nservices = "apps"\n\n[tool.mw.up]\nservices = ["steady", "boom"]\nstreams = {}\n'
+    )
+    (tmp_path / "schemas").mkdir()
+    for name, main in (("steady", STEADY), ("boom", BOOM)):
+        (tmp_path / "apps" / name).mkdir(parents=True)
+        (tmp_path / "apps" / name / "__main__.py").write_text(main)
+    (tmp_path / "apps" / "__init__.py").write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MW_")}
+    env["XDG_RUNTIME_DIR"] = str(tmp_path)
+    stdout = tmp_path / "stdout"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mwcore", "up", "--duration", "40"],
+        cwd=tmp_path,
+        env=env,
+        stdout=stdout.open("w"),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    said: list[tuple[float, str]] = []
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append((time.monotonic(), line.rstrip()))
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        proc.wait(timeout=300)
+    finally:
+        proc.kill()
+    out = stdout.read_text()
+    reader.join(10)
+    ended = time.monotonic()
+    stopped = [(t, line) for t, line in said if line.startswith("mw up: boom stopped")]
+    assert stopped, said
+    at, line = stopped[0]
+    assert line == "mw up: boom stopped: exit code 2: mw: boom: the disk is full (free some space)", line
+    assert ended - at > 20  # said while the run went on, not at its end
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["exited"] == [
+        {
+            "service": "boom",
+            "exit_code": 2,
+            "how": "exit code 2",
+            "last_error": "mw: boom: the disk is full (free some space)",
+        }
+    ], summary
+    assert proc.returncode == 1
