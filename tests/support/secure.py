@@ -78,13 +78,24 @@ class Certificates:
         return self
 
 
-def secure_broker(certs: Certificates, directory: Path) -> tuple[KafkaBroker, int]:
+ACL_USERS = {
+    "admin": "admin-kafka-s3cret",
+    "authority": "authority-kafka-s3cret",
+    "worker": "worker-kafka-s3cret",
+}
+
+
+def secure_broker(certs: Certificates, directory: Path, acls: bool = False) -> tuple[KafkaBroker, int]:
     """A broker whose clients' listener is SASL_SSL (its PLAINTEXT listener is for its
-    own use: readiness and replication); returns it and the SASL_SSL port."""
+    own use: readiness and replication); returns it and the SASL_SSL port. With
+    ``acls``, an authorizer and the PLAIN users of ``ACL_USERS`` (``admin`` a super
+    user): nobody else may do anything an ACL does not allow."""
     port, sasl_port = free_port(), free_port()
+    users = {PLAIN_USER: PLAIN_PASSWORD, **(ACL_USERS if acls else {})}
     jaas_plain = (
         "org.apache.kafka.common.security.plain.PlainLoginModule required "
-        f'user_{PLAIN_USER}="{PLAIN_PASSWORD}";'
+        + " ".join(f'user_{u}="{pw}"' for u, pw in users.items())
+        + ";"
     )
     broker = KafkaBroker(
         port=port,
@@ -104,6 +115,9 @@ def secure_broker(certs: Certificates, directory: Path) -> tuple[KafkaBroker, in
         },
         format_args=("--add-scram", f"SCRAM-SHA-256=[name={SCRAM_USER},password={SCRAM_PASSWORD}]"),
     )
+    if acls:
+        broker.extra["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+        broker.extra["super.users"] = "User:ANONYMOUS;User:admin"  # itself (PLAINTEXT), the admin
     broker.controller_port = free_port()
     broker.extra["listeners"] = broker.extra["listeners"].format(controller=broker.controller_port)
     return broker, sasl_port

@@ -277,6 +277,13 @@ def _retire(args: argparse.Namespace) -> int:
     return 0
 
 
+def _acls(args: argparse.Namespace) -> int:
+    from mwcore.tools import acls
+
+    bootstrap = args.bootstrap or _env().bootstrap
+    return acls.main(bootstrap, _namespace(args), args.authority, args.service, args.writer, args.apply)
+
+
 def _up(args: argparse.Namespace) -> int:
     from mwcore.tools.up import runner as up
 
@@ -384,6 +391,27 @@ def build_parser() -> argparse.ArgumentParser:
     quiet = "refuse if its workers were heard from within SECONDS (default 15, at least 12)"
     rt.add_argument("--quiet-s", type=float, default=None, help=quiet)
     rt.set_defaults(func=_retire)
+    ac = sub.add_parser(
+        "acls", help="Kafka ACLs: only the authority writes mw.watermarks (print; --apply creates them)"
+    )
+    ac.add_argument("--authority", required=True, help="the watermark authority's principal, User:<name>")
+    ac.add_argument(
+        "--service", action="append", default=[], help="a service's principal, User:<name> (repeat)"
+    )
+    ac.add_argument(
+        "--writer",
+        action="append",
+        default=[],
+        help="STREAM=User:<name>: the stream's only writer, e.g. model_updates=User:trainer (repeat)",
+    )
+    ac.add_argument(
+        "--namespace", type=_namespace_arg, help="namespace (default: $MW_NAMESPACE or 'default')"
+    )
+    ac.add_argument("--bootstrap", help="Kafka bootstrap for --apply (default: $MW_BOOTSTRAP)")
+    ac.add_argument(
+        "--apply", action="store_true", help="create them (MW_KAFKA_* give an administrator's credentials)"
+    )
+    ac.set_defaults(func=_acls)
     stack = sub.add_parser("stack", help="start a local broker and Redis and print their addresses")
     stack.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
     _cluster_options(stack)
