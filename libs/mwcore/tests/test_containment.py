@@ -155,7 +155,7 @@ def test_the_schemas_topic_takes_only_documents_that_match_their_key() -> None:
     topic = SchemaTopic("127.0.0.1:9")  # nothing connects: _read is the check alone
     fp = _fp(READING)
     key = struct.pack("<Q", fp)
-    topic._read(key, json.dumps(READING).encode())
+    topic.take(key, json.dumps(READING).encode())
     assert topic.documents[fp] == READING
     swapped = {**READING, "fields": READING["fields"][::-1]}  # another document under a real key
     cases = [
@@ -168,7 +168,7 @@ def test_the_schemas_topic_takes_only_documents_that_match_their_key() -> None:
     ]
     for k, value, reason in cases:
         with pytest.raises(RejectedRecord) as why:
-            topic._read(k, value)
+            topic.take(k, value)
         assert why.value.reason == reason
     assert topic.documents == {fp: READING}
 
@@ -181,9 +181,9 @@ def test_two_documents_under_one_fingerprint_are_a_conflict() -> None:
     fp = _fp(READING)
     assert _fp(with_default) == fp
     key = struct.pack("<Q", fp)
-    topic._read(key, json.dumps(READING).encode())
+    topic.take(key, json.dumps(READING).encode())
     with pytest.raises(RejectedRecord, match="conflict"):
-        topic._read(key, json.dumps(with_default).encode())
+        topic.take(key, json.dumps(with_default).encode())
     with pytest.raises(SchemaConflictError, match="two different documents"):
         topic.lookup(fp)
 

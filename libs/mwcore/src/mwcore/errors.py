@@ -65,6 +65,11 @@ class CheckpointError(MwError):
     """A checkpoint was refused for a reason other than fencing (malformed arguments)."""
 
 
+class CorruptStateError(MwError):
+    """What the store holds cannot be read back: written by something other than the
+    kit, or damaged (the process stops; the record of no topic is at fault)."""
+
+
 class SerializationError(MwError):
     """A value could not be encoded or decoded (the record goes to the dead-letter topic)."""
 

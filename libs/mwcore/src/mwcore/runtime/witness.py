@@ -68,10 +68,9 @@ def decode(metadata: str | None, signer: Signer = UNSIGNED, topic: str = "", par
     if not metadata or not metadata.startswith(_PREFIX) or len(metadata) > 200:
         return 0
     count, _, mac = metadata[len(_PREFIX) :].partition(":")
-    try:
-        commits = int(count)
-    except ValueError:
+    if not (count.isascii() and count.isdigit() and len(count) <= 18):
         return 0
+    commits = int(count)
     if signer.enabled and mac != _mac(signer, topic, partition, commits):
         REJECTED.reject(topic, partition, -1, RejectedRecord("bad_mac", f"witness {count[:40]}"))
         return 0

@@ -23,6 +23,7 @@ import struct
 from dataclasses import dataclass, field
 
 from mwcore.api.record import Production, TimeDomain
+from mwcore.errors import CorruptStateError
 from mwcore.watermarks.report_format import Segment
 
 _H = struct.Struct(">H")
@@ -138,13 +139,17 @@ def encode_batch(productions: list[Production]) -> bytes:
 
 
 def decode_batch(blob: bytes) -> list[Production]:
+    """A pending batch as ``encode_batch`` wrote it; ``CorruptStateError`` if it is not one."""
     out = []
     pos = 0
-    while pos < len(blob):
-        (n,) = _LEN.unpack_from(blob, pos)
-        pid = blob[pos + 4 : pos + 20]
-        out.append(decode_production(pid, blob[pos + 20 : pos + 20 + n]))
-        pos += 20 + n
+    try:
+        while pos < len(blob):
+            (n,) = _LEN.unpack_from(blob, pos)
+            pid = blob[pos + 4 : pos + 20]
+            out.append(decode_production(pid, blob[pos + 20 : pos + 20 + n]))
+            pos += 20 + n
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CorruptStateError(f"a pending batch cannot be read at byte {pos}: {exc}") from None
     return out
 
 
@@ -178,7 +183,11 @@ def encode_entry(entry: TimerEntry) -> bytes:
 
 
 def decode_entry(field: bytes, value: bytes) -> TimerEntry:
-    (n,) = _KLEN.unpack_from(field)
-    key, tag = field[2 : 2 + n], field[2 + n :]
-    code, ts = _ENTRY.unpack_from(value)
-    return TimerEntry(key.decode(), tag.decode(), ts, _CODE_DOMAIN[code], value[_ENTRY.size :])
+    """A timer as ``field_of`` and ``encode_entry`` wrote it; ``CorruptStateError`` if not."""
+    try:
+        (n,) = _KLEN.unpack_from(field)
+        key, tag = field[2 : 2 + n], field[2 + n :]
+        code, ts = _ENTRY.unpack_from(value)
+        return TimerEntry(key.decode(), tag.decode(), ts, _CODE_DOMAIN[code], value[_ENTRY.size :])
+    except (struct.error, UnicodeDecodeError, KeyError) as exc:
+        raise CorruptStateError(f"a timer cannot be read: {exc!r}") from None

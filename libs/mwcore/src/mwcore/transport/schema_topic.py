@@ -168,7 +168,7 @@ class SchemaTopic:
                 for m in consumer.consume(1000, 0.1):
                     if m.error() is None:
                         try:
-                            self._read(m.key(), m.value())
+                            self.take(m.key(), m.value())
                         except RejectedRecord as why:
                             REJECTED.reject(self.topic, m.partition() or 0, m.offset() or 0, why)
                         self._next = max(self._next, (m.offset() or 0) + 1)
@@ -179,7 +179,7 @@ class SchemaTopic:
         for fp in self.documents.keys() & self._missing.keys():
             del self._missing[fp]
 
-    def _read(self, key: bytes | None, value: bytes | None) -> None:
+    def take(self, key: bytes | None, value: bytes | None) -> None:
         """Take one record of the topic (``RejectedRecord`` if it cannot be used)."""
         if key is None or len(key) != _KEY.size:
             raise RejectedRecord("bad_key", "not an 8-byte fingerprint")

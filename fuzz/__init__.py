@@ -1,0 +1,1 @@
+"""Fuzzing the decoders a record reaches (atheris): ``python -m fuzz --help``."""
