@@ -47,7 +47,8 @@ def _schemas() -> list[bytes]:
     for serde, name in zip(serdes(), registry().names(), strict=True):
         sv = registry().latest(name)
         body = serde.encode(example_value(registry(), name))[10:]
-        out.append(frame(struct.pack("<Q", sv.fingerprint), json.dumps(sv.document, sort_keys=True).encode(), body))
+        document = json.dumps(sv.document, sort_keys=True).encode()
+        out.append(frame(struct.pack("<Q", sv.fingerprint), document, body))
     out.append(frame(b"\0" * 8, b'{"type": "array", "items": "null"}', b"\x80\x80\x80\x80\x08"))
     return out
 

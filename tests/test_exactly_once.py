@@ -11,20 +11,24 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
+    ResourcePatternType,
     ResourceType,
 )
 
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.stack.kafka_broker import KafkaBroker
 from mwcore.tools.stack.localstack import LocalStack
-from mwcore.transport.topics import topic_name
+from mwcore.transport.topics import end_offsets, partition_counts, topic_name
 from mwcore.transport.writer import SourceWriter
 from testbed.procs import joined, wait_until
 from tests.support.running_sum import Deployment, Injector, make_inputs, verify
@@ -148,20 +152,51 @@ def test_negative_control_without_dedup_reports_duplicates(
 WEAK_KILLS = ["mid_batch", "after_commit", "after_produce"]
 
 
-def _refuse_writes(bootstrap: str, topic: str, refuse: bool) -> None:
-    """While ``refuse``: the broker refuses records in ``topic`` more than a day old (the
-    test's records are from 2023), so every production to it fails and is sent again
-    and again; then the topic's default (no limit) again."""
-    key = "message.timestamp.before.max.ms"
-    entry = (
-        ConfigEntry(key, str(24 * 3600 * 1000), incremental_operation=AlterConfigOpType.SET)
-        if refuse
-        else ConfigEntry(key, "", incremental_operation=AlterConfigOpType.DELETE)
+@pytest.fixture(scope="module")
+def authorizing_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """A stack whose broker has an authorizer (everyone may do anything no ACL speaks
+    of), so that a test can make it refuse writes to one topic for a while."""
+    broker = KafkaBroker(
+        extra={
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "true",
+        }
     )
-    res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+    with LocalStack(workdir=tmp_path_factory.mktemp("authorizing"), broker=broker) as s:
+        yield s
+
+
+def _refuse_writes(bootstrap: str, topic: str, refuse: bool) -> None:
+    """While ``refuse``: an ACL denies writes to ``topic``, so the broker refuses every
+    production to it (TOPIC_AUTHORIZATION_FAILED, a refusal an operator lifts: each is
+    sent again and again) and lets everything else through; then no ACL again. (A refusal
+    for good, such as a timestamp out of range, makes a dead letter of the record.)"""
+    anyone = ("User:ANONYMOUS", "*")
+    acls = [
+        AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, *anyone, op, kind)
+        for op, kind in (
+            (AclOperation.ALL, AclPermissionType.ALLOW),
+            (AclOperation.WRITE, AclPermissionType.DENY),
+        )
+    ]
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the futures are done
-    for fut in admin.incremental_alter_configs([res]).values():
+    filters = [
+        AclBindingFilter(
+            *(a.restype, a.name, a.resource_pattern_type), *anyone, a.operation, a.permission_type
+        )
+        for a in acls
+    ]
+    done = admin.create_acls(acls) if refuse else admin.delete_acls(filters)
+    for fut in done.values():
         fut.result(timeout=30)
+
+
+def _stalled(bootstrap: str, topic: str) -> bool:
+    """No record was added to ``topic`` for half a second (while it is written to)."""
+    topics = partition_counts(bootstrap, [topic])
+    first = end_offsets(bootstrap, topics)
+    time.sleep(0.5)
+    return end_offsets(bootstrap, topics) == first
 
 
 def run_weak(
@@ -197,9 +232,12 @@ def run_weak(
 
         sums = topic_name(namespace, "sums")
         wait_until(lambda: all(w.ready for w in workers), 60, what="both workers to hold intervals")
-        before = dep.commits()
         _refuse_writes(stack.bootstrap, sums, True)
         try:
+            wait_until(
+                lambda: _stalled(stack.bootstrap, sums), 30, what="the broker to refuse writes to sums"
+            )
+            before = dep.commits()
             wait_until(
                 lambda: min(c - b for c, b in zip(dep.commits(), before, strict=True)) >= 5,
                 60,
@@ -225,24 +263,24 @@ def run_weak(
 
 @pytest.mark.exactly_once
 def test_weak_productions_survive_crashes(
-    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+    authorizing_stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
 ) -> None:
     """Weak productions go out before the checkpoint; crashes re-send them with the same
     ids and values (the computation is deterministic), and those not acknowledged by a
     commit are in it, so consumers see each exactly once."""
-    problems = run_weak(stack, registry, namespace, tmp_path)
+    problems = run_weak(authorizing_stack, registry, namespace, tmp_path)
     assert problems == [], "\n".join(problems)
 
 
 @pytest.mark.exactly_once
 @pytest.mark.negative_control
 def test_negative_control_unchecked_weak_productions_are_lost(
-    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+    authorizing_stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
 ) -> None:
     """The same run and check, weak productions left out of the checkpoint: the worker
     killed while ``sums`` refused writes loses what it had not got acknowledged (the
     commits have moved its input positions past them)."""
-    problems = run_weak(stack, registry, namespace, tmp_path, MW_UNSAFE_UNCHECKED_WEAK="1")
+    problems = run_weak(authorizing_stack, registry, namespace, tmp_path, MW_UNSAFE_UNCHECKED_WEAK="1")
     print("negative control found:", *problems, sep="\n  ")
     assert any("productions lost" in p for p in problems), problems
 

@@ -86,6 +86,13 @@ def test_the_trained_model_improves_precision_on_a_daily_rhythm(
             assert trainer_main([*argv, "--from", str(START_MS), "--to", str(train_until)]) == 0
         again = json.loads(out.getvalue().strip().splitlines()[-1])
         assert again["published"] == 0 and again["already_published"] == SCENARIO.queries
+        out = io.StringIO()
+        with redirect_stdout(out):  # the default period, a day, is longer than the archive: nothing to do
+            assert trainer_main([]) == 0
+        assert (
+            "the archive holds no whole period"
+            in json.loads(out.getvalue().splitlines()[-1])["nothing_to_train"]
+        )
         topic = topic_name(namespace, "model_updates")
         assert sum(end_offsets(stack.bootstrap, {topic: 4}).values()) == SCENARIO.queries
 

@@ -198,7 +198,10 @@ def scenario(
                     return A in feed.latest
 
                 wait_until(shown, 60, what="A's watermarks again")
-                monotonic()  # A's too: it came back with the values it had
+                # until A has caught up (its output at the live promise), so that every
+                # value published while it came back is in the history checked
+                wait_until(lambda: pub.output(A) >= LIVE_PROMISE, 60, 0.2, "A to catch up")
+                monotonic()  # A's and B's too: A came back with the values it had
             finally:
                 feed.close()
         return seen

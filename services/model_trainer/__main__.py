@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"model_trainer: {exc}", file=sys.stderr)
         return 2
     from mwcore import preflight, spark_session
-    from services.model_trainer.job import publish, read_counts, train
+    from services.model_trainer.job import NothingToTrain, publish, read_counts, train
 
     try:
         preflight(s.bootstrap)
@@ -58,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         counts = read_counts(spark, s.bootstrap, s.namespace, s.schemas_dir, args.end_ms)
         try:
             trained = train(counts, s.model_period_ms, s.model_slots, args.start_ms, args.end_ms)
+        except NothingToTrain as exc:  # a young archive: nothing to do yet, not a failure
+            print(f"model_trainer: nothing to train: {exc}", file=sys.stderr)
+            print(json.dumps({"queries": 0, "published": 0, "nothing_to_train": str(exc)}), flush=True)
+            return 0
         except ValueError as exc:
             print(f"model_trainer: {exc}", file=sys.stderr)
             return 2

@@ -60,6 +60,11 @@ def model_id(query: str, period_ms: int, slots: int, start_ms: int, end_ms: int)
     return hashlib.blake2b(payload, digest_size=ID_BYTES, person=b"mw-model").digest()
 
 
+class NothingToTrain(ValueError):
+    """The archive holds no whole period yet (the default range is empty): a daily run
+    on a young pipeline has nothing to do, which is not a failure."""
+
+
 def train(
     counts: DataFrame,
     period_ms: int,
@@ -79,13 +84,13 @@ def train(
     if start_ms is None or end_ms is None:
         first, last = counts.agg(F.min("bucket_start"), F.max("bucket_start")).collect()[0]
         if first is None:
-            raise ValueError("no window counts to train from")
+            raise NothingToTrain("no window counts to train from yet")
         if start_ms is None:
             start_ms = -(-int(first) // period_ms) * period_ms
         if end_ms is None:
             end_ms = (int(last) + BUCKET_MS) // period_ms * period_ms
         if end_ms <= start_ms:
-            raise ValueError(
+            raise NothingToTrain(
                 f"the archive holds no whole period of {period_ms} ms between {first} and "
                 f"{int(last) + BUCKET_MS}: pass the range to train on (--from / --to)"
             )
