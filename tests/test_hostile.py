@@ -37,9 +37,9 @@ from mwcore.transport.schema_topic import COMPACTED, schemas_topic
 from mwcore.transport.topics import admin_config, ensure_topics, topic_name
 from mwcore.transport.watermark_topic import WatermarkFeed, watermark_topic
 from mwcore.watermarks.published import Watermarks
+from testbed.hostile import SECRET, dead_letter_reasons, produce_raw, rejections
 from testbed.procs import WorkerProc, wait_until, worker_env
 from tests.conftest import ROOT
-from tests.support.hostile import SECRET, dead_letter_reasons, produce_raw, rejections
 from tests.support.watermarks import authority, injector, windows
 
 pytestmark = pytest.mark.hostile

@@ -40,10 +40,10 @@ from mwcore.tools.stack.localproc import free_port
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from mwcore.transport.watermark_topic import WatermarkFeed
+from testbed.hostile import dead_letter_reasons
 from testbed.procs import WorkerProc, wait_until, worker_env
 from testbed.topics import read_topic
 from tests.conftest import ROOT
-from tests.support.hostile import dead_letter_reasons
 from tests.support.watermarks import authority
 
 pytestmark = pytest.mark.hostile

@@ -1,11 +1,13 @@
-"""What the hostile-input tests share: records written raw to any topic (as anyone who can
-write the topic can), the dead letters of a computation by reason, and the rejections a
-process counted, from its metrics."""
+"""What the hostile-input tests and ``bench/hostile.py`` share: records written raw to any
+topic (as anyone who can write the topic can), the dead letters of a computation by
+reason, and the rejections a process counted, from its metrics."""
 
 from __future__ import annotations
 
 import urllib.request
 from collections import Counter
+from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Producer
@@ -21,26 +23,35 @@ SECRET = "the pipeline secret of the hostile tests"
 def produce_raw(
     bootstrap: str,
     topic: str,
-    records: list[tuple[bytes | None, bytes | None]],
+    records: Sequence[tuple[bytes | None, bytes | None]],
     headers: list[tuple[str, bytes]] | None = None,
     timestamp: int = 0,
     fresh_ids: bool = False,
-) -> None:
+) -> list[tuple[int, int]]:
     """Write ``(key, value)`` records as they are, waiting for the broker; with
     ``fresh_ids`` each gets an ``mw-id`` header of its own (as a foreign producer's
-    records would not)."""
+    records would not). Where each went: (partition, offset), in order."""
     p = Producer(producer_config(bootstrap))
     errors: list[Any] = []
-    for key, value in records:
+    placed: dict[int, tuple[int, int]] = {}
+
+    def delivered(i: int, err: Any, msg: Any) -> None:
+        if err:
+            errors.append(err)
+        else:
+            placed[i] = (msg.partition(), msg.offset())
+
+    for i, (key, value) in enumerate(records):
         p.produce(
             topic,
             value,
             key,
             headers=(headers or []) + ([("mw-id", random_id())] if fresh_ids else []),
             timestamp=timestamp,
-            on_delivery=lambda err, _m: errors.append(err) if err else None,
+            on_delivery=partial(delivered, i),
         )
     assert p.flush(30) == 0 and not errors, errors
+    return [placed[i] for i in range(len(records))]
 
 
 def dead_letter_reasons(bootstrap: str, namespace: str, source: str) -> Counter[str]:
@@ -49,13 +60,14 @@ def dead_letter_reasons(bootstrap: str, namespace: str, source: str) -> Counter[
     return Counter(m.headers.get("mw-reason", b"").decode() for m in {m.id: m for m in msgs}.values())
 
 
-def rejections(port: int) -> Counter[str]:
-    """What a process counted in ``mw_rejected_records_total``, by reason."""
+def rejections(port: int, topic: str | None = None) -> Counter[str]:
+    """What a process counted in ``mw_rejected_records_total``, by reason (of ``topic``
+    only, if given)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
     out: Counter[str] = Counter()
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name == "mw_rejected_records_total":
+            if s.name == "mw_rejected_records_total" and topic in (None, s.labels["topic"]):
                 out[s.labels["reason"]] += int(s.value)
     return out
