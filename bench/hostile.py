@@ -17,9 +17,10 @@ Then it checks what a hostile record may not do:
 
 - ``stopped_services``: services that exited;
 - ``lost`` / ``duplicated``: the windower's counts against the good lines written (per
-  query and second: counts short, and windows emitted more than once or counting more);
-- ``early_timers``: good records that reached the windower after their window's timer
-  had fired (routed to ``windower.late``): a forged watermark would do that;
+  query and second, summed over its windows: records short, records counted more);
+- ``early_timers``: windows whose timer fired before all their records had come (the
+  window emitted again for the rest), and good records routed to ``windower.late``: a
+  forged watermark does that;
 - ``unaccounted``: hostile records with no trace: each one written to an input topic must
   be a dead letter naming its topic, partition and offset; each one on a control topic
   must be counted in the readers' ``mw_rejected_records_total`` with its reason; each
@@ -447,8 +448,8 @@ def _check(
     return {
         "windows": len(windows),
         "lost": lost,
-        "duplicated": extra + twice,
-        "early_timers": len(late),
+        "duplicated": extra,
+        "early_timers": twice + len(late),
         "unaccounted": unaccounted,
         "leaked": leaked,  # lines of the file a link in the injector's directory points to
         "accounted": accounted,
