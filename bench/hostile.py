@@ -5,7 +5,8 @@ Run: ``.venv/bin/python bench/hostile.py [--seconds 60] [--rate 300]``.
 Starts the local stack and the pipeline's services (watermark authority, injector,
 windower, dip detector) with a pipeline secret (``MW_ID_SECRET``), as the compose file
 does. A generator writes ``--seconds`` seconds of query logs (``--rate`` lines a second,
-20 queries) at twice the clock's pace; every tenth second is taken by hostile files
+20 queries, each file's lines dated up to 500 ms before its second, so a window's records
+come in two files) at twice the clock's pace; every tenth second is taken by hostile files
 instead. Meanwhile records are written straight to the topics the services read, as
 anyone who can write a topic can (see ``KINDS``): junk and forged records on
 ``queries``, ``window_counts`` and ``model_updates``; junk, forged and retiring records
@@ -79,6 +80,7 @@ SERVICES = ("watermark_authority", "injector", "windower", "dip_detector")
 STREAMS = ("queries", "window_counts", "anomalies", "model_updates")
 QUERIES = [f"query {i}" for i in range(20)]
 HOSTILE_EVERY = 10  # every tenth second of the logs is a hostile one
+JITTER_MS = 500  # a file's lines are dated up to this much before its second
 FAR = 2**62
 
 
@@ -168,9 +170,9 @@ class Attacker:
         topic = watermark_topic(NS)
         self._control("watermarks: not JSON", topic, "bad_mac", b"windower", b"\x00garbage")
         self._control("watermarks: nested too deep", topic, "bad_mac", b"windower", b"[" * 100_000)
-        self._control("watermarks: forged, far ahead", topic, "bad_mac", b"windower", _wm("windower"))
-        self._control("watermarks: forged under another key", topic, "bad_mac", b"x", _wm("windower"))
         self._control("watermarks: a forged tombstone", topic, "bad_mac", b"windower", None)
+        self._control("watermarks: forged under another key", topic, "bad_mac", b"x", _wm("windower"))
+        self._control("watermarks: forged, far ahead", topic, "bad_mac", b"windower", _wm("windower"))
 
     def schemas(self) -> None:
         """Documents of the schemas topic that no reader may use."""
@@ -256,10 +258,10 @@ class Generator(threading.Thread):
                 self._hostile(s, second)
                 continue
             lines = []
-            for _ in range(self.rate):
-                query, ts = rng.choice(QUERIES), second + rng.randrange(1000)
+            for _ in range(self.rate):  # a second's records come in two files (the jitter)
+                query, ts = rng.choice(QUERIES), second - JITTER_MS + rng.randrange(1000 + JITTER_MS)
                 lines.append(record_line(ts, query, "en", rng.randrange(10**6)))
-                self.truth[(query, second)] += 1
+                self.truth[(query, ts // 1000 * 1000)] += 1
             write_atomically(self.directory / file_name(second), lines)
             self.written += len(lines)
         self.done.set()
@@ -321,7 +323,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "MW_NAMESPACE": NS,
                     "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
                     "MW_INJECTOR_DIR": str(logs_dir),
-                    "MW_INJECTOR_JITTER_MS": "0",
+                    "MW_INJECTOR_JITTER_MS": str(JITTER_MS),
                     **({} if args.without_secret else {"MW_ID_SECRET": SECRET}),
                     "MW_METRICS_PORT": str(ports[name]),
                     "MW_LOG_LEVEL": "warning",
