@@ -16,7 +16,8 @@ dated beyond what the broker takes, a link to a file elsewhere, and a directory.
 
 Then it checks what a hostile record may not do:
 
-- ``stopped_services``: services that exited;
+- ``stopped_services``: services that exited (and ``unhealthy``: those running whose
+  ``/healthz`` does not answer 200);
 - ``lost`` / ``duplicated``: the windower's counts against the good lines written (per
   query and second, summed over its windows: records short, records counted more);
 - ``early_timers``: windows whose timer fired before all their records had come (the
@@ -50,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -354,6 +356,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             _wait(lambda: _output(feed, "windower") >= end - 1, 300, "the windower's output watermark")
             _wait(lambda: _output(feed, "dip_detector") >= end - 1, 300, "the detector's output watermark")
             stopped = sorted(n for n, p in procs.items() if p.poll() is not None)
+            unhealthy = sorted(n for n in SERVICES if n not in stopped and not _healthy(ports[n]))
             rejected = {
                 n: rejections(ports[n], watermark_topic(NS)) + rejections(ports[n], schemas_topic(NS))
                 for n in ("windower", "dip_detector")
@@ -371,10 +374,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         **checked,
         "stopped_services": len(stopped),
         "stopped": stopped,
+        "unhealthy": unhealthy,  # running, but /healthz not 200
         "logs": str(workdir),
     }
     bad = ("stopped_services", "lost", "duplicated", "early_timers", "unaccounted", "leaked")
-    result["verdict"] = "contained" if all(result[k] == 0 for k in bad) else "not contained"
+    contained = all(result[k] == 0 for k in bad) and not unhealthy
+    result["verdict"] = "contained" if contained else "not contained"
     return result
 
 
@@ -458,6 +463,14 @@ def _check(
         "rejections": {n: dict(c) for n, c in rejected.items()},
         "injector_dead_letters": dict(injector_reasons),
     }
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            return resp.status == 200
+    except OSError:  # HTTPError (503) included
+        return False
 
 
 def _joined(feed: WatermarkFeed, names: tuple[str, ...]) -> bool:

@@ -112,14 +112,14 @@ class Exits:
     def __init__(self, procs: Mapping[str, subprocess.Popen[bytes]], workdir: Path) -> None:
         self.procs = procs
         self.workdir = workdir
-        self.seen: dict[str, tuple[int, str]] = {}  # name -> (exit code, last error line)
+        self.seen: dict[str, tuple[int, str | None]] = {}  # name -> (exit code, last error line)
 
     def check(self) -> None:
         for name, proc in self.procs.items():
             code = proc.poll()
             if code is None or name in self.seen:
                 continue
-            line = exits.last_error_in(self.workdir / f"{name}.log")
+            line = exits.last_error_in(self.workdir / f"{name}.log") if code else None  # 0: finished
             self.seen[name] = (code, line)
             how = "finished" if code == 0 else f"stopped: {exits.describe(code)}"
             print(
