@@ -1,0 +1,153 @@
+"""The windowed workload: a one-second tumbling count per key with event-time timers.
+
+Run: ``.venv/bin/python bench/windowed.py [--records 1000000]``.
+
+1. Starts a local stack; an injector (``mwcore.injector``) writes N records
+   (``mw.bench.Event``, 10,000 Zipf-skewed keys) to ``events`` (4 partitions), 10,000
+   records per second of event time, each up to 2 s out of order; its watermark stays
+   2 s behind the newest timestamp (the allowed lateness), so no record is late, and
+   goes past the end once all are written.
+2. Ceiling: a plain confluent-kafka consumer reads and Avro-decodes them all.
+3. The watermark authority and one worker of ``bench.windowed_count:WindowedCount``
+   (exactly-once, strong productions, one event-time timer per key and window): timed
+   from its first commit until every window is on ``windows`` (records committed by
+   then left out), with the worker's CPU time per record over the same span.
+4. The output is checked: every (key, window) once, with the count of the input.
+
+The last line is JSON: ``records_per_s``, ``worker_cpu_us_per_record``,
+``raw_consume_records_per_s``, ``windows``, ``core`` (``MW_CORE``, ``python`` unless
+set) and ``output_exact`` (true only when every window came out once with the right
+count, and the counts sum to the input).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.throughput import KEYS, PARTITIONS, cpu_seconds, positions, raw_consume, worker_env
+from mwcore.injector.injector import Injector
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.store.client import redis_client
+from mwcore.tools.stack.localstack import LocalStack
+from mwcore.transport.topics import end_offsets, ensure_topics, topic_name
+from testbed.topics import read_topic
+
+ROOT = Path(__file__).resolve().parent.parent
+NS = "windowed"
+PER_SECOND = 10_000
+LATENESS_MS = 2000
+WINDOW_MS = 1000
+
+
+def load(stack: LocalStack, registry: SchemaRegistry, n: int) -> Counter[tuple[str, int]]:
+    """Write the records through an injector; the windows they make (key, start) -> count."""
+    rng = random.Random(1)
+    weights = [1 / (i + 1) ** 1.1 for i in range(KEYS)]
+    keys = rng.choices([f"query-{i}" for i in range(KEYS)], weights, k=n)
+    base = (int(time.time()) - 3600) * 1000
+    inj = Injector(
+        bootstrap=stack.bootstrap,
+        client=redis_client(stack.redis_url),
+        registry=registry,
+        name="events_source",
+        outputs={"events": "mw.bench.Event"},
+        namespace=NS,
+        partitions=PARTITIONS,
+    )
+    inj.start()
+    truth: Counter[tuple[str, int]] = Counter()
+    newest = base
+    for i, key in enumerate(keys):
+        ts = base + i * 1000 // PER_SECOND + rng.randrange(LATENESS_MS)  # up to 2 s out of order
+        newest = max(newest, ts)
+        inj.send("events", key, {"query": key, "lang": "en", "latency_us": i % 997}, ts)
+        truth[(key, ts // WINDOW_MS * WINDOW_MS)] += 1
+        if i % 10_000 == 0:
+            inj.advance(newest - LATENESS_MS)
+            inj.poll()
+    inj.flush(120)
+    inj.advance(newest + WINDOW_MS)  # past the last window
+    inj.report()
+    inj.flush(60)
+    inj.close()
+    return truth
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    args = parser.parse_args()
+    result = run(args.records)
+    print(json.dumps(result))
+    return 0 if result["output_exact"] else 1
+
+
+def run(n: int) -> dict[str, Any]:
+    registry = SchemaRegistry.from_directory(ROOT / "schemas")
+    with LocalStack() as stack:
+        events, windows = topic_name(NS, "events"), topic_name(NS, "windows")
+        ensure_topics(stack.bootstrap, {events: PARTITIONS, windows: PARTITIONS})
+        t0 = time.perf_counter()
+        truth = load(stack, registry, n)
+        print(f"loaded {n:,} records, {len(truth):,} windows in {time.perf_counter() - t0:.1f} s", flush=True)
+        raw = raw_consume(stack, registry, events, n)
+        print(f"raw consume + decode: {raw:,.0f} records/s", flush=True)
+        env = worker_env(stack, NS, MW_WATERMARK="authority")
+        auth = subprocess.Popen([sys.executable, "-m", "mwcore", "authority"], env=env, cwd=ROOT)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "mwcore", "run", "bench.windowed_count:WindowedCount"], env=env, cwd=ROOT
+        )
+        try:
+            start = cpu_start = None
+            before = 0  # records committed at the first commit seen
+            r = redis_client(stack.redis_url)
+            deadline = time.monotonic() + 1800
+            while True:
+                if start is None and (done := sum(positions(r, NS, events, "windowed_count"))) > 0:
+                    start, before, cpu_start = time.perf_counter(), done, cpu_seconds(worker.pid)
+                out = sum(end_offsets(stack.bootstrap, {windows: PARTITIONS}).values())
+                if out >= len(truth):
+                    break
+                if worker.poll() is not None or auth.poll() is not None:
+                    raise RuntimeError("the worker or the authority exited")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{out:,} of {len(truth):,} windows after 30 minutes")
+                time.sleep(0.1)
+            elapsed = time.perf_counter() - (start or time.perf_counter())
+            cpu_end = cpu_seconds(worker.pid)
+        finally:
+            for p in (worker, auth):
+                p.terminate()
+                p.wait(60)
+        serde = AvroSerde(registry, "mw.bench.ChaosWindow")
+        seen: dict[bytes, dict[str, Any]] = {
+            m.id: serde.decode(m.value) for m in read_topic(stack.bootstrap, windows)
+        }
+        got = Counter({(w["key"], w["start"]): w["count"] for w in seen.values()})
+        once = len(seen) == len(got) == len(truth)
+    timed = n - before  # the records processed after the first commit
+    cpu = None if cpu_start is None or cpu_end is None else 1e6 * (cpu_end - cpu_start) / timed
+    return {
+        "records": n,
+        "records_per_s": round(timed / elapsed) if elapsed else None,
+        "worker_cpu_us_per_record": None if cpu is None else round(cpu, 2),
+        "raw_consume_records_per_s": round(raw),
+        "windows": len(seen),
+        "core": os.environ.get("MW_CORE", "python"),
+        "output_exact": once and got == truth and sum(got.values()) == n,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
