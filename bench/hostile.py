@@ -43,9 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import struct
 import subprocess
 import sys
 import tempfile
@@ -53,182 +51,35 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mwcore.api.ids import random_id
+from bench.hostile_kinds import NS, Attacker, Kind, hostile_files
 from mwcore.api.signing import Signer
-from mwcore.limits import MAX_SCHEMA_BYTES
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.tools.stack.localproc import free_port, stop_processes
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.schema_topic import schemas_topic
 from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stream, topic_name
 from mwcore.transport.watermark_topic import WatermarkFeed, watermark_topic
-from mwcore.watermarks.published import Watermarks
 from services.injector.logs import file_name, record_line, write_atomically
 from services.up import PARTITIONS
-from testbed.hostile import produce_raw, rejections
+from testbed.hostile import rejections
+from testbed.procs import wait_until
+from testbed.services import service_env, start_services
 from testbed.topics import read_topic
 
 ROOT = Path(__file__).resolve().parent.parent
-NS = "default"
 SECRET = "bench/hostile.py's pipeline secret"
 SERVICES = ("watermark_authority", "injector", "windower", "dip_detector")
 STREAMS = ("queries", "window_counts", "anomalies", "model_updates")
 QUERIES = [f"query {i}" for i in range(20)]
 HOSTILE_EVERY = 10  # every tenth second of the logs is a hostile one
 JITTER_MS = 500  # a file's lines are dated up to this much before its second
-FAR = 2**62
-
-
-@dataclass
-class Kind:
-    """One kind of hostile input: how it is sent, and where it must be accounted for."""
-
-    name: str
-    where: str  # "input" (a dead letter at its offset), "control" (a rejection), "injector"
-    reason: str  # the rejection's or the injector dead letter's reason ("" for input)
-    records: int = 1
-    placed: list[tuple[str, int, int]] = field(default_factory=list)  # input: (topic, partition, offset)
-
-
-def _query_serde(registry: SchemaRegistry) -> AvroSerde:
-    return AvroSerde(registry, "zeitgeist.Query")
-
-
-def _wm(name: str) -> bytes:
-    return Watermarks(name, "computation", FAR, FAR, FAR, FAR, 1).encode()
-
-
-def _fingerprint(doc: Any) -> bytes:
-    from fastavro import parse_schema
-    from fastavro.schema import fingerprint, to_parsing_canonical_form
-
-    canonical = to_parsing_canonical_form(parse_schema(doc, named_schemas={}))
-    return struct.pack("<Q", int(fingerprint(canonical, "CRC-64-AVRO"), 16))
-
-
-class Attacker:
-    """Writes the hostile records of ``KINDS`` to the topics, noting where each went."""
-
-    def __init__(self, bootstrap: str, registry: SchemaRegistry) -> None:
-        self.bootstrap = bootstrap
-        self.registry = registry
-        self.kinds: dict[str, Kind] = {}
-
-    def _input(
-        self, name: str, stream: str, records: Sequence[tuple[bytes | None, bytes | None]], **kw: Any
-    ) -> None:
-        topic = topic_name(NS, stream)
-        placed = produce_raw(self.bootstrap, topic, records, **kw)
-        kind = self.kinds.setdefault(name, Kind(name, "input", "", 0))
-        kind.records += len(records)
-        kind.placed += [(topic, p, o) for p, o in placed]
-
-    def _control(self, name: str, topic: str, reason: str, key: bytes | None, value: bytes | None) -> None:
-        produce_raw(self.bootstrap, topic, [(key, value)])
-        self.kinds[name] = Kind(name, "control", reason)
-
-    def inputs(self) -> None:
-        """Records of ``queries``, ``window_counts`` and ``model_updates`` that no worker
-        may take: each must be a dead letter."""
-        q = _query_serde(self.registry)
-        good = q.encode({"query": "x", "lang": "en", "user": 1, "source_file": "x.jsonl"})
-        rng = random.Random(5)
-        self._input("queries: junk bytes", "queries", [(b"k", rng.randbytes(40)) for _ in range(3)])
-        self._input("queries: truncated Avro", "queries", [(b"k", good[: len(good) - 3])])
-        self._input("queries: a key of 70,000 bytes", "queries", [(b"k" * 70_000, good)])
-        self._input(
-            "queries: a forged record id", "queries", [(b"x", good)], headers=[("mw-id", random_id())]
-        )
-        unknown = [(b"k", b"\xc3\x01" + rng.randbytes(8) + good[10:]) for _ in range(50)]
-        self._input("queries: unknown writer schemas", "queries", unknown)
-        counts = AvroSerde(self.registry, "zeitgeist.WindowCount").encode(
-            {"query": "x", "lang": "en", "bucket_start": 0, "count": 1}
-        )
-        self._input("window_counts: junk bytes", "window_counts", [(b"x", counts[:12] + b"\xff" * 9)])
-        other = b"\xc3\x01" + rng.randbytes(8) + counts[10:]
-        self._input("window_counts: an unknown writer schema", "window_counts", [(b"x", other)])
-        model = AvroSerde(self.registry, "zeitgeist.ModelUpdate").encode(
-            {
-                "query": "query 1",
-                "period_ms": 10**15,
-                "profile": [5.0] * 24,
-                "trained_until": FAR,
-                "version": FAR,
-            }
-        )
-        self._input("model_updates: a model no trainer makes", "model_updates", [(b"query 1", model)])
-
-    def watermarks(self) -> None:
-        """Records of the watermark topic not signed by the authority: each reader must
-        reject them (a forged one would fire every timer early; a tombstone would retire
-        the windower)."""
-        topic = watermark_topic(NS)
-        self._control("watermarks: not JSON", topic, "bad_mac", b"windower", b"\x00garbage")
-        self._control("watermarks: nested too deep", topic, "bad_mac", b"windower", b"[" * 100_000)
-        self._control("watermarks: a forged tombstone", topic, "bad_mac", b"windower", None)
-        self._control("watermarks: forged under another key", topic, "bad_mac", b"x", _wm("windower"))
-        self._control("watermarks: forged, far ahead", topic, "bad_mac", b"windower", _wm("windower"))
-
-    def schemas(self) -> None:
-        """Documents of the schemas topic that no reader may use."""
-        topic = schemas_topic(NS)
-        real = self.registry.latest("zeitgeist.Query")
-        forged = json.loads(json.dumps(real.document))
-        forged["fields"][0]["name"], forged["fields"][1]["name"] = "lang", "query"  # the fields swapped
-        key = struct.pack("<Q", real.fingerprint)
-        sizeless = {
-            "type": "record",
-            "name": "Sizeless",
-            "fields": [{"name": "a", "type": {"type": "array", "items": "null"}}],
-        }
-        self._control("schemas: nested too deep", topic, "not_json", b"\0" * 8, b"[" * 100_000)
-        self._control("schemas: a key that is no fingerprint", topic, "bad_key", b"abc", b"{}")
-        self._control(
-            "schemas: forged under a real fingerprint",
-            topic,
-            "not_its_schema",
-            key,
-            json.dumps(forged).encode(),
-        )
-        self._control(
-            "schemas: arrays of nothing",
-            topic,
-            "not_its_schema",
-            _fingerprint(sizeless),
-            json.dumps(sizeless).encode(),
-        )
-        oversized = b" " * (MAX_SCHEMA_BYTES + 1)
-        self._control("schemas: over the size a schema may have", topic, "too_large", b"\1" * 8, oversized)
-
-
-def hostile_files(directory: Path, second_ms: int, elsewhere: Path) -> dict[str, Kind]:
-    """The hostile files of one hostile second, and the kinds they are (each line or file
-    an injector dead letter with the reason)."""
-    far_ahead = int(time.time() * 1000) + 2 * 3_600_000  # the broker refuses it
-    lines = {
-        "log line: nested too deep": (b'{"ts": ' * 50_000 + b"1", "malformed"),
-        "log line: a user of 2**64": (record_line(second_ms, "u", "en", 2**64).encode(), "malformed"),
-        "log line: not UTF-8": (
-            b'{"ts": %d, "query": "caf\xe9", "lang": "fr", "user": 1}' % second_ms,
-            "malformed",
-        ),
-        "log line: 70,000 bytes": (record_line(second_ms, "x" * 70_000, "en", 1).encode(), "malformed"),
-        "log line: dated two hours ahead": (
-            record_line(far_ahead, "soon", "en", 1).encode(),
-            "refused_bad_timestamp",
-        ),
-        "log line: dated 2**62 ms": (record_line(FAR, "never", "en", 1).encode(), "bad_timestamp"),
-    }
-    (directory / file_name(second_ms)).write_bytes(b"".join(raw + b"\n" for raw, _ in lines.values()))
-    kinds = {name: Kind(name, "injector", reason) for name, (_, reason) in lines.items()}
-    return kinds
 
 
 @dataclass(eq=False)  # a thread: hashed by identity
@@ -271,7 +122,7 @@ class Generator(threading.Thread):
     def _hostile(self, s: int, second: int) -> None:
         turn = s // HOSTILE_EVERY
         if turn == 0:
-            self.kinds |= hostile_files(self.directory, second, self.elsewhere)
+            self.kinds |= hostile_files(self.directory, second)
         elif turn == 1:
             (self.directory / file_name(second)).symlink_to(self.elsewhere)
             self.kinds["log file: a link to a file elsewhere"] = Kind("link", "injector", "file_refused")
@@ -317,44 +168,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         procs: dict[str, subprocess.Popen[bytes]] = {}
         feed = WatermarkFeed(stack.bootstrap, NS, Signer(None if args.without_secret else SECRET))
         try:
-            for name in SERVICES:
-                env = {
-                    **os.environ,
-                    "MW_BOOTSTRAP": stack.bootstrap,
-                    "MW_REDIS_URL": stack.redis_url,
-                    "MW_NAMESPACE": NS,
-                    "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
-                    "MW_INJECTOR_DIR": str(logs_dir),
-                    "MW_INJECTOR_JITTER_MS": str(JITTER_MS),
-                    **({} if args.without_secret else {"MW_ID_SECRET": SECRET}),
-                    "MW_METRICS_PORT": str(ports[name]),
-                    "MW_LOG_LEVEL": "warning",
-                    "PYTHONPATH": str(ROOT),
-                }
-                with open(workdir / f"{name}.log", "wb") as log:
-                    procs[name] = subprocess.Popen(
-                        [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=log, cwd=ROOT
-                    )
-            _wait(
-                lambda: _joined(feed, ("windower", "dip_detector")),
-                120,
-                "the windower and detector to report",
+            env = service_env(
+                stack,
+                NS,
+                logs_dir,
+                MW_INJECTOR_JITTER_MS=str(JITTER_MS),
+                **({} if args.without_secret else {"MW_ID_SECRET": SECRET}),
             )
+            own = {name: {"MW_METRICS_PORT": str(port)} for name, port in ports.items()}
+            start_services(SERVICES, env, workdir, procs, own)
+            both = ("windower", "dip_detector")
+            wait_until(lambda: _joined(feed, both), 120, what="the windower and detector to report")
             gen.start()
             steps: list[Callable[[], None]] = [attacker.inputs, attacker.watermarks, attacker.schemas]
             for i, step in enumerate(steps):  # spread over the run's first half
                 due = args.rate * (i + 1) * args.seconds // 8
-                _wait(lambda due=due: gen.written >= due, 300, "the generator")  # type: ignore[misc]
+                wait_until(lambda due=due: gen.written >= due, 300, what="the generator")  # type: ignore[misc]
                 step()
             # read again by every reader: a record of an unknown schema makes the windower
             # and the detector read the schemas topic (and is a dead letter itself)
             attacker.inputs()
-            _wait(gen.done.is_set, args.seconds / args.speed + 120, "the generator")
+            wait_until(gen.done.is_set, args.seconds / args.speed + 120, what="the generator")
             end = start_ms + args.seconds * 1000
             write_atomically(logs_dir / file_name(end + 1000), [record_line(end + 1000, "zz-end", "en", 0)])
             write_atomically(logs_dir / file_name(end + 2000), [])
-            _wait(lambda: _output(feed, "windower") >= end - 1, 300, "the windower's output watermark")
-            _wait(lambda: _output(feed, "dip_detector") >= end - 1, 300, "the detector's output watermark")
+            for name in both:  # every window of the run closed, and counted
+                wait_until(lambda n=name: _output(feed, n) >= end - 1, 300, what=f"{name}'s output watermark")  # type: ignore[misc]
             stopped = sorted(n for n, p in procs.items() if p.poll() is not None)
             unhealthy = sorted(n for n in SERVICES if n not in stopped and not _healthy(ports[n]))
             rejected = {
@@ -482,14 +321,6 @@ def _output(feed: WatermarkFeed, name: str) -> int:
     feed.poll(0.2)
     wm = feed.latest.get(name)
     return wm.output if wm is not None else -(2**63)
-
-
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.1)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -45,8 +44,8 @@ from services.injector.generator import write_scenario
 from services.injector.logs import file_name, record_line, write_atomically
 from services.injector.scenario import Scenario, Traffic
 from services.up import PARTITIONS, service_names
+from testbed.services import service_env, start_services
 
-ROOT = Path(__file__).resolve().parent.parent
 STREAMS = ("queries", "window_counts", "anomalies", "model_updates")
 STALL_LIMIT_S = 5.0
 ONE_SHOT = ("model_trainer",)  # trains once from what is archived, publishes, exits
@@ -131,21 +130,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     memory: dict[str, dict[str, float | None]] = {}
     with LocalStack(workdir=workdir) as stack:
         ensure_topics(stack.bootstrap, dict.fromkeys(STREAMS, PARTITIONS))
-        env = {
-            **os.environ,
-            "MW_BOOTSTRAP": stack.bootstrap,
-            "MW_REDIS_URL": stack.redis_url,
-            "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
-            "MW_INJECTOR_DIR": str(logs_dir),
-            "MW_LOG_LEVEL": "warning",
-            "PYTHONPATH": str(ROOT),
-        }
+        env = service_env(stack, "default", logs_dir)
         procs: dict[str, subprocess.Popen[bytes]] = {}
-        for name in service_names():
-            with open(workdir / f"{name}.log", "wb") as log:
-                procs[name] = subprocess.Popen(
-                    [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=log, cwd=ROOT
-                )
+        start_services(service_names(), env, workdir, procs)
         pids = {name: p.pid for name, p in procs.items()}
         assert stack.broker.proc is not None and stack.redis.proc is not None
         pids |= {"kafka": stack.broker.proc.pid, "redis": stack.redis.proc.pid}

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +30,7 @@ from mwcore.transport.watermark_topic import WatermarkFeed
 from services.injector.logs import file_name, record_line, write_atomically
 from services.injector.realistic import RealisticTraffic
 from services.up import PARTITIONS
+from testbed.services import service_env, start_services
 from testbed.topics import read_topic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,25 +90,11 @@ def _run(
     last = start_ms + traffic.buckets * 1000 - 1
     began = time.monotonic()
     ensure_topics(stack.bootstrap, {topic_name(namespace, s): PARTITIONS for s in STREAMS})
-    env = {
-        **os.environ,
-        "MW_BOOTSTRAP": stack.bootstrap,
-        "MW_REDIS_URL": stack.redis_url,
-        "MW_NAMESPACE": namespace,
-        "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
-        "MW_INJECTOR_DIR": str(logs_dir),
-        "MW_DETECTOR_DAY_S": str(traffic.scenario.day_s),
-        "MW_LOG_LEVEL": "warning",
-        "PYTHONPATH": str(ROOT),
-    }
+    env = service_env(stack, namespace, logs_dir, MW_DETECTOR_DAY_S=str(traffic.scenario.day_s))
     procs: dict[str, subprocess.Popen[bytes]] = {}
     feed = WatermarkFeed(stack.bootstrap, namespace)
     try:
-        for name in SERVICES:
-            with open(workdir / f"{name}.log", "wb") as log:
-                procs[name] = subprocess.Popen(
-                    [sys.executable, "-m", f"services.{name}"], env=env, stdout=log, stderr=log, cwd=ROOT
-                )
+        start_services(SERVICES, env, workdir, procs)
         deadline = time.monotonic() + 900
         while True:
             feed.poll(0.5)

@@ -60,14 +60,28 @@ def dead_letter_reasons(bootstrap: str, namespace: str, source: str) -> Counter[
     return Counter(m.headers.get("mw-reason", b"").decode() for m in {m.id: m for m in msgs}.values())
 
 
+def samples(port: int, name: str) -> list[tuple[dict[str, str], float]]:
+    """The samples of metric ``name`` a process serves (labels, value)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return [
+        (s.labels, s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    ]
+
+
 def rejections(port: int, topic: str | None = None) -> Counter[str]:
     """What a process counted in ``mw_rejected_records_total``, by reason (of ``topic``
     only, if given)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
     out: Counter[str] = Counter()
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name == "mw_rejected_records_total" and topic in (None, s.labels["topic"]):
-                out[s.labels["reason"]] += int(s.value)
+    for labels, value in samples(port, "mw_rejected_records_total"):
+        if topic in (None, labels["topic"]):
+            out[labels["reason"]] += int(value)
     return out
+
+
+def records_in(port: int) -> int:
+    """The input records a worker processed (``mw_records_in_total``)."""
+    return sum(int(v) for _, v in samples(port, "mw_records_in_total"))

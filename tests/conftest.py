@@ -41,6 +41,14 @@ def namespace() -> str:
 
 
 @pytest.fixture
+def log_dir(tmp_path: Path) -> Iterator[Path]:
+    """Where a test's worker processes write their logs."""
+    d = tmp_path / "logs"
+    d.mkdir()
+    yield d
+
+
+@pytest.fixture
 def redis_client(stack: LocalStack) -> redis.Redis:
     return connect_redis(stack.redis_url)
 

@@ -37,7 +37,6 @@ from tests.support.running_sum import Deployment, Injector, InputRecord, make_in
 from tests.test_exactly_once import test_crash_storm_keeps_exactly_once as test_crash_storm_on_a_cluster
 from tests.test_fencing import test_zombie_writes_are_rejected as test_zombie_on_a_cluster
 from tests.test_timers import test_timers_fire_in_order_once_and_survive_restarts as test_timers_on_a_cluster
-from tests.test_watermarks import log_dir
 from tests.test_watermarks import (
     test_records_in_the_backlog_hold_the_watermark_and_no_timer_fires_early as test_backlog_on_a_cluster,
 )
@@ -48,7 +47,6 @@ from tests.test_watermarks import (
 pytestmark = pytest.mark.cluster
 
 __all__ = [
-    "log_dir",
     "test_backlog_on_a_cluster",
     "test_crash_storm_on_a_cluster",
     "test_stale_token_on_a_cluster",

@@ -32,7 +32,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,13 +52,6 @@ pytestmark = pytest.mark.watermarks
 
 A, B = "forward", "stage_count"
 LIVE_PROMISE = 20_000
-
-
-@pytest.fixture
-def log_dir(tmp_path: Path) -> Iterator[Path]:
-    d = tmp_path / "logs"
-    d.mkdir()
-    yield d
 
 
 def live_writer(stack: LocalStack, registry: SchemaRegistry, namespace: str) -> Injector:

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +36,6 @@ from tests.test_metrics import scrape
 
 pytestmark = pytest.mark.watermarks
 BACKLOG = 20_000
-
-
-@pytest.fixture
-def log_dir(tmp_path: Path) -> Iterator[Path]:
-    d = tmp_path / "logs"
-    d.mkdir()
-    yield d
 
 
 def backlog_scenario(

@@ -20,6 +20,7 @@ from mwcore.runtime.dead_letters import Incoming
 from mwcore.runtime.witness import decode, encode
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.serde.codegen import compile_codec
+from mwcore.serde.wire import _write_long
 from mwcore.transport.rejections import REJECTED
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.watermarks.published import Watermarks
@@ -99,11 +100,8 @@ def test_a_witness_with_a_secret_counts_only_when_it_verifies() -> None:
 
 
 def _zigzag(v: int) -> bytes:
-    z, out = (v << 1) ^ (v >> 63), bytearray()
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
+    out = bytearray()
+    _write_long(out, v)  # Avro's zig-zag varint, as the codecs write it
     return bytes(out)
 
 
