@@ -26,6 +26,12 @@ def _namespace_arg(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _namespace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--namespace", type=_namespace_arg, help="namespace (default: $MW_NAMESPACE or 'default')"
+    )
+
+
 def _namespace(args: argparse.Namespace) -> str:
     """--namespace, else $MW_NAMESPACE, else 'default'."""
     return str(args.namespace or _env().namespace)
@@ -311,18 +317,14 @@ def build_parser() -> argparse.ArgumentParser:
     auth.set_defaults(func=_authority)
     wms = sub.add_parser("watermarks", help="show each computation's watermarks and lag, live")
     wms.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
-    wms.add_argument(
-        "--namespace", type=_namespace_arg, help="namespace (default: $MW_NAMESPACE or 'default')"
-    )
+    _namespace_option(wms)
     wms.add_argument("--once", action="store_true", help="print the current values as JSON and exit")
     wms.add_argument("--interval", type=float, default=0.5, help="refresh every SECONDS")
     wms.set_defaults(func=_watermarks)
     tl = sub.add_parser("tail", help="print a stream's records, decoded, one JSON object per line")
     tl.add_argument("stream", help="stream name, e.g. anomalies or windower.dead-letters")
     tl.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
-    tl.add_argument(
-        "--namespace", type=_namespace_arg, help="namespace (default: $MW_NAMESPACE or 'default')"
-    )
+    _namespace_option(tl)
     tl.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
     tl.add_argument("-n", "--lines", type=int, default=10, help="start this many records back per partition")
     tl.add_argument("--from-beginning", action="store_true", help="start at the first record")
@@ -353,9 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--from-ms", type=int, default=None, help="records at or after this event time")
     bt.add_argument("--to-ms", type=int, default=None, help="records before this event time")
     bt.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
-    bt.add_argument(
-        "--namespace", type=_namespace_arg, help="namespace (default: $MW_NAMESPACE or 'default')"
-    )
+    _namespace_option(bt)
     bt.add_argument("--schemas", help="directory of .avsc files (default: $MW_SCHEMAS_DIR or ./schemas)")
     bt.add_argument("--master", default="local[2]", help="Spark master")
     bt.set_defaults(func=_batch)
@@ -385,9 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     rt.add_argument("computation", help="the computation's name, as `mw watermarks` shows it")
     rt.add_argument("--bootstrap", help="Kafka bootstrap (default: $MW_BOOTSTRAP or a running `mw up`)")
     rt.add_argument("--redis-url", help="Redis (default: $MW_REDIS_URL or a running `mw up`)")
-    rt.add_argument(
-        "--namespace", type=_namespace_arg, help="namespace (default: $MW_NAMESPACE or 'default')"
-    )
+    _namespace_option(rt)
     quiet = "refuse if its workers were heard from within SECONDS (default 15, at least 12)"
     rt.add_argument("--quiet-s", type=float, default=None, help=quiet)
     rt.set_defaults(func=_retire)
@@ -404,9 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="STREAM=User:<name>: the stream's only writer, e.g. model_updates=User:trainer (repeat)",
     )
-    ac.add_argument(
-        "--namespace", type=_namespace_arg, help="namespace (default: $MW_NAMESPACE or 'default')"
-    )
+    _namespace_option(ac)
     ac.add_argument("--bootstrap", help="Kafka bootstrap for --apply (default: $MW_BOOTSTRAP)")
     ac.add_argument(
         "--apply", action="store_true", help="create them (MW_KAFKA_* give an administrator's credentials)"
