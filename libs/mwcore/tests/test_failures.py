@@ -61,7 +61,9 @@ class WeakProbe(Probe):
         ctx.produce("sums", {"key": ctx.key, "total": 1, "count": 1}, timer.timestamp)
 
 
-def make(comp: Computation) -> tuple[Interval, MemoryCheckpointStore, SchemaRegistry]:
+def make(
+    comp: Computation, careful_until: dict[str, int] | None = None
+) -> tuple[Interval, MemoryCheckpointStore, SchemaRegistry]:
     registry = SchemaRegistry.from_directory(SCHEMAS)
     store = MemoryCheckpointStore()
     comp.state.bind(registry)
@@ -73,7 +75,8 @@ def make(comp: Computation) -> tuple[Interval, MemoryCheckpointStore, SchemaRegi
         encoders={"sums": ("sums", AvroSerde(registry, "mw.examples.Sum").encode)},
         dead_letter_topic="dlq",
     )
-    return Interval(IV, store.recover(IV, store.grant(IV, "a")), deps), store, registry
+    interval = Interval(IV, store.recover(IV, store.grant(IV, "a")), deps, careful_until=careful_until)
+    return interval, store, registry
 
 
 def msg(registry: SchemaRegistry, offset: int, n: int) -> Message:
@@ -83,7 +86,7 @@ def msg(registry: SchemaRegistry, offset: int, n: int) -> Message:
 
 
 def test_failed_call_leaves_no_trace_even_after_in_place_mutation() -> None:
-    interval, _, registry = make(Probe())
+    interval, _, registry = make(Probe(), careful_until={})  # each call's state encoded at once
     interval.process([msg(registry, 0, 100), msg(registry, 1, 13), msg(registry, 2, 1)])
     assert interval.cache.get("k").total == 101  # not 114: the failed call's mutation is undone
     cp = interval.prepare()
@@ -91,13 +94,32 @@ def test_failed_call_leaves_no_trace_even_after_in_place_mutation() -> None:
 
 
 def test_unencodable_state_dead_letters_its_record_instead_of_failing_the_commit() -> None:
-    interval, store, registry = make(Probe())
+    interval, store, registry = make(Probe(), careful_until={})
     interval.process([msg(registry, 0, 5), msg(registry, 1, 7), msg(registry, 2, 1)])
     cp = interval.prepare()
     [dead] = [p for p in cp.checkpoint.productions if p.topic == "dlq"]
     assert b"cannot be encoded" in dict(dead.headers)["mw-error"]
     interval.committed(cp, store.commit(IV, interval.token, cp.checkpoint))
     assert store.load_state(IV, [b"k"]) == [b'{"total":6}']
+
+
+def test_state_is_encoded_once_per_key_per_batch_and_a_failure_it_cannot_undo_asks_for_a_redo() -> None:
+    from mwcore.runtime.effects import RedoCareful
+
+    interval, store, registry = make(Probe())
+    interval.process([msg(registry, 0, 13)])  # fails on a key the batch has not changed: undone here
+    interval.process([msg(registry, 1, 100), msg(registry, 2, 1)])
+    assert interval.batch.state == {}  # not encoded per call
+    cp = interval.prepare()
+    assert cp is not None and cp.checkpoint.state == {b"k": b'{"total":101}'}
+    interval.committed(cp, store.commit(IV, interval.token, cp.checkpoint))
+    interval.process([msg(registry, 3, 5)])
+    with pytest.raises(RedoCareful):  # k's last good value (106) exists only as the mutated object
+        interval.process([msg(registry, 4, 13)])
+    interval, store, registry = make(Probe())
+    interval.process([msg(registry, 0, 5), msg(registry, 1, 7)])
+    with pytest.raises(RedoCareful):  # unencodable: found when the batch is made a checkpoint
+        interval.prepare()
 
 
 def test_a_self_rearming_timer_fires_max_batch_records_times_a_turn_and_its_batches_commit() -> None:
@@ -196,6 +218,69 @@ def test_an_error_mid_batch_commits_nothing() -> None:
     # The batch moved positions past a record that never ran: committing it would lose it.
     assert store.recover(iv, "").positions == {} and store.recover(iv, "").commits == 0
     assert consumer.closed
+
+
+class LogConsumer(FakeConsumer):
+    """A partition's log, served from the consumer's position: ``seek`` re-reads it."""
+
+    def __init__(self, log: list[Message], per_poll: int) -> None:
+        super().__init__([])
+        self.log, self.per_poll, self.at, self.paused = log, per_poll, 0, False
+
+    def poll(self, max_messages: int, timeout: float) -> list[Message]:
+        if self.paused:
+            return []
+        out = self.log[self.at : self.at + self.per_poll]
+        self.at += len(out)
+        return out
+
+    def assignment(self) -> list[Any]:
+        from mwcore.transport.consumer import Part
+
+        return [Part("numbers", 0)]
+
+    def pause(self, parts: Any) -> None:
+        self.paused = True
+
+    def resume(self, parts: Any) -> None:
+        self.paused = False
+
+    def seek(self, part: Any, offset: int) -> None:
+        self.at = max(0, offset)  # BEGINNING is negative
+
+    def end_offset(self, part: Any, cached: bool = False) -> int:
+        return len(self.log)
+
+    def position(self, part: Any) -> int:
+        return self.at
+
+
+def test_a_batch_that_cannot_be_undone_is_redone_carefully_and_commits_the_same() -> None:
+    """Record 13 fails after record 100 changed the key in the same batch (in place):
+    the worker drops the batch, takes the interval back from its checkpoint and redoes
+    it with each call's state encoded at once: 13 is dead-lettered and undone, the rest
+    committed exactly once; after the redone batch, state is encoded once per batch again."""
+    from mwcore.runtime.config import WorkerConfig
+    from mwcore.runtime.worker import Worker
+    from mwcore.watermarks.source import FixedWatermark
+
+    registry = SchemaRegistry.from_directory(SCHEMAS)
+    store = MemoryCheckpointStore()
+    worker = Worker(Probe(), WorkerConfig(bootstrap="127.0.0.1:9"), store, registry, FixedWatermark())
+    log = [msg(registry, i, n) for i, n in enumerate([1, 100, 13, 2, 3, 13])]
+    worker.consumer = worker.ownership.consumer = LogConsumer(log, per_poll=3)  # type: ignore[assignment]
+    worker.acquire(0)
+    iv = IntervalId("default", "probe", 0)
+    worker.step()  # 1, 100, 13: redo
+    assert worker.counters.redone == 1 and store.recover(iv, "").commits == 0
+    for _ in range(6):
+        worker.step()
+        worker._commit(*worker.intervals.values())
+    snap = store.recover(iv, "")
+    assert snap.positions == {"numbers:0": 6}
+    assert store.load_state(iv, [b"k"]) == [b'{"total":106}']  # 1+100+2+3, each once
+    assert worker.counters.redone == 2  # the second 13 came after the redone batch: deferred again
+    assert worker.counters.dead_letters == 2
 
 
 class BytearrayCodec:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any, Generic, Protocol, TypeVar
+
+import orjson
 
 from mwcore.errors import ConfigError, SerializationError
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
@@ -13,6 +16,13 @@ T = TypeVar("T")
 
 # One encoder for all: json.dumps with non-default separators builds a new one per call.
 _JSON = json.JSONEncoder(separators=(",", ":"))
+# orjson writes what the standard library would, ten times faster, with three gaps the
+# codec closes by falling back to the standard library: it refuses integers beyond 64
+# bits (encode), writes NaN and infinities as null (encode: output with a null is
+# written again by the standard library, which keeps them), and reads integers beyond
+# 64 bits as floats (decode: a run of 19 or more digits is read by the standard library).
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+_LONG_DIGITS = re.compile(rb"\d{19}")
 
 
 class StateCodec(Protocol[T]):
@@ -32,14 +42,24 @@ class JsonCodec(Generic[T]):
         return None
 
     def encode(self, value: T) -> bytes:
-        if type(value) is int:  # the commonest state (a count): 8x faster than the encoder
-            return str(value).encode()
+        try:
+            out = orjson.dumps(value, option=_ORJSON_OPTIONS)
+            if b"null" not in out:
+                return out
+        except TypeError:
+            pass  # beyond orjson (a big integer), or not JSON at all: the standard library says
         try:
             return _JSON.encode(value).encode()
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             raise SerializationError(f"state is not JSON-serialisable: {exc}") from exc
 
     def decode(self, data: bytes) -> T:
+        if _LONG_DIGITS.search(data) is None:
+            try:
+                fast: T = orjson.loads(data)
+                return fast
+            except orjson.JSONDecodeError:
+                pass  # NaN or Infinity, which the standard library writes and reads
         result: T = json.loads(data)
         return result
 

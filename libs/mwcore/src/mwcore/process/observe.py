@@ -60,6 +60,7 @@ WORKER_COUNTERS = (
     ("timers_fired", "mw_timers_fired_total", "Timers fired"),
     ("commits", "mw_commits_total", "Checkpoints committed"),
     ("fenced", "mw_fenced_commits_total", "Commits refused because another owner holds the interval"),
+    ("redone", "mw_batches_redone_total", "Open batches redone, each call's state encoded at once"),
     ("duplicates", "mw_duplicates_dropped_total", "Input records dropped as already processed"),
     ("dead_letters", "mw_dead_letters_total", "Records sent to the dead-letter stream"),
     ("late_records", "mw_late_records_total", "Input records behind the watermark when they arrived"),

@@ -15,5 +15,6 @@ class Counters:
     late_productions: int = 0
     commits: int = 0
     fenced: int = 0
+    redone: int = 0  # open batches dropped and redone carefully (runtime/effects.py)
     bloom_maybe: int = 0
     productions: int = 0  # sent to Kafka (re-sends after a crash or a failure included)

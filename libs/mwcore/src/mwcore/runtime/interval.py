@@ -84,7 +84,16 @@ class ReportDraft:
 
 
 class Interval:
-    def __init__(self, iid: IntervalId, snapshot: Snapshot, deps: IntervalDeps) -> None:
+    def __init__(
+        self,
+        iid: IntervalId,
+        snapshot: Snapshot,
+        deps: IntervalDeps,
+        careful_until: dict[str, int] | None = None,
+    ) -> None:
+        """``careful_until``: a batch that reached these positions was dropped
+        (``RedoCareful``): each call's state is encoded at once until a checkpoint
+        passes them (``effects.py``)."""
         self.id = iid
         self.token = snapshot.token
         self.deps = deps
@@ -104,7 +113,9 @@ class Interval:
             deps.clock,
             deps.counters,
             deps.controls,
+            careful=careful_until is not None,
         )
+        self.careful_until = careful_until
         self.seen = SeenIds(snapshot.seen, self._lookup_seen, self._all_seen, deps.counters)
         self.intake = Intake(
             name=str(iid),
@@ -171,7 +182,7 @@ class Interval:
 
     def idle(self) -> bool:
         """No batch open: the soft state is exactly the last committed checkpoint."""
-        return self.open.opened_at is None and self.batch.is_empty()
+        return self.open.opened_at is None and self.batch.is_empty() and not self.applier.dirty
 
     @property
     def has_cleanup(self) -> bool:
@@ -319,8 +330,10 @@ class Interval:
 
     def prepare(self) -> PreparedCommit | None:
         """The checkpoint of the open batch, or None if there is nothing to commit (the
-        batch is then closed). Call once per batch, then ``committed``."""
+        batch is then closed). Call once per batch, then ``committed``. ``RedoCareful``:
+        a key's state cannot be encoded, the batch must be redone."""
         cp = self.batch
+        self.applier.encode_dirty(cp)
         if cp.productions:
             cp.pending[self._new_batch_key()] = cp.productions
         # Weak productions not acknowledged by now are checkpointed, like strong ones:
@@ -359,6 +372,10 @@ class Interval:
         self._reset_batch()
         self.seen.committed(cp.seen)
         self.cache.trim()
+        until = self.careful_until
+        if until is not None and all(self.committed_positions.get(f, -1) >= o for f, o in until.items()):
+            self.careful_until = None  # past the batch that was redone
+            self.applier.careful = False
 
     # -- sending -------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import structlog
 
 from mwcore.errors import FencedError
 from mwcore.runtime.config import WorkerConfig
+from mwcore.runtime.effects import RedoCareful
 from mwcore.runtime.health import Health
 from mwcore.runtime.interval import Interval, IntervalDeps
 from mwcore.runtime.witness import Witness
@@ -55,6 +56,7 @@ class Ownership:
         self.intervals: dict[int, Interval] = {}
         self.consumer: GroupConsumer | None = None
         self.retakes: dict[int, float] = {}  # fenced interval -> when to try to take it back
+        self.careful: dict[int, dict[str, int]] = {}  # redone interval -> where its dropped batch reached
 
     def join(self, consumer: GroupConsumer) -> None:
         self.consumer = consumer
@@ -113,6 +115,7 @@ class Ownership:
 
     def _forget(self, index: int) -> None:
         self.retakes.pop(index, None)
+        self.careful.pop(index, None)
         self.witness.forget(index)
         self.health.forget(index)
 
@@ -130,7 +133,7 @@ class Ownership:
         t1 = time.monotonic()
         witnessed_commits = self._witnessed_commits(iid, snapshot.commits)
         t2 = time.monotonic()
-        interval = Interval(iid, snapshot, self.deps)
+        interval = Interval(iid, snapshot, self.deps, careful_until=self.careful.pop(index, None))
         interval.witness(witnessed_commits)
         self.intervals[index] = interval
         self.health.progressed(index)
@@ -187,6 +190,19 @@ class Ownership:
             worker=self.cfg.worker_id,
         )
 
+    def redo(self, interval: Interval, exc: RedoCareful) -> None:
+        """Drop the interval's open batch and soft state and take it back at once, to
+        redo from its checkpoint with each call's state encoded at once (``effects.py``)
+        until past where the dropped batch reached."""
+        index = interval.id.index
+        self.intervals.pop(index, None)
+        self.witness.forget(index)
+        self.careful[index] = dict(interval.positions)
+        if self.consumer is not None:
+            self.consumer.pause(self.parts(index))
+        self.retakes[index] = time.monotonic()
+        log.warning("batch_redone_carefully", interval=str(interval.id), token=interval.token, error=str(exc))
+
     def retake_due(self) -> None:
         """Take back the fenced intervals whose time has come, if still assigned here."""
         consumer = self.consumer
@@ -211,3 +227,4 @@ class Ownership:
         """Drop everything owned (an abort: the store holds what the next owner resumes)."""
         self.intervals.clear()
         self.retakes.clear()
+        self.careful.clear()

@@ -1,7 +1,8 @@
 """Decoded per-key state of one key interval, as user code last left it.
 
 Soft state (semantics I-5): a key's value is loaded from the store on first use and
-then kept, so each record of a hot key costs no read or decode. A value here is what
+then kept, so each record of a hot key costs no read or decode. Beyond ``max_keys`` the
+least recently used keys are forgotten (a hot key loaded early stays). A value here is what
 the batch being built holds for the key; ``restore`` puts back what a failed call may
 have changed in place.
 """
@@ -27,11 +28,12 @@ class StateCache:
 
     def get(self, key: str) -> Any:
         """The key's value (None: no state), loaded and decoded on first use."""
-        value = self.values.get(key, _ABSENT)
+        values = self.values
+        value = values.pop(key, _ABSENT)  # and put back last: the most recently used
         if value is _ABSENT:
             raw = self._load([key.encode()])[0]
             value = None if raw is None else self.codec.decode(raw)
-            self.values[key] = value
+        values[key] = value
         return value
 
     def preload(self, keys: Iterable[str]) -> None:
@@ -54,7 +56,8 @@ class StateCache:
             self.values[key] = None if raw is None else self.codec.decode(raw)
 
     def trim(self) -> None:
-        """Forget the oldest keys beyond ``max_keys`` (call between batches)."""
+        """Forget the least recently used keys beyond ``max_keys`` (call between
+        batches): ``get`` moves a key to the end, so the front is the coldest."""
         excess = len(self.values) - self._max_keys
         if excess > 0:
             for key in list(self.values)[:excess]:

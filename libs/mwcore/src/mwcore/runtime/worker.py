@@ -32,6 +32,7 @@ from mwcore.api.record import ID_HEADER, Production
 from mwcore.errors import FencedError
 from mwcore.runtime.config import WorkerConfig
 from mwcore.runtime.counters import Counters
+from mwcore.runtime.effects import RedoCareful
 from mwcore.runtime.faults import NO_FAULTS, Faults
 from mwcore.runtime.health import Health, group_state
 from mwcore.runtime.interval import Interval, IntervalDeps, PreparedCommit, ReportDraft
@@ -196,7 +197,10 @@ class Worker:
         for index, msgs in by_partition.items():
             interval = self.intervals.get(index)
             if interval is not None:  # else revoked meanwhile: the new owner reads from the checkpoint
-                interval.process(msgs)
+                try:
+                    interval.process(msgs)
+                except RedoCareful as exc:
+                    self._redo(interval, exc)
 
     def _fire_timers(self) -> None:
         if not self.intervals:
@@ -204,7 +208,10 @@ class Worker:
         wm = self.input_watermark = self.watermarks.input_watermark(self.comp.name)
         now = self.clock.now_ms()
         for interval in list(self.intervals.values()):
-            interval.fire_timers(wm, now, self.cfg.max_batch_records)
+            try:
+                interval.fire_timers(wm, now, self.cfg.max_batch_records)
+            except RedoCareful as exc:
+                self._redo(interval, exc)
 
     def _check_health(self, now: float) -> None:
         """Is this worker doing its job (``health.py``)? Read by ``/healthz``."""
@@ -236,7 +243,11 @@ class Worker:
         for interval in intervals:
             if interval.open_production_ids():  # the zombie test pauses on a batch that has some
                 self.faults.point("before_commit", functools.partial(self._describe, interval))
-            ready = interval.prepare()
+            try:
+                ready = interval.prepare()
+            except RedoCareful as exc:
+                self._redo(interval, exc)
+                continue
             if ready is not None:
                 prepared.append((interval, ready))
         if not prepared:
@@ -276,6 +287,11 @@ class Worker:
                     reports.append((interval, held))
         self.witness.newly_confirmed.clear()
         self.reporter.send(reports)
+
+    def _redo(self, interval: Interval, exc: RedoCareful) -> None:
+        """The open batch cannot be committed as built (``effects.py``): redo it."""
+        self.counters.redone += 1
+        self.ownership.redo(interval, exc)
 
     def _fenced(self, interval: Interval, exc: FencedError) -> None:
         self.counters.fenced += 1
