@@ -23,6 +23,9 @@ class WorkerConfig:
     session_timeout_ms: int = 1500  # also sets the heartbeat: a tenth of it
     poll_records: int = 5000
     max_cache_keys: int = 100_000
+    # after a batch is redone (runtime/effects.py), each call's state is encoded at once
+    # for at least this long: a steady stream of failing records is not redone batch by batch
+    careful_s: float = 30.0
     latency_out: str = ""  # if set: record commit latency, write percentiles here at exit
     refence_backoff_s: float = 10.0  # after losing an interval to another grant
     report_interval_ms: int = 50  # watermark reports to the authority

@@ -53,6 +53,7 @@ class IntervalDeps:
     late_topic: str = ""  # "": drop late records (counted)
     exactly_once: bool = True
     max_cache_keys: int = 100_000
+    careful_s: float = 30.0  # after a redo: each call's state encoded at once at least this long
     seen_gc_slack_ms: int = 60_000  # seen ids are forgotten this long behind the input watermark
     faults: Faults = NO_FAULTS
     counters: Counters = field(default_factory=Counters)
@@ -93,7 +94,7 @@ class Interval:
     ) -> None:
         """``careful_until``: a batch that reached these positions was dropped
         (``RedoCareful``): each call's state is encoded at once until a checkpoint
-        passes them (``effects.py``)."""
+        passes them, and for at least ``deps.careful_s`` (``effects.py``)."""
         self.id = iid
         self.token = snapshot.token
         self.deps = deps
@@ -116,6 +117,7 @@ class Interval:
             careful=careful_until is not None,
         )
         self.careful_until = careful_until
+        self._careful_since = time.monotonic()
         self.seen = SeenIds(snapshot.seen, self._lookup_seen, self._all_seen, deps.counters)
         self.intake = Intake(
             name=str(iid),
@@ -373,8 +375,12 @@ class Interval:
         self.seen.committed(cp.seen)
         self.cache.trim()
         until = self.careful_until
-        if until is not None and all(self.committed_positions.get(f, -1) >= o for f, o in until.items()):
-            self.careful_until = None  # past the batch that was redone
+        if (
+            until is not None
+            and time.monotonic() - self._careful_since >= self.deps.careful_s
+            and all(self.committed_positions.get(f, -1) >= o for f, o in until.items())
+        ):
+            self.careful_until = None  # past the batch that was redone, and for long enough
             self.applier.careful = False
 
     # -- sending -------------------------------------------------------------------------
