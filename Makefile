@@ -16,12 +16,17 @@ test: bootstrap lint
 test-fast: bootstrap
 	$(BIN)/pytest libs/mwcore/tests $(PYTEST_ARGS)
 
-## make lint: style, formatting, types, and the import contracts (pyproject.toml: the layers)
+## make lint: style, formatting, types, the import contracts (pyproject.toml: the layers), and rustfmt and clippy on the native core
 lint: bootstrap
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@if command -v cargo >/dev/null 2>&1; then \
+	  echo "cargo fmt --check, cargo clippy -D warnings (libs/mwcore/native)"; \
+	  cd libs/mwcore/native && cargo fmt --check && \
+	  CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$$HOME/.cache/mwcore/cargo-target} cargo clippy --release --quiet -- -D warnings; \
+	fi
 
 format: bootstrap
 	$(BIN)/ruff format .

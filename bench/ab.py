@@ -12,7 +12,9 @@ configuration for the variant instead (``CONFIG SET``, e.g. ``"REDIS_appendfsync
 ``latency``: ``bench/throughput.py``'s steady 10,000 records/s phase
 (``--seconds``, default 20) per variant and round. ``throughput``: ``--records``
 (default 200,000) loaded into a fresh topic, then one worker's rate and CPU per
-record. One line per run; the last line is JSON with every run.
+record. ``windowed``: ``bench/windowed.py``'s workload (``--records``), in a fresh
+namespace per variant and round. One line per run; the last line is JSON with every
+run.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import windowed
 from bench.throughput import PARTITIONS, ROOT, load, run_worker, steady_latency
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
@@ -34,7 +38,7 @@ from mwcore.transport.topics import ensure_topics, topic_name
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("latency", "throughput"))
+    parser.add_argument("what", choices=("latency", "throughput", "windowed"))
     parser.add_argument("rounds", type=int)
     parser.add_argument("variants", nargs="+", type=json.loads)
     parser.add_argument("--seconds", type=int, default=20)
@@ -52,13 +56,17 @@ def main() -> None:
                         redis.Redis.from_url(stack.redis_url).config_set(n[len("REDIS_") :], v)
                 if args.what == "latency":
                     res = steady_latency(stack, registry, args.rate, args.seconds, **env)
+                elif args.what == "windowed":
+                    out = windowed.run_in(stack, registry, args.records, f"ab{r}x{k}", **env)
+                    res: dict[str, Any] = {f: v for f, v in out.items() if f != "profile"}
                 else:
                     namespace = f"ab{r}x{k}"
                     topic = topic_name(namespace, "events")
                     ensure_topics(stack.bootstrap, {topic: PARTITIONS})
                     ends = load(stack, registry, topic, args.records)
                     res = run_worker(stack, namespace, topic, ends, **env)
-                run = {"round": r, "variant": variant, **{k: round(v, 1) for k, v in res.items()}}
+                figures = {f: round(v, 1) if isinstance(v, float) else v for f, v in res.items()}
+                run = {"round": r, "variant": variant, **figures}
                 print(json.dumps(run), flush=True)
                 runs.append(run)
                 redis.Redis.from_url(stack.redis_url).config_set("appendfsync", "always")  # the default

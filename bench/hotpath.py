@@ -57,7 +57,7 @@ from mwcore.serde.avro import AvroSerde, SchemaRegistry  # noqa: E402
 from mwcore.store.fast_script import pack_call  # noqa: E402
 from mwcore.store.interface import IntervalId  # noqa: E402
 from mwcore.store.memory_store import MemoryCheckpointStore  # noqa: E402
-from mwcore.store.redis_store import RedisCheckpointStore  # noqa: E402
+from mwcore.store.redis_store import commit_args  # noqa: E402
 
 KEYS = 10_000
 BATCH = 5_000
@@ -81,8 +81,6 @@ def interval_path(
     )
     token = store.grant(iv, "bench")
     interval = Interval(iv, store.recover(iv, token), deps)
-    packer = RedisCheckpointStore.__new__(RedisCheckpointStore)
-    packer._fencing = True  # only _commit_args is used: no Redis
     encode = AvroSerde(registry, "mw.bench.Event").encode
     rng = random.Random(1)
     weights = [1 / (i + 1) ** 1.1 for i in range(KEYS)]
@@ -111,7 +109,7 @@ def interval_path(
             interval.process(batch[b : b + BATCH])
             ready = interval.prepare()
             assert ready is not None
-            pack_call("0" * 40, (), packer._commit_args(token, ready.checkpoint))  # as FastScript sends it
+            pack_call("0" * 40, (), commit_args(token, True, ready.checkpoint))  # as FastScript sends it
             interval.committed(ready, store.commit(iv, interval.token, ready.checkpoint))
             interval.take_to_send()
 

@@ -12,7 +12,7 @@ as in a worker (``--gc-threshold``). Timed per checkpoint:
 
 - ``old``: the arguments with the seen section pre-packed as one blob, then the
   hand-written packer (both as at commit 922e7cf, copied below);
-- ``hiredis``: the store's ``_commit_args`` (seen ids as plain arguments), then
+- ``hiredis``: the store's ``commit_args`` (seen ids as plain arguments), then
   ``fast_script.pack_call`` (``hiredis.pack_command``);
 
 and apart: building the arguments (old / new), and packing the same flat arguments
@@ -40,7 +40,7 @@ from mwcore.store import scripts
 from mwcore.store.checkpoint import Checkpoint, encode_batch
 from mwcore.store.fast_script import FastScript, pack_call
 from mwcore.store.interface import IntervalId
-from mwcore.store.redis_store import RedisCheckpointStore, _sets_and_deletes
+from mwcore.store.redis_store import RedisCheckpointStore, _sets_and_deletes, commit_args
 
 # --- The code this replaced (store/resp.py and redis_store.py at 922e7cf), to measure against.
 
@@ -146,9 +146,9 @@ def main() -> None:
         return old_pack_command(["EVALSHA", sha, len(keys), *keys, *old_commit_args(token, cp)])
 
     def new() -> bytes:
-        return pack_call(sha, keys, store._commit_args(token, cp))
+        return pack_call(sha, keys, commit_args(token, True, cp))
 
-    flat_args = store._commit_args(token, cp)
+    flat_args = commit_args(token, True, cp)
     flat: list[Any] = ["EVALSHA", sha, len(keys), *keys, *flat_args]
     assert old() == new() == old_pack_command(flat), "the two packings differ"
     n_args = len(flat)
@@ -157,7 +157,7 @@ def main() -> None:
         "old": old,
         "hiredis": new,
         "args_old": lambda: old_commit_args(token, cp),
-        "args_new": lambda: store._commit_args(token, cp),
+        "args_new": lambda: commit_args(token, True, cp),
         "pack_flat_old": lambda: old_pack_command(flat),
         "pack_flat_hiredis": lambda: pack_call(sha, keys, flat_args),
     }

@@ -1,6 +1,8 @@
 """The windowed workload: a one-second tumbling count per key with event-time timers.
 
-Run: ``.venv/bin/python bench/windowed.py [--records 1000000]``.
+Run: ``.venv/bin/python bench/windowed.py [--records 1000000] [--profile FILE]``
+(``--profile``: py-spy samples of the worker over the timed span, summed by
+``bench/profiling.py`` into the JSON's ``profile``).
 
 1. Starts a local stack; an injector (``mwcore.injector``) writes N records
    (``mw.bench.Event``, 10,000 Zipf-skewed keys) to ``events`` (4 partitions), 10,000
@@ -35,6 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.profiling import Spy, breakdown
 from bench.throughput import KEYS, PARTITIONS, cpu_seconds, positions, raw_consume, worker_env
 from mwcore.injector.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
@@ -50,7 +53,9 @@ LATENESS_MS = 2000
 WINDOW_MS = 1000
 
 
-def load(stack: LocalStack, registry: SchemaRegistry, n: int) -> Counter[tuple[str, int]]:
+def load(
+    stack: LocalStack, registry: SchemaRegistry, n: int, namespace: str = NS
+) -> Counter[tuple[str, int]]:
     """Write the records through an injector; the windows they make (key, start) -> count."""
     rng = random.Random(1)
     weights = [1 / (i + 1) ** 1.1 for i in range(KEYS)]
@@ -62,7 +67,7 @@ def load(stack: LocalStack, registry: SchemaRegistry, n: int) -> Counter[tuple[s
         registry=registry,
         name="events_source",
         outputs={"events": "mw.bench.Event"},
-        namespace=NS,
+        namespace=namespace,
         partitions=PARTITIONS,
     )
     inj.start()
@@ -87,64 +92,84 @@ def load(stack: LocalStack, registry: SchemaRegistry, n: int) -> Counter[tuple[s
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--profile", type=Path, help="py-spy the worker's timed span into this file")
     args = parser.parse_args()
-    result = run(args.records)
+    result = run(args.records, args.profile)
     print(json.dumps(result))
     return 0 if result["output_exact"] else 1
 
 
-def run(n: int) -> dict[str, Any]:
+def run(n: int, profile: Path | None = None) -> dict[str, Any]:
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     with LocalStack() as stack:
-        events, windows = topic_name(NS, "events"), topic_name(NS, "windows")
-        ensure_topics(stack.bootstrap, {events: PARTITIONS, windows: PARTITIONS})
-        t0 = time.perf_counter()
-        truth = load(stack, registry, n)
-        print(f"loaded {n:,} records, {len(truth):,} windows in {time.perf_counter() - t0:.1f} s", flush=True)
-        raw = raw_consume(stack, registry, events, n)
-        print(f"raw consume + decode: {raw:,.0f} records/s", flush=True)
-        env = worker_env(stack, NS, MW_WATERMARK="authority")
-        auth = subprocess.Popen([sys.executable, "-m", "mwcore", "authority"], env=env, cwd=ROOT)
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "mwcore", "run", "bench.windowed_count:WindowedCount"], env=env, cwd=ROOT
-        )
-        try:
-            start = cpu_start = None
-            before = 0  # records committed at the first commit seen
-            r = redis_client(stack.redis_url)
-            deadline = time.monotonic() + 1800
-            while True:
-                if start is None and (done := sum(positions(r, NS, events, "windowed_count"))) > 0:
-                    start, before, cpu_start = time.perf_counter(), done, cpu_seconds(worker.pid)
-                out = sum(end_offsets(stack.bootstrap, {windows: PARTITIONS}).values())
-                if out >= len(truth):
-                    break
-                if worker.poll() is not None or auth.poll() is not None:
-                    raise RuntimeError("the worker or the authority exited")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{out:,} of {len(truth):,} windows after 30 minutes")
-                time.sleep(0.1)
-            elapsed = time.perf_counter() - (start or time.perf_counter())
-            cpu_end = cpu_seconds(worker.pid)
-        finally:
-            for p in (worker, auth):
-                p.terminate()
-                p.wait(60)
-        serde = AvroSerde(registry, "mw.bench.ChaosWindow")
-        seen: dict[bytes, dict[str, Any]] = {
-            m.id: serde.decode(m.value) for m in read_topic(stack.bootstrap, windows)
-        }
-        got = Counter({(w["key"], w["start"]): w["count"] for w in seen.values()})
-        once = len(seen) == len(got) == len(truth)
+        return run_in(stack, registry, n, NS, profile)
+
+
+def run_in(
+    stack: LocalStack,
+    registry: SchemaRegistry,
+    n: int,
+    namespace: str,
+    profile: Path | None = None,
+    **extra_env: str,
+) -> dict[str, Any]:
+    """The workload in ``namespace`` of a running stack; ``extra_env`` for the worker
+    (``bench/ab.py``: e.g. ``MW_CORE`` or an older library on ``PYTHONPATH``)."""
+    events, windows = topic_name(namespace, "events"), topic_name(namespace, "windows")
+    ensure_topics(stack.bootstrap, {events: PARTITIONS, windows: PARTITIONS})
+    t0 = time.perf_counter()
+    truth = load(stack, registry, n, namespace)
+    print(f"loaded {n:,} records, {len(truth):,} windows in {time.perf_counter() - t0:.1f} s", flush=True)
+    raw = raw_consume(stack, registry, events, n)
+    print(f"raw consume + decode: {raw:,.0f} records/s", flush=True)
+    env = worker_env(stack, namespace, MW_WATERMARK="authority", **extra_env)
+    auth = subprocess.Popen([sys.executable, "-m", "mwcore", "authority"], env=env, cwd=ROOT)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "mwcore", "run", "bench.windowed_count:WindowedCount"], env=env, cwd=ROOT
+    )
+    spy = Spy(worker.pid, profile) if profile else None
+    try:
+        start = cpu_start = None
+        before = 0  # records committed at the first commit seen
+        r = redis_client(stack.redis_url)
+        deadline = time.monotonic() + 1800
+        while True:
+            if start is None and (done := sum(positions(r, namespace, events, "windowed_count"))) > 0:
+                start, before, cpu_start = time.perf_counter(), done, cpu_seconds(worker.pid)
+                if spy is not None:
+                    spy.start()
+            out = sum(end_offsets(stack.bootstrap, {windows: PARTITIONS}).values())
+            if out >= len(truth):
+                break
+            if worker.poll() is not None or auth.poll() is not None:
+                raise RuntimeError("the worker or the authority exited")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{out:,} of {len(truth):,} windows after 30 minutes")
+            time.sleep(0.1)
+        elapsed = time.perf_counter() - (start or time.perf_counter())
+        cpu_end = cpu_seconds(worker.pid)
+    finally:
+        if spy is not None:
+            spy.stop()
+        for p in (worker, auth):
+            p.terminate()
+            p.wait(60)
+    serde = AvroSerde(registry, "mw.bench.ChaosWindow")
+    seen: dict[bytes, dict[str, Any]] = {
+        m.id: serde.decode(m.value) for m in read_topic(stack.bootstrap, windows)
+    }
+    got = Counter({(w["key"], w["start"]): w["count"] for w in seen.values()})
+    once = len(seen) == len(got) == len(truth)
     timed = n - before  # the records processed after the first commit
     cpu = None if cpu_start is None or cpu_end is None else 1e6 * (cpu_end - cpu_start) / timed
     return {
+        **({"profile": breakdown(profile)} if profile and profile.exists() else {}),
         "records": n,
         "records_per_s": round(timed / elapsed) if elapsed else None,
         "worker_cpu_us_per_record": None if cpu is None else round(cpu, 2),
         "raw_consume_records_per_s": round(raw),
         "windows": len(seen),
-        "core": os.environ.get("MW_CORE", "python"),
+        "core": extra_env.get("MW_CORE", os.environ.get("MW_CORE", "python")),
         "output_exact": once and got == truth and sum(got.values()) == n,
     }
 

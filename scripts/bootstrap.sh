@@ -46,7 +46,7 @@ if ! command -v mvn >/dev/null 2>&1; then
 fi
 
 stamp="$VENV/.mw-bootstrap"
-inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/src/mwcore/tools/stack/kafka_broker.py libs/mwcore/src/mwcore/archive/spark/session.py"
+inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/native/Cargo.toml libs/mwcore/native/Cargo.lock libs/mwcore/native/src libs/mwcore/src/mwcore/tools/stack/kafka_broker.py libs/mwcore/src/mwcore/archive/spark/session.py"
 if [ -f "$stamp" ] && [ -z "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
   exit 0
 fi
@@ -60,6 +60,22 @@ say "pip install mwcore[spark], the services' and the dev tools' requirements in
   | grep -v '^WARNING: Location' || true
 "$VENV/bin/python" -c "import mwcore, confluent_kafka, fastavro, redis, pyspark, scipy" \
   || { say "install failed"; exit 1; }
+# The native core (MW_CORE=native): the Rust crate in libs/mwcore/native, built in
+# release mode by cargo through maturin into the virtualenv; cargo's build outputs are
+# kept outside the repository, so a rebuild compiles only what changed.
+if command -v cargo >/dev/null 2>&1; then
+  say "the native core: cargo build --release of libs/mwcore/native (the first time: about a minute)"
+  log="$VENV/.mw-native-build.log"
+  if ! CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/mwcore/cargo-target}" VIRTUAL_ENV="$PWD/$VENV" \
+      "$VENV/bin/maturin" develop --release -m libs/mwcore/native/Cargo.toml >"$log" 2>&1 \
+      || ! "$VENV/bin/python" -c "import mwcore_native"; then
+    sed 's/^/bootstrap:   /' "$log" >&2
+    say "the native core did not build (its build output is above)"
+    exit 1
+  fi
+else
+  say "no Rust toolchain (cargo): the native core is not built; MW_CORE=python, the default, needs none (to build it: https://rustup.rs, then make bootstrap)"
+fi
 # The broker: a pinned Apache Kafka from Maven Central, cached (see mwcore/tools/stack/kafka_broker.py).
 "$VENV/bin/python" -m mwcore.tools.stack.kafka_broker fetch
 # Spark's Kafka source (archive reads go through it): resolved by Spark into its Ivy

@@ -309,15 +309,13 @@ class CountWithBytearrays(WeakProbe):
 
 def test_a_codecs_bytearray_is_committed_as_bytes() -> None:
     from mwcore.store.fast_script import pack_call
-    from mwcore.store.redis_store import RedisCheckpointStore
+    from mwcore.store.redis_store import commit_args
 
     interval, store, registry = make(CountWithBytearrays())
     interval.process([msg(registry, 0, 3), msg(registry, 1, 4)])
     ready = interval.prepare()
     assert ready is not None and ready.checkpoint.state == {b"k": b"7"}
-    packer = RedisCheckpointStore.__new__(RedisCheckpointStore)
-    packer._fencing = True
-    pack_call("0" * 40, (), packer._commit_args("t", ready.checkpoint))  # hiredis takes only bytes
+    pack_call("0" * 40, (), commit_args("t", True, ready.checkpoint))  # hiredis takes only bytes
     interval.committed(ready, store.commit(IV, interval.token, ready.checkpoint))
     assert store.load_state(IV, [b"k"]) == [b"7"]
 

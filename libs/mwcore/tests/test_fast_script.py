@@ -10,7 +10,7 @@ import redis
 from mwcore.store.checkpoint import Checkpoint, encode_batch
 from mwcore.store.fast_script import Arg, FastScript, pack_call
 from mwcore.store.interface import IntervalId
-from mwcore.store.redis_store import RedisCheckpointStore
+from mwcore.store.redis_store import RedisCheckpointStore, commit_args
 
 IV = IntervalId("fast", "comp", 0)
 ODD_ID = b"\r\n$3\r\n\x00\xff" + b"i" * 8  # RESP framing and non-UTF-8 bytes inside an id
@@ -36,8 +36,7 @@ def test_a_checkpoint_packs_as_its_sections_in_order() -> None:
         seen_gc_below=1_767_000_000_000,
         segments={b"s" * 16: b"seg"},
     )
-    store = RedisCheckpointStore(redis.Redis())  # packing only: never connects
-    args = store._commit_args("tok", cp)
+    args = commit_args("tok", True, cp)
     expected: list[Arg] = [
         "tok", "1", b"c" * 16,
         1, b"k", b"v", 1, b"gone",   # state: sets, deletes
@@ -50,7 +49,7 @@ def test_a_checkpoint_packs_as_its_sections_in_order() -> None:
         1, b"s" * 16, b"seg", 0,     # segments
     ]  # fmt: skip
     assert args == expected
-    keys = store.keys(IV).commit_keys()
+    keys = RedisCheckpointStore(redis.Redis()).keys(IV).commit_keys()  # packing only: never connects
     sha = "0" * 40
     assert pack_call(sha, keys, args) == resp(["EVALSHA", sha, len(keys), *keys, *expected])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import redis
@@ -18,13 +19,17 @@ from mwcore.tools.stack.localstack import RedisServer
 IV = IntervalId("contract", "comp", 0)
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", "redis", "redis-native"])
 def store(request: pytest.FixtureRequest, redis_server: RedisServer) -> CheckpointStore:
+    """The in-memory twin, and the Redis store with each core's packing of commits
+    (``redis-native``: ``mwcore_native``, skipped only where no Rust toolchain is)."""
     if request.param == "memory":
         return MemoryCheckpointStore()
+    if request.param == "redis-native" and shutil.which("cargo") is None:
+        pytest.skip("no Rust toolchain: the native core is not built here")
     client = redis.Redis(port=redis_server.port)
     client.flushall()
-    return RedisCheckpointStore(client)
+    return RedisCheckpointStore(client, core="native" if request.param == "redis-native" else "python")
 
 
 def _full_checkpoint() -> Checkpoint:

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mwcore.api.signing import MIN_SECRET_CHARS, Signer
 from mwcore.controls import SAFE, NegativeControls, variable
+from mwcore.core import Core
 from mwcore.errors import ConfigError
 from mwcore.limits import NAMESPACE_PATTERN
 
@@ -145,6 +146,8 @@ class WorkerSettings(ProcessSettings):
     fault_log: str = ""
     # set in the children of a worker pool (process/pool.py): they run as plain workers
     pool_child: bool = False
+    # python: the pure-Python runtime (the reference); native: the Rust core (mwcore/core.py)
+    core: Core = "python"
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runtime.runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)

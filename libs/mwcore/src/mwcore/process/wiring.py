@@ -54,6 +54,7 @@ def build_worker(
         retries=REDIS_RETRIES,
         replicas=default_wait_replicas(client) if wait == "auto" else wait,
         wait_ms=settings.redis_wait_ms,
+        core=settings.core,
     )
     signer = settings.signer()
     watermarks: WatermarkSource

@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import hiredis
 import redis
@@ -58,7 +58,19 @@ def pack_call(sha: str, keys: Sequence[Arg], args: Sequence[Arg]) -> bytes:
     return _pack(("EVALSHA", sha, len(keys), *keys, *args))
 
 
-Call = tuple[Sequence[Arg], Sequence[Arg]]
+class Packed(NamedTuple):
+    """A call whose ``EVALSHA`` command the caller packed itself (the native core
+    packs a checkpoint straight from its dicts): sent as it is."""
+
+    command: bytes
+
+
+Call = tuple[Sequence[Arg], Sequence[Arg] | Packed]  # (keys: the first routes it, args)
+
+
+def packed(sha: str, call: Call) -> bytes:
+    keys, args = call
+    return args.command if isinstance(args, Packed) else pack_call(sha, keys, args)
 
 
 class FastScript:
@@ -81,7 +93,7 @@ class FastScript:
         self._retry_s = retry_s
         self._conns: dict[str, Any] = {}
 
-    def __call__(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
+    def __call__(self, keys: Sequence[Arg], args: Sequence[Arg] | Packed) -> Any:
         reply = self.call_many([(keys, args)])[0]
         if isinstance(reply, redis.ResponseError):
             raise reply
@@ -120,9 +132,9 @@ class FastScript:
             groups.setdefault(name, (conn, replicas, []))[2].append(i)
         again: list[int] = []
         for conn, replicas, members in groups.values():
-            packed = [pack_call(self.sha, *calls[i]) for i in members]
+            commands = [packed(self.sha, calls[i]) for i in members]
             try:
-                got = self._round_trip_loading(conn, packed, replicas)
+                got = self._round_trip_loading(conn, commands, replicas)
             except (redis.ConnectionError, redis.TimeoutError):
                 conn.disconnect()
                 raise

@@ -11,11 +11,12 @@ import redis
 from redis.backoff import ExponentialBackoff
 
 from mwcore.controls import SAFE, NegativeControls
+from mwcore.core import Core, native
 from mwcore.errors import CheckpointError, FencedError
 from mwcore.store import scripts
 from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_batch, decode_entry, encode_batch
 from mwcore.store.client import REDIS_RETRIES, RedisClient, execute, redis_client
-from mwcore.store.fast_script import Arg, FastScript
+from mwcore.store.fast_script import Arg, Call, FastScript, Packed
 from mwcore.store.interface import IntervalId
 from mwcore.watermarks.report_format import STREAM_MAXLEN, decode_segments, report_stream
 
@@ -65,8 +66,10 @@ class RedisCheckpointStore:
         retries: int = 5,
         replicas: int = 0,
         wait_ms: int = 5_000,
+        core: Core = "python",  # native: checkpoints packed by mwcore_native (mwcore/core.py)
     ) -> None:
         self._r = client
+        self._pack_native = native().pack_commit if core == "native" else None
         self._fencing = not controls.disable_fencing
         self._scheme: TokenScheme = "counter-only" if controls.counter_tokens else "safe"
         self._retries = retries
@@ -190,7 +193,7 @@ class RedisCheckpointStore:
 
     def commit_many(self, commits: Sequence[tuple[IntervalId, str, Checkpoint]]) -> list[int | FencedError]:
         """Each checkpoint as its own atomic, fenced script call, all in one round trip."""
-        calls = [(self.keys(iv).commit_keys(), self._commit_args(token, cp)) for iv, token, cp in commits]
+        calls = [self._commit_call(iv, token, cp) for iv, token, cp in commits]
         delay = 0.05
         for attempt in range(self._retries + 1):
             try:
@@ -215,28 +218,14 @@ class RedisCheckpointStore:
                 results.append(int(reply))
         return results
 
-    def _commit_args(self, token: str, cp: Checkpoint) -> list[Arg]:
+    def _commit_call(self, interval: IntervalId, token: str, cp: Checkpoint) -> Call:
+        """The commit script's call for one checkpoint: its keys and arguments, or
+        (native core) the call packed whole."""
+        keys = self.keys(interval).commit_keys()
+        if self._pack_native is None:
+            return keys, commit_args(token, self._fencing, cp)
         commit_id = cp.commit_id or os.urandom(16)
-        args: list[Arg] = [token, "1" if self._fencing else "0", commit_id]
-        _sets_and_deletes(args, cp.state)
-        _sets_and_deletes(args, cp.timers)
-        args.append(len(cp.pending))
-        for key, productions in cp.pending.items():
-            args += (key, encode_batch(productions))
-        args.append(len(cp.acked))
-        args += cp.acked
-        args.append(len(cp.seen))
-        for rid, ts in cp.seen.items():
-            args += (ts, rid)
-        args.append(len(cp.positions))
-        for pos_field, off in cp.positions.items():
-            args += (pos_field, off)
-        if cp.seen_gc_below is None:
-            args.append(0)
-        else:
-            args += (1, cp.seen_gc_below)
-        _sets_and_deletes(args, cp.segments)
-        return args
+        return keys, Packed(self._pack_native(self._commit.sha, keys, token, self._fencing, commit_id, cp))
 
     def commits_by_token(self, interval: IntervalId) -> dict[str, int]:
         """How many commits each token got accepted (an audit trail for the tests)."""
@@ -247,6 +236,32 @@ class RedisCheckpointStore:
             if name.startswith("c:"):
                 out[name[2:]] = int(v)
         return out
+
+
+def commit_args(token: str, fencing: bool, cp: Checkpoint) -> list[Arg]:
+    """The commit script's arguments (the reference of ``mwcore_native.pack_commit``,
+    whose output is ``pack_call(sha, keys, these)``)."""
+    commit_id = cp.commit_id or os.urandom(16)
+    args: list[Arg] = [token, "1" if fencing else "0", commit_id]
+    _sets_and_deletes(args, cp.state)
+    _sets_and_deletes(args, cp.timers)
+    args.append(len(cp.pending))
+    for key, productions in cp.pending.items():
+        args += (key, encode_batch(productions))
+    args.append(len(cp.acked))
+    args += cp.acked
+    args.append(len(cp.seen))
+    for rid, ts in cp.seen.items():
+        args += (ts, rid)
+    args.append(len(cp.positions))
+    for pos_field, off in cp.positions.items():
+        args += (pos_field, off)
+    if cp.seen_gc_below is None:
+        args.append(0)
+    else:
+        args += (1, cp.seen_gc_below)
+    _sets_and_deletes(args, cp.segments)
+    return args
 
 
 def _sets_and_deletes(args: list[Arg], writes: dict[bytes, bytes | None]) -> None:
