@@ -19,7 +19,8 @@ Run: ``make bench`` (or ``.venv/bin/python bench/throughput.py [--records N]``).
    record was produced).
 
 Prints the figures; the last line is a JSON object with ``records_per_s``,
-``raw_consume_records_per_s`` and ``ratio`` among others.
+``raw_consume_records_per_s``, ``ratio`` and ``core`` (``MW_CORE``: ``python``, the
+default, or ``native``) among others.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ from pathlib import Path
 import redis
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: bench.* importable
+
+from bench.profiling import Spy, breakdown
 from mwcore.api import ids
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
@@ -163,10 +167,17 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def run_worker(
-    stack: LocalStack, namespace: str, topic: str, ends: dict[int, int], cls: str = "KeyedCount", **env: str
+    stack: LocalStack,
+    namespace: str,
+    topic: str,
+    ends: dict[int, int],
+    cls: str = "KeyedCount",
+    profile: Path | None = None,
+    **env: str,
 ) -> dict[str, float]:
     """Throughput of one worker process, and the CPU it used per record over the same
-    window (less noisy than the rate: the broker and Redis share the two cores)."""
+    window (less noisy than the rate: the broker and Redis share the two cores);
+    ``profile``: py-spy samples of that window (``bench/profiling.py``)."""
     r = redis.Redis.from_url(stack.redis_url)
     computation = "keyed_count" if cls == "KeyedCount" else "keyed_count_every"
     proc = subprocess.Popen(
@@ -174,6 +185,7 @@ def run_worker(
         env=worker_env(stack, namespace, **env),
         cwd=ROOT,
     )
+    spy = Spy(proc.pid, profile) if profile else None
     try:
         start = None
         cpu_start = None
@@ -183,6 +195,8 @@ def run_worker(
             done = sum(pos)
             if start is None and done > 0:
                 start, start_done, cpu_start = time.perf_counter(), done, cpu_seconds(proc.pid)
+                if spy is not None:
+                    spy.start()
             if all(pos[p] >= ends.get(p, 0) for p in range(PARTITIONS)):
                 break
             if proc.poll() is not None:
@@ -190,6 +204,8 @@ def run_worker(
             time.sleep(0.02)
         elapsed = time.perf_counter() - start  # type: ignore[operator]
         cpu_end = cpu_seconds(proc.pid)
+        if spy is not None:
+            spy.stop()
         records = total - start_done
         out = {"records_per_s": records / elapsed, "seconds": elapsed}
         if cpu_start is not None and cpu_end is not None:
@@ -298,6 +314,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--latency-seconds", type=int, default=20)
     parser.add_argument("--latency-rate", type=int, default=10_000)
+    parser.add_argument("--profile", type=Path, help="py-spy the worker's timed span (b) into this file")
     args = parser.parse_args()
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     with LocalStack() as stack:
@@ -313,7 +330,7 @@ def main() -> None:
         print(
             f"(a') library floor (consume, decode, encode, produce, acks): {floor:,.0f} records/s", flush=True
         )
-        worker = run_worker(stack, namespace, topic, ends)
+        worker = run_worker(stack, namespace, topic, ends, profile=args.profile)
         print(
             f"(b) keyed count, exactly-once, strong productions: {worker['records_per_s']:,.0f} records/s"
             f" ({worker.get('cpu_us_per_record', 0):.1f} us of worker CPU per record)",
@@ -340,6 +357,8 @@ def main() -> None:
         "worker_cpu_us_per_record": round(worker.get("cpu_us_per_record", 0), 1),
         "emit_per_second_records_per_s": round(every["records_per_s"]),
         **latency,
+        "core": os.environ.get("MW_CORE", "python"),  # the worker's (it inherits the environment)
+        **({"profile": breakdown(args.profile)} if args.profile and args.profile.exists() else {}),
     }
     print(json.dumps(result))
 
