@@ -1,0 +1,70 @@
+"""The native core (``MW_CORE=native``) on a real Kafka and Redis: two workers of the
+running sum, each SIGKILLed once while records (1% re-sent) flow in, and every sum
+exactly once; the workers say which core they run.
+
+Negative control: the same on the native core with record-id dedup off
+(``MW_UNSAFE_DISABLE_DEDUP``): the re-sent records are counted twice, and the same
+check finds it.
+
+Skipped only where no Rust toolchain is installed (``make bootstrap`` builds the core
+where cargo is).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.tools.stack.localstack import LocalStack
+from mwcore.transport.writer import SourceWriter
+from testbed.procs import joined, wait_until
+from tests.support.running_sum import Deployment, Injector, make_inputs, verify
+
+pytestmark = pytest.mark.skipif(shutil.which("cargo") is None, reason="no Rust toolchain: no native core")
+
+
+def run_on_native(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path, **env: str
+) -> tuple[list[str], list[str]]:
+    """Problems ``verify`` finds, and the workers' logs."""
+    dep = Deployment.on(stack, namespace, tmp_path, worker_env={"MW_CORE": "native", **env})
+    inputs = make_inputs(30_000, 300, dup_rate=0.01, seed=41)
+    workers = [dep.add_worker("n0").start(), dep.add_worker("n1").start()]
+    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    injector = Injector(writer, inputs, rate=3_000)
+    injector.start()
+    try:
+        wait_until(lambda: min(dep.commits()) >= 2, 90, what="two checkpoints per interval")
+        for w in workers:
+            w.kill()
+            w.start()
+            target = sum(dep.commits()) + 8
+            wait_until(lambda t=target: sum(dep.commits()) >= t, 90, what="commits after the restart")
+        joined(injector, 120, "the injector")
+        dep.wait_caught_up(writer.end_offsets, timeout=180)
+    finally:
+        injector.release.set()
+        for w in workers:
+            w.terminate()
+    return verify(inputs, registry, dep), [w.logs() for w in workers]
+
+
+@pytest.mark.exactly_once
+def test_the_native_core_keeps_exactly_once_through_crashes(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    problems, logs = run_on_native(stack, registry, namespace, tmp_path)
+    assert all('"core": "native"' in text for text in logs), logs[0][-2000:]
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.exactly_once
+@pytest.mark.negative_control
+def test_negative_control_the_native_core_without_dedup_counts_resent_records_twice(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+) -> None:
+    problems, _ = run_on_native(stack, registry, namespace, tmp_path, MW_UNSAFE_DISABLE_DEDUP="true")
+    assert problems, "without dedup the re-sent records should have been counted twice"
