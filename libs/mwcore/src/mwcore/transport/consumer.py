@@ -19,6 +19,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from mwcore.errors import ConfigError
 from mwcore.transport.message import Message
 from mwcore.transport.topics import consumer_config
+from mwcore.transport.transient import through_transient
 
 log = structlog.get_logger("mwcore.transport")
 
@@ -150,8 +151,10 @@ class GroupConsumer:
         tp = TopicPartition(part.topic, part.partition)
         if cached:
             _, high = self._c.get_watermark_offsets(tp, cached=True)
-        else:
-            _, high = self._c.get_watermark_offsets(tp, timeout=timeout, cached=False)
+        else:  # a leader moving (a broker died) is asked again, within the timeout
+            _, high = through_transient(
+                lambda left: self._c.get_watermark_offsets(tp, timeout=left, cached=False), timeout
+            )
         return int(high)
 
     def position(self, part: Part) -> int:

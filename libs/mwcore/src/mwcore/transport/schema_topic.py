@@ -64,6 +64,7 @@ from mwcore.serde.compat import upgrade_refusal
 from mwcore.serde.schema_doc import standalone
 from mwcore.transport.rejections import REJECTED
 from mwcore.transport.topics import consumer_config, ensure_topics, producer_config, topic_name
+from mwcore.transport.transient import through_transient
 
 log = structlog.get_logger("mwcore.transport.schema_topic")
 
@@ -160,8 +161,10 @@ class SchemaTopic:
             if consumer is None:
                 return
             tp = TopicPartition(self.topic, 0)
-            _, end = consumer.get_watermark_offsets(tp, timeout=self.timeout_s, cached=False)
             deadline = time.monotonic() + self.timeout_s
+            _, end = through_transient(  # a leader moving (a broker died) is asked again
+                lambda left: consumer.get_watermark_offsets(tp, timeout=left, cached=False), self.timeout_s
+            )
             while self._next < end:
                 if time.monotonic() > deadline:
                     raise SchemaLookupError(f"could not read {self.topic} to its end in {self.timeout_s}s")
