@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test test-fast lint format up bench bench-archive bench-replay compose-env clean
+.PHONY: bootstrap test test-fast lint format up bench bench-archive bench-replay compose-env wheel clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -52,6 +52,15 @@ compose-env:
 	@if [ -e .env ]; then echo ".env exists: keeping it"; else \
 	  umask 077; python3 -c 'import secrets; print("ZG_REDIS_PASSWORD=" + secrets.token_urlsafe(24)); print("ZG_ID_SECRET=" + secrets.token_urlsafe(32))' > .env; \
 	  echo "wrote .env (mode 0600): ZG_REDIS_PASSWORD, ZG_ID_SECRET"; fi
+
+## make wheel: into dist/, a wheel of mwcore and one of its native core (abi3: any CPython 3.11+ on this platform; installing either needs no Rust)
+wheel: bootstrap
+	@command -v cargo >/dev/null 2>&1 || { echo "make wheel: the native core needs Rust's cargo (https://rustup.rs)"; exit 2; }
+	rm -rf dist && mkdir -p dist
+	$(BIN)/pip wheel -q --no-deps -w dist libs/mwcore
+	CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$$HOME/.cache/mwcore/cargo-target} \
+	  $(BIN)/maturin build --release --quiet -o dist -m libs/mwcore/native/Cargo.toml
+	@ls dist
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""What a computation's author writes against: computations, context, records, ids, state codecs."""

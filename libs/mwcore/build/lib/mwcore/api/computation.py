@@ -1,0 +1,141 @@
+"""The computation API: what a user subclasses and declares.
+
+A computation is pure: ``process_record`` and ``process_timer`` read and write the
+current key's state, set and clear timers, and produce records, all through the
+context, which only records what was asked. The runtime commits it.
+
+Example::
+
+    class RunningSum(Computation):
+        name = "running_sum"
+        inputs = (Input("numbers"),)
+        outputs = (Output("sums", schema="mw.examples.Sum"),)
+        state = JsonCodec[int]()
+
+        def process_record(self, ctx: Context, record: Record) -> None:
+            total = (ctx.state.get() or 0) + record.value["n"]
+            ctx.state.set(total)
+            ctx.produce("sums", {"key": ctx.key, "total": total}, record.timestamp)
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from mwcore.api.codecs import JsonCodec, StateCodec
+from mwcore.api.record import Record, Timer
+from mwcore.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mwcore.api.context import Context
+
+KeyExtractor = Callable[[Any], str]
+_NAME = re.compile(r"^[a-z][a-z0-9_\-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Input:
+    """An input stream.
+
+    ``key=None`` keys records by the stream's own key (its partitioning). A key
+    extractor (a function of the decoded value) re-keys the stream: the runtime
+    adds one hop through a repartition topic so every key has one owner.
+    ``schema`` is the reader schema (required).
+    """
+
+    stream: str
+    schema: str | None = None
+    key: KeyExtractor | None = None
+    # False: a side input (e.g. model updates published now and then) that does not
+    # hold this computation's watermark; its records apply whenever they arrive.
+    watermark: bool = True
+
+
+@dataclass(frozen=True)
+class Output:
+    """An output stream and the Avro schema its values are written with."""
+
+    stream: str
+    schema: str
+    partitions: int | None = None  # None: the computation's partition count
+
+
+@dataclass(frozen=True)
+class Options:
+    """Delivery options.
+
+    ``productions="weak"`` sends productions before the checkpoint (lower latency, for
+    idempotent code); those not yet acknowledged when the batch commits are
+    checkpointed with it. ``"strong"`` checkpoints them first and sends them after. ``exactly_once=False``
+    skips record-id deduplication (at-least-once for inputs re-sent upstream).
+    """
+
+    exactly_once: bool = True
+    productions: Literal["strong", "weak"] = "strong"
+    start_from: Literal["earliest", "latest"] = "earliest"
+    # Records an injector let through behind its watermark: "route" sends them, as
+    # they came, to ``<name>.late`` (header mw-late-ms: how late); "drop" only counts.
+    late: Literal["route", "drop"] = "route"
+
+
+class Computation:
+    """Subclass, declare the class attributes, implement the two process methods."""
+
+    name: ClassVar[str]
+    inputs: ClassVar[tuple[Input, ...]]
+    outputs: ClassVar[tuple[Output, ...]] = ()
+    state: ClassVar[StateCodec[Any]] = JsonCodec()
+    options: ClassVar[Options] = Options()
+    partitions: ClassVar[int] = 4  # key intervals, when the runtime creates the inputs
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        raise NotImplementedError
+
+    def process_timer(self, ctx: Context, timer: Timer) -> None:
+        return None
+
+    @classmethod
+    def validate(cls) -> None:
+        """Raise ConfigError naming what is wrong with the declaration."""
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ConfigError(f"{where}: name must match {_NAME.pattern}, got {name!r}")
+        inputs = getattr(cls, "inputs", ())
+        if not inputs:
+            raise ConfigError(f"{where}: declare at least one Input in `inputs`")
+        for inp in inputs:
+            if inp.schema is None:
+                raise ConfigError(f"{where}: input {inp.stream!r} needs schema=<Avro full name>")
+        streams = [i.stream for i in inputs]
+        if len(set(streams)) != len(streams):
+            raise ConfigError(f"{where}: an input stream is declared twice: {streams}")
+        outs = [o.stream for o in cls.outputs]
+        if len(set(outs)) != len(outs):
+            raise ConfigError(f"{where}: an output stream is declared twice: {outs}")
+        if cls.options.productions not in ("strong", "weak"):
+            raise ConfigError(f"{where}: options.productions must be 'strong' or 'weak'")
+        if cls.options.late not in ("route", "drop"):
+            raise ConfigError(f"{where}: options.late must be 'route' or 'drop'")
+        if cls.partitions < 1:
+            raise ConfigError(f"{where}: partitions must be at least 1")
+
+
+def load_computation(spec: str) -> type[Computation]:
+    """``package.module:ClassName`` -> the class (validated), with a clear error if it is not one."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"{spec!r}: expected module:Class, e.g. mwcore.examples.running_sum:RunningSum")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name}: {exc}") from exc
+    cls = getattr(module, attr, None)
+    if not (isinstance(cls, type) and issubclass(cls, Computation)):
+        raise ConfigError(f"{spec!r} is not a Computation subclass")
+    cls.validate()
+    return cls

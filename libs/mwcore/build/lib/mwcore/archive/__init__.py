@@ -1,0 +1,1 @@
+"""Batch over archived streams: the batch runner, replay (backfill), and Spark."""

@@ -1,0 +1,1 @@
+"""Example computations used by the quick start, the tests and the benchmarks."""

@@ -1,0 +1,48 @@
+"""A keyed running sum: per-key state, one production per record, a wall-time flush timer.
+
+``numbers`` (key, n) -> ``sums`` (key, total, count after this record) and, every
+``FLUSH_MS`` of wall time per active key, ``totals`` (key, total, count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mwcore import Computation, Context, DataclassCodec, Input, Output, Record, TimeDomain, Timer
+
+FLUSH_MS = 200
+
+
+@dataclass
+class SumState:
+    total: int = 0
+    count: int = 0
+    flush_pending: bool = False
+
+
+class RunningSum(Computation):
+    name = "running_sum"
+    inputs = (Input("numbers", schema="mw.examples.Number"),)
+    outputs = (
+        Output("sums", schema="mw.examples.Sum"),
+        Output("totals", schema="mw.examples.Sum"),
+    )
+    state = DataclassCodec(SumState)
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if record.value["n"] < 0:
+            raise ValueError(f"negative amount {record.value['n']}")  # goes to the dead letters
+        st: SumState = ctx.state.get() or SumState()
+        st.total += record.value["n"]
+        st.count += 1
+        ctx.produce("sums", {"key": ctx.key, "total": st.total, "count": st.count}, record.timestamp)
+        if not st.flush_pending:
+            st.flush_pending = True
+            ctx.timers.set("flush", ctx.now_ms() + FLUSH_MS, TimeDomain.WALL)
+        ctx.state.set(st)
+
+    def process_timer(self, ctx: Context, timer: Timer) -> None:
+        st: SumState = ctx.state.get() or SumState()
+        st.flush_pending = False
+        ctx.produce("totals", {"key": ctx.key, "total": st.total, "count": st.count}, timer.timestamp)
+        ctx.state.set(st)

@@ -1,0 +1,1 @@
+"""One process: settings read at the edge, logging, metrics, preflight checks, and wiring the parts."""

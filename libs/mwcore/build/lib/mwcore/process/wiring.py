@@ -1,0 +1,128 @@
+"""Wiring: build a worker for a computation class from settings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import structlog
+
+from mwcore.api.clock import MAX_WATERMARK
+from mwcore.api.computation import Computation
+from mwcore.injector.injector import Injector
+from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
+from mwcore.runtime.config import WorkerConfig
+from mwcore.runtime.faults import Faults
+from mwcore.runtime.worker import Worker
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.authority_log import RedisAuthorityLog
+from mwcore.store.client import REDIS_RETRIES, default_wait_replicas, redis_client
+from mwcore.store.manual_watermark import RedisWatermark
+from mwcore.store.redis_store import RedisCheckpointStore
+from mwcore.store.report_sink import RedisReportSink
+from mwcore.transport.schema_topic import SchemaTopic
+from mwcore.transport.watermark_topic import TopicWatermark, WatermarkFeed, WatermarkPublisher
+from mwcore.watermarks.authority import Authority, AuthorityConfig
+from mwcore.watermarks.source import FixedWatermark, WatermarkSource
+
+log = structlog.get_logger("mwcore.process.wiring")
+
+
+def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Worker]:
+    """The computation's worker, then one for each of its rekey stages; they share the
+    schema registry and the schemas topic (its lookups and what it has read)."""
+    from mwcore.runtime.rekey import rekey_stages
+
+    stages = rekey_stages(cls, settings.unsafe)
+    registry, schemas = build_schemas(settings)
+    return [build_worker(c, settings, registry, schemas) for c in (cls, *stages)]
+
+
+def build_schemas(settings: WorkerSettings) -> tuple[SchemaRegistry, SchemaTopic]:
+    """The schemas directory, with the namespace's schemas topic plugged in for writer
+    schemas it lacks (unless ``MW_UNSAFE_NO_SCHEMA_LOOKUP``, a negative control)."""
+    registry = SchemaRegistry.from_directory(settings.schemas_dir)
+    schemas = SchemaTopic(settings.bootstrap, settings.namespace)
+    if not settings.unsafe.no_schema_lookup:
+        registry.use_source(schemas)
+    return registry, schemas
+
+
+def build_worker(
+    cls: type[Computation], settings: WorkerSettings, registry: SchemaRegistry, schemas: SchemaTopic
+) -> Worker:
+    client = redis_client(settings.redis_url)
+    wait = settings.redis_wait_replicas
+    store = RedisCheckpointStore(
+        client,
+        controls=settings.unsafe,
+        retries=REDIS_RETRIES,
+        replicas=default_wait_replicas(client) if wait == "auto" else wait,
+        wait_ms=settings.redis_wait_ms,
+        core=settings.core,
+    )
+    log.info("core", computation=cls.name, core=settings.core)
+    signer = settings.signer()
+    watermarks: WatermarkSource
+    if settings.watermark == "authority":
+        watermarks = TopicWatermark(WatermarkFeed(settings.bootstrap, settings.namespace, signer))
+    elif settings.watermark == "redis":
+        watermarks = RedisWatermark(client, prefix=f"mw:wm:{settings.namespace}")
+    elif settings.watermark == "max":
+        watermarks = FixedWatermark(MAX_WATERMARK)
+    else:
+        watermarks = FixedWatermark()
+    config = WorkerConfig(
+        bootstrap=settings.bootstrap,
+        namespace=settings.namespace,
+        worker_id=settings.worker_id,
+        instance_id=settings.instance_id,
+        max_batch_records=settings.max_batch_records,
+        max_batch_delay_ms=settings.max_batch_delay_ms,
+        session_timeout_ms=settings.session_timeout_ms,
+        latency_out=settings.latency_out,
+        witness_gate=settings.witness_gate,
+        health_stall_s=settings.metrics_stall_s,
+        report_interval_ms=settings.report_interval_ms,
+        seen_gc_slack_ms=settings.seen_gc_slack_ms,
+        accept_store_rollback=settings.accept_store_rollback,
+        controls=settings.unsafe,
+        signer=signer,
+    )
+    return Worker(
+        cls(),
+        config,
+        store,
+        registry,
+        watermarks,
+        faults=Faults(settings.faults, settings.fault_log),
+        reports=RedisReportSink(client, settings.namespace),
+        schemas=schemas,
+    )
+
+
+def build_authority(settings: AuthoritySettings) -> Authority:
+    config = AuthorityConfig(
+        namespace=settings.namespace,
+        shard=settings.authority_shard,
+        shards=settings.authority_shards,
+        block_ms=settings.authority_block_ms,
+        percentile=settings.authority_percentile,
+        controls=settings.unsafe,
+    )
+    log = RedisAuthorityLog(redis_client(settings.redis_url), settings.namespace)
+    publisher = WatermarkPublisher(settings.bootstrap, settings.namespace, settings.signer())
+    return Authority(log, publisher, config)
+
+
+def build_injector(name: str, outputs: Mapping[str, str | None], settings: InjectorSettings) -> Injector:
+    return Injector(
+        bootstrap=settings.bootstrap,
+        client=redis_client(settings.redis_url),
+        registry=SchemaRegistry.from_directory(settings.schemas_dir),
+        name=name,
+        outputs=outputs,
+        namespace=settings.namespace,
+        index=settings.injector_index,
+        processes=settings.injector_processes,
+        signer=settings.signer(),
+    )

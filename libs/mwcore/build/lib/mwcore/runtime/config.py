@@ -1,0 +1,35 @@
+"""A worker's configuration, read once at the process's edge (``process.settings``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mwcore.api.signing import UNSIGNED, Signer
+from mwcore.controls import SAFE, NegativeControls
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    bootstrap: str
+    namespace: str = "default"
+    worker_id: str = "worker"
+    instance_id: str | None = None  # static group membership: fast restarts
+    max_batch_records: int = 5000
+    max_batch_delay_ms: int = 10
+    # productions and watermark reports of a checkpoint wait until the commit witness
+    # covers it (witness.py); off: the witness only detects (no added latency)
+    witness_gate: bool = True
+    health_stall_s: float = 60.0  # no progress this long while input waits: unhealthy (health.py)
+    session_timeout_ms: int = 1500  # also sets the heartbeat: a tenth of it
+    poll_records: int = 5000
+    max_cache_keys: int = 100_000
+    # after a batch is redone (runtime/effects.py), each call's state is encoded at once
+    # for at least this long: a steady stream of failing records is not redone batch by batch
+    careful_s: float = 30.0
+    latency_out: str = ""  # if set: record commit latency, write percentiles here at exit
+    refence_backoff_s: float = 10.0  # after losing an interval to another grant
+    report_interval_ms: int = 50  # watermark reports to the authority
+    seen_gc_slack_ms: int = 60_000
+    accept_store_rollback: bool = False  # an operator's choice after a stop (MW_ACCEPT_STORE_ROLLBACK)
+    controls: NegativeControls = SAFE  # MW_UNSAFE_*: the negative controls (mwcore/controls.py)
+    signer: Signer = UNSIGNED  # MW_ID_SECRET: ids signed and checked (api/signing.py)

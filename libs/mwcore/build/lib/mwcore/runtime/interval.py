@@ -1,0 +1,402 @@
+"""One owned key interval: its soft state and the batch being built.
+
+Soft state (decoded per-key state, timer queue, seen-id filter, positions, productions
+in flight) is valid only while the interval's token is current (semantics I-5); on
+``FencedError`` the worker drops the whole object.
+
+A batch goes: ``process`` (records) and ``fire_timers`` add effects (through the
+``Applier``); ``prepare`` turns them into a ``PreparedCommit``; the worker commits its
+checkpoint; ``committed`` then queues the productions to send (``take_to_send``).
+Acknowledged productions are deleted in a later checkpoint; ``report`` builds the
+watermark report of the committed state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mwcore.api import ids
+from mwcore.api.clock import MIN_WATERMARK
+from mwcore.api.codecs import StateCodec
+from mwcore.api.computation import Computation
+from mwcore.api.record import Production, TimeDomain
+from mwcore.api.signing import UNSIGNED, Signer
+from mwcore.controls import SAFE, NegativeControls
+from mwcore.runtime import dead_letters
+from mwcore.runtime.counters import Counters
+from mwcore.runtime.dedup import SeenIds
+from mwcore.runtime.effects import Applier
+from mwcore.runtime.faults import NO_FAULTS, Faults
+from mwcore.runtime.intake import InputBinding, Intake, OpenBatch
+from mwcore.runtime.outbox import Outbox, OutboxBatch, OutboxCommit
+from mwcore.runtime.state_cache import StateCache
+from mwcore.runtime.timers import TimerQueue
+from mwcore.store.checkpoint import Checkpoint, Snapshot, TimerEntry, position_field
+from mwcore.store.interface import CheckpointStore, IntervalId
+from mwcore.transport.message import Message
+from mwcore.watermarks.report_format import Report, encode_segments
+
+
+@dataclass
+class IntervalDeps:
+    """What an interval needs from its worker (shared by all intervals of a worker)."""
+
+    computation: Computation
+    store: CheckpointStore
+    codec: StateCodec[Any]
+    inputs: dict[str, InputBinding]  # topic -> binding
+    encoders: dict[str, tuple[str, Callable[[Any], bytes]]]  # stream -> (topic, encode)
+    dead_letter_topic: str
+    late_topic: str = ""  # "": drop late records (counted)
+    exactly_once: bool = True
+    max_cache_keys: int = 100_000
+    careful_s: float = 30.0  # after a redo: each call's state encoded at once at least this long
+    seen_gc_slack_ms: int = 60_000  # seen ids are forgotten this long behind the input watermark
+    faults: Faults = NO_FAULTS
+    counters: Counters = field(default_factory=Counters)
+    record_latency: bool = False  # keep each batch's record timestamps (benchmarks)
+    on_error: Callable[[str, dict[str, Any]], None] = lambda event, info: None
+    clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000
+    witness_gated: bool = False  # productions and reports wait for the commit witness
+    controls: NegativeControls = SAFE  # MW_UNSAFE_*: the negative controls (mwcore/controls.py)
+    signer: Signer = UNSIGNED  # MW_ID_SECRET: input ids checked (api/signing.py)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedCommit:
+    """A batch made into a checkpoint, between ``Interval.prepare`` and
+    ``Interval.committed`` (the store's commit in between)."""
+
+    checkpoint: Checkpoint
+    outbox: OutboxCommit  # what the checkpoint does to the outbox
+
+
+@dataclass(frozen=True, slots=True)
+class ReportDraft:
+    """A watermark report of a committed state; ``segment_keys`` are the stored segments
+    it hands to the backlog (``Interval.reported`` once the report is written)."""
+
+    commits: int  # the checkpoint it shows
+    report: Report
+    segment_keys: list[bytes]
+
+
+class Interval:
+    def __init__(
+        self,
+        iid: IntervalId,
+        snapshot: Snapshot,
+        deps: IntervalDeps,
+        careful_until: dict[str, int] | None = None,
+    ) -> None:
+        """``careful_until``: a batch that reached these positions was dropped
+        (``RedoCareful``): each call's state is encoded at once until a checkpoint
+        passes them, and for at least ``deps.careful_s`` (``effects.py``)."""
+        self.id = iid
+        self.token = snapshot.token
+        self.deps = deps
+        self.comp = deps.computation
+        self.positions: dict[str, int] = dict(snapshot.positions)
+        self.committed_positions: dict[str, int] = dict(snapshot.positions)
+        self.commits = snapshot.commits
+        self.timers = TimerQueue()
+        for entry in snapshot.timers:
+            self.timers.set(entry)
+        self.cache = StateCache(deps.codec, self._load, deps.max_cache_keys)
+        self.applier = Applier(
+            self.comp,
+            self.cache,
+            self.timers,
+            deps.encoders,
+            deps.clock,
+            deps.counters,
+            deps.controls,
+            careful=careful_until is not None,
+        )
+        self.careful_until = careful_until
+        self._careful_since = time.monotonic()
+        self.seen = SeenIds(snapshot.seen, self._lookup_seen, self._all_seen, deps.counters)
+        self.intake = Intake(
+            name=str(iid),
+            inputs=deps.inputs,
+            seen=self.seen,
+            cache=self.cache,
+            applier=self.applier,
+            dead_letter_topic=deps.dead_letter_topic,
+            late_topic=deps.late_topic,
+            exactly_once=deps.exactly_once,
+            faults=deps.faults,
+            record_latency=deps.record_latency,
+            clock=deps.clock,
+            on_error=deps.on_error,
+            controls=deps.controls,
+            signer=deps.signer,
+        )
+        # Pending batches of the snapshot are sent again first.
+        self.outbox = Outbox(
+            snapshot.pending,
+            snapshot.segments,
+            recovered_commit=snapshot.commits,
+            gated=deps.witness_gated,
+            refuse=self._refused,
+        )
+        self._held_report: ReportDraft | None = None  # waiting for the commit witness
+        self._batch_seq = 0
+        self.watermark = MIN_WATERMARK  # the input watermark timers last fired on
+        self.seen_gc_done = MIN_WATERMARK
+        self._reset_batch()
+
+    # -- the store, for the state cache and dedup --------------------------------------
+
+    def _load(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        return self.deps.store.load_state(self.id, keys)
+
+    def _lookup_seen(self, rids: list[bytes]) -> list[bool]:
+        return self.deps.store.seen(self.id, rids)
+
+    def _all_seen(self) -> list[bytes]:
+        return self.deps.store.seen_ids(self.id)
+
+    # -- batch bookkeeping -------------------------------------------------------------
+
+    def _reset_batch(self) -> None:
+        self.open = OpenBatch()
+        self.batch = self.open.checkpoint  # what the batch will commit
+
+    @property
+    def opened_at(self) -> float | None:
+        """When the open batch got its first record or firing (None: no batch open)."""
+        return self.open.opened_at
+
+    def due(self, now: float, max_records: int, max_delay_s: float) -> bool:
+        """Whether the batch should be committed now (full, or open for ``max_delay_s``;
+        or acknowledgements waiting that long for their deletion)."""
+        if self.open.records >= max_records:
+            return True
+        started = self.open.opened_at
+        if started is None:
+            outbox = self.outbox
+            return outbox.has_cleanup and now - outbox.first_acked_at >= max_delay_s
+        return now - started >= max_delay_s
+
+    def idle(self) -> bool:
+        """No batch open: the soft state is exactly the last committed checkpoint."""
+        return self.open.opened_at is None and self.batch.is_empty() and not self.applier.dirty
+
+    @property
+    def has_cleanup(self) -> bool:
+        """Acknowledged productions or reported segments wait for a checkpoint."""
+        return self.outbox.has_cleanup
+
+    @property
+    def has_acked(self) -> bool:
+        """Productions acknowledged in full whose deletion is not committed yet."""
+        return bool(self.outbox.acked)
+
+    def open_production_ids(self) -> list[bytes]:
+        """Ids of the strong productions in the open batch."""
+        return [p.id for p in self.batch.productions]
+
+    def start_at(self, topic: str, partition: int, offset: int) -> None:
+        """Read ``topic``'s partition from ``offset`` (its end, for ``start_from="latest"``),
+        made durable by the next checkpoint."""
+        fld = position_field(topic, partition)
+        self.positions[fld] = offset
+        self.batch.positions[fld] = offset
+        self.open.touch()
+
+    def position(self, topic: str, partition: int) -> int | None:
+        """Where the partition resumes (the checkpoint's position), if it was ever read."""
+        return self.positions.get(position_field(topic, partition))
+
+    def committed_position(self, topic: str, partition: int) -> int | None:
+        return self.committed_positions.get(position_field(topic, partition))
+
+    def _new_batch_key(self) -> bytes:
+        self._batch_seq += 1
+        return ids.derive(self.token.encode(), self._batch_seq)
+
+    # -- watermark reports -------------------------------------------------------------
+
+    def oldest_work(self, handing_over: bool = False) -> int:
+        """Oldest timestamp this interval may still produce at or hold back: pending
+        productions not yet handed to the backlog, pending timers and watermark holds
+        (``TimeDomain.HOLD``: state the computation will produce from later). Only
+        meaningful when ``idle()`` (an open batch's records are still in the input backlog)."""
+        oldest = self.outbox.oldest(handing_over)
+        for domain in (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD):
+            ts = self.timers.oldest(domain)
+            if ts is not None and ts < oldest:
+                oldest = ts
+        return oldest
+
+    def is_witnessed(self) -> bool:
+        """The commit witness covers the last checkpoint (always, when not gated): a
+        watermark report may show its state."""
+        return not self.outbox.gated or self.outbox.witnessed_commits >= self.commits
+
+    def report(self, now_ms: int) -> ReportDraft | None:
+        """The watermark report of the committed state (call only when ``idle()``), or
+        None while the commit witness does not cover it: then it is held, and ``witness``
+        hands it out once it does. Its segments leave the oldest work in the same report
+        that hands them over. While a report is held no newer one is made: under load a
+        newer commit is always ahead of the witness, and a held report replaced by each
+        newer one would never be covered (the interval's reports starved)."""
+        if self._held_report is not None:
+            return None
+        keys, segments = self.outbox.handed()
+        report = Report(
+            index=self.id.index,
+            token=self.token,
+            oldest=self.oldest_work(handing_over=True),
+            positions=dict(self.committed_positions),
+            segments=tuple(segments),
+            sent_ms=now_ms,
+        )
+        draft = ReportDraft(self.commits, report, keys)
+        if self.is_witnessed():
+            self._held_report = None
+            return draft
+        self._held_report = draft
+        return None
+
+    def reported(self, draft: ReportDraft) -> None:
+        """The report is written: its segments are deleted by the next checkpoint."""
+        self.outbox.reported(draft.segment_keys)
+
+    def witness(self, commits: int) -> ReportDraft | None:
+        """The commit witness covers ``commits``: release the productions it covers, and
+        the held report if it now may be sent."""
+        self.outbox.witness(commits)
+        held = self._held_report
+        if held is not None and held.commits <= commits:
+            self._held_report = None
+            return held
+        return None
+
+    # -- records -----------------------------------------------------------------------
+
+    def process(self, messages: Sequence[Message]) -> None:
+        """Deduplicate, decode and run user code on messages of this interval, in order
+        (``intake.py``)."""
+        self.intake.process(messages, self.open, self.positions)
+
+    def latency_samples(self) -> tuple[list[int], list[int]]:
+        """The open batch's record timestamps and arrival times (when recorded)."""
+        return self.open.timestamps, self.open.arrivals
+
+    # -- timers --------------------------------------------------------------------------
+
+    def _refused(self, production: Production, why: str, error: str) -> Production:
+        """The dead letter that replaces a production the broker refuses for good."""
+        self.deps.counters.dead_letters += 1
+        dead = dead_letters.refused(self.deps.dead_letter_topic, production, why, error, self.deps.clock())
+        self.deps.on_error("production_refused", {"topic": production.topic, "error": error})
+        return dead
+
+    def _dead_letter_timer(self, entry: TimerEntry, firing_id: bytes, exc: Exception) -> None:
+        self.deps.counters.dead_letters += 1
+        if not self.deps.controls.drop_dead_letters:
+            dead = dead_letters.timer_dead_letter(self.deps.dead_letter_topic, entry, firing_id, exc)
+            self.batch.productions.append(dead)
+
+    def fire_timers(self, watermark: int, now_ms: int, limit: int = 10_000) -> int:
+        """Fire event timers below the input watermark and wall timers up to now.
+
+        At most ``limit`` firings per call: a timer that re-arms itself under a big
+        watermark jump would otherwise keep one batch open forever.
+        """
+        if watermark > self.watermark:
+            self.watermark = watermark
+        fired = self._fire(TimeDomain.EVENT, watermark, limit)
+        fired += self._fire(TimeDomain.WALL, now_ms + 1, limit - fired)
+        return fired
+
+    def _fire(self, domain: TimeDomain, limit_ts: int, max_firings: int) -> int:
+        oldest = self.timers.oldest(domain)
+        if max_firings <= 0 or oldest is None or oldest >= limit_ts:
+            return 0
+        self.open.touch()
+        faults = self.deps.faults
+        before = (
+            (lambda: faults.point("in_timer", lambda: {"interval": str(self.id)})) if faults.enabled else None
+        )
+        fired = self.applier.fire(domain, limit_ts, self.batch, self._dead_letter_timer, max_firings, before)
+        self.open.records += fired
+        return fired
+
+    # -- commit --------------------------------------------------------------------------
+
+    def prepare(self) -> PreparedCommit | None:
+        """The checkpoint of the open batch, or None if there is nothing to commit (the
+        batch is then closed). Call once per batch, then ``committed``. ``RedoCareful``:
+        a key's state cannot be encoded, the batch must be redone."""
+        cp = self.batch
+        self.applier.encode_dirty(cp)
+        if cp.productions:
+            cp.pending[self._new_batch_key()] = cp.productions
+        # Weak productions not acknowledged by now are checkpointed, like strong ones:
+        # those already sent and those made since the last send (e.g. by timers).
+        self.flush_weak()
+        handover = self.outbox.for_checkpoint(self._new_batch_key, weak=not self.deps.controls.unchecked_weak)
+        cp.pending.update(handover.pending())
+        cp.acked = handover.deleted
+        if handover.segments_key is not None:
+            cp.segments[handover.segments_key] = encode_segments(handover.segments)
+        for key in handover.handed:
+            cp.segments[key] = None
+        if cp.is_empty():
+            self._reset_batch()
+            return None
+        cp.records = self.open.records
+        cp.commit_id = self._new_batch_key()
+        floor = self.watermark - self.deps.seen_gc_slack_ms
+        if self.watermark > MIN_WATERMARK and floor >= self.seen_gc_done + 1000:
+            cp.seen_gc_below = floor
+        return PreparedCommit(cp, handover)
+
+    def committed(self, prepared: PreparedCommit, commits: int) -> None:
+        """The checkpoint is durable (the interval's ``commits``-th): its productions may
+        be sent (once the witness covers it, when gated)."""
+        cp = prepared.checkpoint
+        self.commits = commits
+        self.committed_positions.update(cp.positions)
+        if cp.seen_gc_below is not None:
+            self.seen_gc_done = cp.seen_gc_below
+        self.outbox.checkpointed(prepared.outbox)
+        if cp.productions:
+            for batch_key, productions in cp.pending.items():
+                if productions is cp.productions:
+                    self.outbox.committed(batch_key, productions, commits)
+        self._reset_batch()
+        self.seen.committed(cp.seen)
+        self.cache.trim()
+        until = self.careful_until
+        if (
+            until is not None
+            and time.monotonic() - self._careful_since >= self.deps.careful_s
+            and all(self.committed_positions.get(f, -1) >= o for f, o in until.items())
+        ):
+            self.careful_until = None  # past the batch that was redone, and for long enough
+            self.applier.careful = False
+
+    # -- sending -------------------------------------------------------------------------
+
+    def flush_weak(self) -> None:
+        """Hand the weak productions of the last calls to the outbox for sending."""
+        weak = self.applier.take_weak()
+        if weak:
+            self.outbox.send_weak(weak)
+
+    @property
+    def has_to_send(self) -> bool:
+        """New weak productions, or batches released or failed and re-queued."""
+        return bool(self.applier.weak or self.outbox.to_send or self.outbox.to_isolate)
+
+    def take_to_send(self) -> list[OutboxBatch]:
+        """The batches to send now (each is the delivery callback of its messages)."""
+        self.flush_weak()
+        return self.outbox.take_to_send()

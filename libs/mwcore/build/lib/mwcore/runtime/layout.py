@@ -1,0 +1,96 @@
+"""Where one computation's worker reads and writes in a namespace: its input topics
+(re-keyed inputs read their repartition topic), output topics, dead-letter and late
+topics, its consumer group, and the codecs of each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mwcore.api.codecs import AvroCodec
+from mwcore.api.computation import Computation
+from mwcore.runtime.intake import InputBinding
+from mwcore.serde.avro import AvroSerde, SchemaRegistry, SchemaVersion
+from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stream, rekey_stream, topic_name
+from mwcore.watermarks.report_format import NodeSpec
+
+
+def input_topics(comp: type[Computation] | Computation, namespace: str) -> dict[str, str]:
+    """topic -> stream for every input (re-keyed inputs read their repartition topic)."""
+    out: dict[str, str] = {}
+    for inp in comp.inputs:
+        stream = inp.stream if inp.key is None else rekey_stream(comp.name, inp.stream)
+        out[topic_name(namespace, stream)] = inp.stream
+    return out
+
+
+@dataclass(frozen=True)
+class Layout:
+    comp: Computation
+    namespace: str
+    group: str
+    inputs: dict[str, str]  # topic -> stream
+    outputs: dict[str, str]  # stream -> topic
+    dead_letters: str  # topic
+    late: str  # topic ("" unless the computation routes late records)
+
+    @classmethod
+    def of(cls, comp: Computation, namespace: str) -> Layout:
+        late = topic_name(namespace, late_stream(comp.name)) if comp.options.late == "route" else ""
+        return cls(
+            comp=comp,
+            namespace=namespace,
+            group=topic_name(namespace, f"mw.{comp.name}"),
+            inputs=input_topics(comp, namespace),
+            outputs={o.stream: topic_name(namespace, o.stream) for o in comp.outputs},
+            dead_letters=topic_name(namespace, dead_letter_stream(comp.name)),
+            late=late,
+        )
+
+    def create_topics(self, bootstrap: str) -> None:
+        """Every topic it reads and writes, with the computation's partition counts."""
+        n = self.comp.partitions
+        topics = dict.fromkeys(self.inputs, n)
+        for out in self.comp.outputs:
+            topics[self.outputs[out.stream]] = out.partitions or n
+        topics[self.dead_letters] = 1
+        if self.late:
+            topics[self.late] = 1
+        ensure_topics(bootstrap, topics)
+
+    def bindings(self, registry: SchemaRegistry) -> dict[str, InputBinding]:
+        """topic -> how its messages become records."""
+        out: dict[str, InputBinding] = {}
+        for inp in self.comp.inputs:
+            serde = AvroSerde(registry, inp.schema or "")
+            for topic, stream in self.inputs.items():
+                if stream == inp.stream:
+                    out[topic] = InputBinding(inp.stream, serde)
+        return out
+
+    def encoders(self, registry: SchemaRegistry) -> dict[str, tuple[str, Callable[[Any], bytes]]]:
+        """stream -> (topic, encode) of every output."""
+        return {
+            o.stream: (self.outputs[o.stream], AvroSerde(registry, o.schema).encode)
+            for o in self.comp.outputs
+        }
+
+    def writer_schemas(self, registry: SchemaRegistry) -> list[SchemaVersion]:
+        """Every schema the worker encodes with: its outputs', its inputs' (a record that
+        fails is dead-lettered re-encoded with its reader schema) and its state's."""
+        comp = self.comp
+        names = [o.schema for o in comp.outputs] + [i.schema for i in comp.inputs if i.schema]
+        if isinstance(comp.state, AvroCodec):
+            names.append(comp.state.schema)
+        return [registry.latest(name) for name in dict.fromkeys(names)]
+
+    def spec(self) -> NodeSpec:
+        """What the computation reads and writes, for the watermark authority (inputs that
+        do not hold its watermark left out)."""
+        comp = self.comp
+        outputs = [*self.outputs.values(), self.dead_letters] + ([self.late] if self.late else [])
+        side = {inp.stream for inp in comp.inputs if not inp.watermark}
+        inputs = tuple(t for t, stream in self.inputs.items() if stream not in side)
+        return NodeSpec(comp.name, "computation", inputs, tuple(outputs), comp.partitions)

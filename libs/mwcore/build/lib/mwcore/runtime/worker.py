@@ -1,0 +1,389 @@
+"""The worker: runs one computation over the key intervals its consumer group assigns.
+
+Loop, each turn (``step``):
+
+1. fire due timers (event time on the input watermark, wall time on the clock);
+2. read what has arrived and route it to its intervals (``Interval.process``);
+3. serve delivery reports (the next commit deletes acknowledged productions and stores
+   their backlog segments; the next watermark report hands those over);
+4. commit every interval whose batch is full or whose deadline passed: one fenced
+   checkpoint each, all in one round trip, then send its productions;
+5. report idle intervals to the watermark authority when a report is due.
+
+On assignment an interval is taken over (``ownership.py``: a fresh token, recovery, the
+commit witness check), its pending productions are re-sent, and its partitions start at
+the offsets in its checkpoint (semantics I-2), never at the group's committed offsets.
+Those carry the witness (and serve lag tools).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from mwcore.api.clock import MIN_WATERMARK, Clock
+from mwcore.api.computation import Computation
+from mwcore.api.record import ID_HEADER, Production
+from mwcore.errors import FencedError
+from mwcore.runtime.config import WorkerConfig
+from mwcore.runtime.counters import Counters
+from mwcore.runtime.effects import RedoCareful
+from mwcore.runtime.faults import NO_FAULTS, Faults
+from mwcore.runtime.health import Health, group_state
+from mwcore.runtime.interval import Interval, IntervalDeps, PreparedCommit, ReportDraft
+from mwcore.runtime.latency import LatencyRecorder
+from mwcore.runtime.layout import Layout
+from mwcore.runtime.ownership import Ownership
+from mwcore.runtime.watermark_reporter import WatermarkReporter
+from mwcore.runtime.witness import Witness
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.interface import CheckpointStore
+from mwcore.store.report_sink import NullReportSink, ReportSink
+from mwcore.transport.consumer import GroupConsumer
+from mwcore.transport.producer import Sender, production_headers
+from mwcore.transport.schema_topic import SchemaTopic
+from mwcore.watermarks.source import WatermarkSource
+
+log = structlog.get_logger("mwcore.runtime.worker")
+
+
+class Worker:
+    def __init__(
+        self,
+        computation: Computation,
+        config: WorkerConfig,
+        store: CheckpointStore,
+        registry: SchemaRegistry,
+        watermarks: WatermarkSource,
+        *,
+        clock: Clock | None = None,
+        faults: Faults = NO_FAULTS,
+        reports: ReportSink | None = None,
+        schemas: SchemaTopic | None = None,
+    ) -> None:
+        computation.validate()
+        self.comp = computation
+        self.cfg = config
+        self.store = store
+        self.registry = registry
+        # where start() publishes the writer schemas (looking writers up is the
+        # registry's source, which the process plugs in: process.wiring)
+        self.schemas = schemas or SchemaTopic(config.bootstrap, config.namespace)
+        self.watermarks = watermarks
+        self.clock = clock or Clock()
+        self.faults = faults
+        self.counters = Counters()
+        self.layout = Layout.of(computation, config.namespace)
+        self.topics = self.layout.inputs
+        computation.state.bind(registry)
+        self.deps = IntervalDeps(
+            computation=computation,
+            store=store,
+            codec=computation.state,
+            inputs=self.layout.bindings(registry),
+            encoders=self.layout.encoders(registry),
+            dead_letter_topic=self.layout.dead_letters,
+            late_topic=self.layout.late,
+            exactly_once=computation.options.exactly_once and not config.controls.disable_dedup,
+            max_cache_keys=config.max_cache_keys,
+            careful_s=config.careful_s,
+            seen_gc_slack_ms=config.seen_gc_slack_ms,
+            faults=faults,
+            counters=self.counters,
+            on_error=lambda event, info: log.warning(event, computation=computation.name, **info),
+            clock=self.clock.now_ms,
+            witness_gated=config.witness_gate,
+            record_latency=bool(config.latency_out),
+            controls=config.controls,
+            signer=config.signer,
+        )
+        self.reporter = WatermarkReporter(
+            reports or NullReportSink(), self.layout.spec(), self.clock.now_ms, config.report_interval_ms
+        )
+        self.latencies = LatencyRecorder() if config.latency_out else None
+        self.sender = Sender(config.bootstrap)
+        self._sent_by = ("mw-sender", config.worker_id.encode())
+        self._sign = config.signer.sign_id if config.signer.enabled else None
+        self.consumer: GroupConsumer | None = None
+        self.witness = Witness(self.topics, signer=config.signer)
+        self.health = Health(config.health_stall_s)
+        self.ownership = Ownership(
+            self.deps, config, list(self.topics), self.witness, self.health, self._send, self._revoked
+        )
+        self.intervals = self.ownership.intervals  # the intervals it owns, by index
+        self.input_watermark = MIN_WATERMARK  # as last read, for metrics
+        # (batch seconds, commit seconds) of each commit, when metrics are on
+        self.on_commit: Callable[[float, float], None] | None = None
+
+    # -- membership ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Create the topics, publish the writer schemas (``ConfigError`` if one is
+        incompatible with an earlier version), declare, join the group. Idempotent."""
+        if self.consumer is not None:
+            return
+        self.layout.create_topics(self.cfg.bootstrap)
+        self.schemas.publish(self.layout.writer_schemas(self.registry))
+        self.reporter.declare()
+        self.consumer = GroupConsumer(
+            self.cfg.bootstrap,
+            self.layout.group,
+            self.cfg.instance_id,
+            self.cfg.session_timeout_ms,
+            on_committed=self.witness.on_committed,
+        )
+        self.ownership.join(self.consumer)
+
+    def acquire(self, index: int) -> Interval:
+        """Take the interval over (``ownership.py``) and re-send its pending productions."""
+        return self.ownership.acquire(index)
+
+    def _revoked(self, intervals: list[Interval]) -> None:
+        """Handed over: commit, wait for acknowledgements, release what is still ours."""
+        self._drain(intervals, 3.0)
+        self._release([i for i in intervals if self.intervals.get(i.id.index) is i])
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def step(self) -> None:
+        consumer = self.consumer
+        assert consumer is not None
+        cfg = self.cfg
+        # Timers first: what the watermark says is complete fires before more input is
+        # read (with an exact watermark either order is correct).
+        self._fire_timers()
+        messages = consumer.poll(cfg.poll_records, self._poll_timeout())
+        if messages:
+            self.schemas.polled()  # a writer schema these need was published before them
+            self._route(messages)
+        if self.witness.newly_confirmed:  # served by the poll: release what it covers
+            self._release_witnessed()
+        self.sender.poll(0)
+        for index, interval in list(self.intervals.items()):
+            if interval.has_acked:  # acknowledged, their deletion not yet committed
+                self.faults.point("after_produce", functools.partial(dict, interval=index))
+            if interval.has_to_send:  # new weak, or failed and re-queued
+                self._send(interval)
+        if self.ownership.retakes:
+            self.ownership.retake_due()
+        now = time.monotonic()
+        delay = cfg.max_batch_delay_ms / 1000
+        due = [i for i in self.intervals.values() if i.due(now, cfg.max_batch_records, delay)]
+        if due:
+            self._commit(*due)
+        self.reporter.step(now, self.intervals)
+        self.witness.flush(consumer)  # e.g. an interval recovered ahead of its witness
+        if self.health.due(now):
+            self._check_health(now)
+
+    def _poll_timeout(self) -> float:
+        """How long to wait for input: half the batch deadline, and shorter when an
+        open batch is due sooner."""
+        cap = self.cfg.max_batch_delay_ms / 2000
+        opened = [i.opened_at for i in self.intervals.values() if i.opened_at is not None]
+        if not opened:
+            return cap
+        remaining = min(opened) + self.cfg.max_batch_delay_ms / 1000 - time.monotonic()
+        return max(0.0, min(cap, remaining))
+
+    def _route(self, messages: list[Any]) -> None:
+        by_partition: dict[int, list[Any]] = defaultdict(list)
+        for m in messages:
+            by_partition[m.partition() or 0].append(m)
+        for index, msgs in by_partition.items():
+            interval = self.intervals.get(index)
+            if interval is not None:  # else revoked meanwhile: the new owner reads from the checkpoint
+                try:
+                    interval.process(msgs)
+                except RedoCareful as exc:
+                    self._redo(interval, exc)
+
+    def _fire_timers(self) -> None:
+        if not self.intervals:
+            return
+        wm = self.input_watermark = self.watermarks.input_watermark(self.comp.name)
+        now = self.clock.now_ms()
+        for interval in list(self.intervals.values()):
+            try:
+                interval.fire_timers(wm, now, self.cfg.max_batch_records)
+            except RedoCareful as exc:
+                self._redo(interval, exc)
+
+    def _check_health(self, now: float) -> None:
+        """Is this worker doing its job (``health.py``)? Read by ``/healthz``."""
+        consumer = self.consumer
+        assert consumer is not None
+        assigned = consumer.assignment()
+        if not assigned:
+            self.health.check_unassigned(
+                now, lambda: group_state(consumer, self.topics, self.comp.partitions)
+            )
+            return
+        waiting: dict[int, int] = defaultdict(int)
+        for part in assigned:
+            high = consumer.end_offset(part, cached=True)
+            interval = self.intervals.get(part.partition)
+            pos = None if interval is None else interval.committed_position(part.topic, part.partition)
+            if pos is None:
+                pos = consumer.position(part)
+            waiting[part.partition] += max(0, high - max(0, pos)) if high >= 0 else 0
+        self.health.check_assigned(now, waiting.items())
+
+    # -- commits ---------------------------------------------------------------------------
+
+    def _commit(self, *intervals: Interval, witness: bool = True) -> None:
+        """Commit the intervals' batches: one fenced, atomic checkpoint each, all in one
+        round trip to the store; write the witness (``witness``: now, asynchronously;
+        else the caller does) and send what it covers."""
+        prepared: list[tuple[Interval, PreparedCommit]] = []
+        for interval in intervals:
+            if interval.open_production_ids():  # the zombie test pauses on a batch that has some
+                self.faults.point("before_commit", functools.partial(self._describe, interval))
+            try:
+                ready = interval.prepare()
+            except RedoCareful as exc:
+                self._redo(interval, exc)
+                continue
+            if ready is not None:
+                prepared.append((interval, ready))
+        if not prepared:
+            return
+        began = time.monotonic()
+        results = self.store.commit_many([(i.id, i.token, p.checkpoint) for i, p in prepared])
+        done = time.monotonic()
+        now_ms = self.clock.now_ms()
+        for (interval, ready), result in zip(prepared, results, strict=True):
+            if isinstance(result, FencedError):
+                self._fenced(interval, result)
+                continue
+            self.counters.commits += 1
+            self.health.progressed(interval.id.index, done)
+            if self.on_commit is not None:
+                opened = interval.opened_at
+                self.on_commit(done - (began if opened is None else opened), done - began)
+            if self.latencies is not None:
+                self.latencies.add(now_ms, *interval.latency_samples())
+            self.faults.point("after_commit", functools.partial(dict, interval=str(interval.id)))
+            interval.committed(ready, result)
+            self.witness.want(interval.id.index, result, dict(interval.committed_positions))
+            self._send(interval)
+        if witness and self.consumer is not None:
+            self.witness.flush(self.consumer)
+
+    def _release_witnessed(self) -> None:
+        """Hand each interval what the witness now covers (its held productions and
+        report)."""
+        confirmed = self.witness.confirmed
+        reports: list[tuple[Interval, ReportDraft]] = []
+        for index in self.witness.newly_confirmed:
+            interval = self.intervals.get(index)
+            if interval is not None:
+                held = interval.witness(confirmed[index])
+                if held is not None:
+                    reports.append((interval, held))
+        self.witness.newly_confirmed.clear()
+        self.reporter.send(reports)
+
+    def _redo(self, interval: Interval, exc: RedoCareful) -> None:
+        """The open batch cannot be committed as built (``effects.py``): redo it."""
+        self.counters.redone += 1
+        self.ownership.redo(interval, exc)
+
+    def _fenced(self, interval: Interval, exc: FencedError) -> None:
+        self.counters.fenced += 1
+        self.ownership.fenced(interval, exc)
+
+    def _describe(self, interval: Interval) -> dict[str, Any]:
+        return {
+            "interval": str(interval.id),
+            "token": interval.token,
+            "worker": self.cfg.worker_id,
+            "productions": [pid.hex() for pid in interval.open_production_ids()],
+            "tokens": {str(i.id): i.token for i in self.intervals.values()},
+        }
+
+    def _send(self, interval: Interval) -> None:
+        for batch in interval.outbox.take_to_isolate():  # a production refused for good
+            interval.outbox.isolate(batch, self._send_alone)
+        for batch in interval.take_to_send():
+            self.counters.productions += self.sender.send_all(
+                batch.productions, batch, ID_HEADER, self._sent_by, sign=self._sign
+            )
+
+    def _send_alone(self, p: Production) -> Any:
+        headers = production_headers(p, ID_HEADER, (self._sent_by,), self._sign)
+        err, _ = self.sender.send_alone(p.topic, p.value, p.key, timestamp=p.timestamp, headers=headers)
+        self.counters.productions += 1
+        return err
+
+    # -- stopping --------------------------------------------------------------------------
+
+    def _drain(self, intervals: list[Interval], flush_s: float) -> None:
+        """Commit the intervals' batches, wait (once, for all) for Kafka's
+        acknowledgements, then commit their deletion. Unacknowledged batches stay
+        pending in the checkpoint and are re-sent by the next owner."""
+        self._commit(*intervals, witness=False)
+        self._witness_now(intervals)
+        self.sender.flush(flush_s)
+        self.sender.poll(0)
+        live = [i for i in intervals if i.id.index in self.intervals]
+        self._commit(*[i for i in live if i.has_cleanup], witness=False)  # delete the acknowledged
+        self._witness_now(live)  # (reports show witnessed state only)
+        self.reporter.step(time.monotonic(), self.intervals, force=True)
+        # delete the segments just reported
+        self._commit(*[i for i in live if i.has_cleanup and i.id.index in self.intervals])
+
+    def _witness_now(self, intervals: list[Interval]) -> None:
+        """Write the witness and wait for it (no callback is served in a hand-over),
+        then send what it releases."""
+        if self.consumer is None:
+            return
+        for interval in intervals:  # also what asynchronous writes in flight cover
+            if interval.id.index in self.intervals and not interval.is_witnessed():
+                self.witness.want(interval.id.index, interval.commits, dict(interval.committed_positions))
+        self.witness.flush_sync(self.consumer)
+        self._release_witnessed()
+        for interval in intervals:
+            if interval.id.index in self.intervals:
+                self._send(interval)
+
+    def _release(self, intervals: list[Interval]) -> None:
+        """Handed over cleanly: Redis no longer names this worker as their owner (best
+        effort: the next grant names the next owner anyway)."""
+        for interval in intervals:
+            try:
+                self.store.release(interval.id, interval.token)
+            except Exception as exc:
+                log.warning("release_failed", interval=str(interval.id), error=str(exc))
+
+    def abort(self) -> None:
+        """After an error: drop every interval uncommitted (its batch may be half built),
+        leave the group. The checkpoints in the store are what the next owner resumes."""
+        self.ownership.clear()
+        if self.consumer is not None:
+            try:
+                self.consumer.close()
+            except Exception as exc:  # leaving is best effort; the session timeout covers it
+                log.warning("close_failed", error=str(exc))
+            self.consumer = None
+        self.sender.flush(5)  # committed productions in flight; resent on recovery anyway
+        log.error("aborted", computation=self.comp.name, worker=self.cfg.worker_id, **vars(self.counters))
+
+    def shutdown(self) -> None:
+        """Commit every batch, wait for acks, commit their deletion, leave the group."""
+        if self.cfg.controls.skip_drain:
+            self.ownership.clear()  # nothing committed or drained, not even on revocation
+        else:
+            self._drain(list(self.intervals.values()), 10.0)
+            self._release(list(self.intervals.values()))
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
+        log.info("stopped", computation=self.comp.name, worker=self.cfg.worker_id, **vars(self.counters))
+        if self.latencies is not None:
+            self.latencies.write(self.cfg.latency_out)

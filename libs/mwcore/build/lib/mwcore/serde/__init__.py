@@ -1,0 +1,1 @@
+"""Avro: the schemas directory, single-object encoding, generated codecs, schema compatibility."""

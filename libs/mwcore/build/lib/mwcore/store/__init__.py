@@ -1,0 +1,1 @@
+"""The checkpoint store: its interface, Redis and in-memory stores, checkpoint format, Lua scripts."""

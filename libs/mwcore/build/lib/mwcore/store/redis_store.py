@@ -1,0 +1,275 @@
+"""The Redis checkpoint store (see scripts.py for the two scripts it runs)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import redis
+from redis.backoff import ExponentialBackoff
+
+from mwcore.controls import SAFE, NegativeControls
+from mwcore.core import Core, native
+from mwcore.errors import CheckpointError, FencedError
+from mwcore.store import scripts
+from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_batch, decode_entry, encode_batch
+from mwcore.store.client import REDIS_RETRIES, RedisClient, execute, redis_client
+from mwcore.store.fast_script import Arg, Call, FastScript, Packed
+from mwcore.store.interface import IntervalId
+from mwcore.watermarks.report_format import STREAM_MAXLEN, decode_segments, report_stream
+
+TokenScheme = Literal["safe", "counter-only"]
+
+
+class IntervalKeys:
+    __slots__ = ("grants", "meta", "pending", "positions", "seen", "segments", "state", "timers", "token")
+
+    def __init__(self, interval: IntervalId, prefix: str = "mw") -> None:
+        base = f"{prefix}:{interval.tag()}"
+        self.token = f"{base}:token"
+        self.grants = f"{base}:grants"
+        self.state = f"{base}:state"
+        self.timers = f"{base}:timers"
+        self.pending = f"{base}:pending"
+        self.seen = f"{base}:seen"
+        self.positions = f"{base}:pos"
+        self.meta = f"{base}:meta"
+        self.segments = f"{base}:segs"
+
+    def commit_keys(self) -> list[str]:
+        return [
+            self.token,
+            self.state,
+            self.timers,
+            self.pending,
+            self.seen,
+            self.positions,
+            self.meta,
+            self.segments,
+        ]
+
+
+class RedisCheckpointStore:
+    """Checkpoints in Redis, one hash tag per interval.
+
+    ``controls`` (``disable_fencing``, ``counter_tokens``) exist only so the tests'
+    negative controls can show what goes wrong without fencing and random tokens.
+    """
+
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        controls: NegativeControls = SAFE,
+        retries: int = 5,
+        replicas: int = 0,
+        wait_ms: int = 5_000,
+        core: Core = "python",  # native: checkpoints packed by mwcore_native (mwcore/core.py)
+    ) -> None:
+        self._r = client
+        self._pack_native = native().pack_commit if core == "native" else None
+        self._fencing = not controls.disable_fencing
+        self._scheme: TokenScheme = "counter-only" if controls.counter_tokens else "safe"
+        self._retries = retries
+        # replicas: each checkpoint counts as committed only once that many replicas of
+        # its primary acknowledged it (WAIT): a failover then cannot lose it. A grant
+        # waits too: replication is in order, so a new owner never starts from a
+        # checkpoint (its predecessor's last, maybe not acknowledged) a failover can lose.
+        self._grant = FastScript(client, scripts.GRANT, replicas=replicas, wait_ms=wait_ms)
+        self._commit = FastScript(client, scripts.COMMIT, replicas=replicas, wait_ms=wait_ms)
+        self._fenced_set = client.register_script(scripts.FENCED_SET)
+        self._release = client.register_script(scripts.RELEASE)
+        self._keys: dict[IntervalId, IntervalKeys] = {}
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: object) -> RedisCheckpointStore:
+        return cls(redis_client(url), **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def client(self) -> RedisClient:
+        return self._r
+
+    def keys(self, interval: IntervalId) -> IntervalKeys:
+        k = self._keys.get(interval)
+        if k is None:
+            k = self._keys[interval] = IntervalKeys(interval)
+        return k
+
+    def grant(self, interval: IntervalId, owner: str) -> str:
+        k = self.keys(interval)
+        nonce = os.urandom(8).hex()
+        stream = report_stream(interval.namespace, interval.computation, interval.index)
+        keys: list[Arg] = [k.token, k.grants, k.meta, stream]
+        args: list[Arg] = [nonce, owner, self._scheme, interval.index, STREAM_MAXLEN]
+        backoff = ExponentialBackoff(cap=1.0, base=0.05)
+        for attempt in range(REDIS_RETRIES + 1):
+            try:
+                raw = self._grant(keys, args)
+                break
+            except (redis.ConnectionError, redis.TimeoutError):
+                # A Redis restart of a few seconds (as the client's own retries ride
+                # out): a grant repeated after a lost reply only makes another token.
+                if attempt == REDIS_RETRIES:
+                    raise
+                time.sleep(backoff.compute(attempt + 1))
+        return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    def recover(self, interval: IntervalId, token: str) -> Snapshot:
+        k = self.keys(interval)
+
+        def build(pipe: Any) -> None:
+            pipe.hgetall(k.positions)
+            pipe.hgetall(k.timers)
+            pipe.hgetall(k.pending)
+            pipe.hget(k.meta, "commits")
+            pipe.hgetall(k.segments)
+
+        positions_raw, timers_raw, pending_raw, commits, segments_raw = execute(self._r, build)
+        seen = self.seen_ids(interval)
+        return Snapshot(
+            token=token,
+            positions={f.decode(): int(v) for f, v in positions_raw.items()},
+            timers=[decode_entry(f, v) for f, v in timers_raw.items()],
+            pending={key: decode_batch(blob) for key, blob in pending_raw.items()},
+            seen=seen,
+            commits=int(commits or 0),
+            segments={key: decode_segments(raw) for key, raw in segments_raw.items()},
+        )
+
+    def fenced_set(self, interval: IntervalId, token: str, key: str, value: str | int) -> None:
+        """Set ``key`` only while ``token`` is the interval's current token."""
+        try:
+            self._fenced_set(keys=[self.keys(interval).token, key], args=[token, value])
+        except redis.ResponseError as exc:
+            if str(exc).startswith("FENCED"):
+                raise FencedError(str(interval), token, "token") from exc
+            raise
+
+    def release(self, interval: IntervalId, token: str) -> bool:
+        """A clean stop: clear the interval's recorded owner if ``token`` is current."""
+        k = self.keys(interval)
+        return bool(self._release(keys=[k.token, k.meta], args=[token]))
+
+    def positions(self, interval: IntervalId) -> dict[str, int]:
+        """The interval's checkpointed input positions ("topic:partition" -> next offset)."""
+        raw = self._r.hgetall(self.keys(interval).positions)
+        return {(f.decode() if isinstance(f, bytes) else str(f)): int(v) for f, v in raw.items()}
+
+    def current_token(self, interval: IntervalId) -> str | None:
+        raw = self._r.get(self.keys(interval).token)
+        return None if raw is None else raw.decode() if isinstance(raw, bytes) else str(raw)
+
+    def load_state(self, interval: IntervalId, keys: Sequence[bytes]) -> list[bytes | None]:
+        if not keys:
+            return []
+        result = self._r.hmget(self.keys(interval).state, list(keys))
+        return [v if isinstance(v, bytes) or v is None else v.encode() for v in result]
+
+    def seen(self, interval: IntervalId, record_ids: Sequence[bytes]) -> list[bool]:
+        if not record_ids:
+            return []
+        scores = self._r.zmscore(self.keys(interval).seen, list(record_ids))  # type: ignore[arg-type]
+        return [s is not None for s in scores]
+
+    def seen_ids(self, interval: IntervalId, chunk: int = 50_000) -> list[bytes]:
+        """Every seen id (recovery fills the Bloom filter with them), in chunks by rank:
+        a takeover reads tens of thousands at once, and a chunk keeps Redis responsive.
+        (A scan cursor is slower: a round trip, and a score, per ten thousand ids.)"""
+        key = self.keys(interval).seen
+        out: list[bytes] = []
+        while True:
+            part: list[bytes] = self._r.zrange(key, len(out), len(out) + chunk - 1)  # type: ignore[assignment]
+            out += part
+            if len(part) < chunk:
+                return out
+
+    def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
+        result = self.commit_many([(interval, token, checkpoint)])[0]
+        if isinstance(result, FencedError):
+            raise result
+        return result
+
+    def commit_many(self, commits: Sequence[tuple[IntervalId, str, Checkpoint]]) -> list[int | FencedError]:
+        """Each checkpoint as its own atomic, fenced script call, all in one round trip."""
+        calls = [self._commit_call(iv, token, cp) for iv, token, cp in commits]
+        delay = 0.05
+        for attempt in range(self._retries + 1):
+            try:
+                replies = self._commit.call_many(calls)
+                break
+            except (redis.ConnectionError, redis.TimeoutError):
+                # Re-applying a checkpoint is idempotent (it only sets values), and the
+                # token check still guards it, so a retry after a lost reply is safe.
+                if attempt == self._retries:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        results: list[int | FencedError] = []
+        for (interval, token, _), reply in zip(commits, replies, strict=True):
+            if isinstance(reply, redis.ResponseError):
+                text = str(reply)
+                if not text.startswith("FENCED"):
+                    raise CheckpointError(f"{interval}: {text}") from reply
+                reason = "restarted" if "restarted" in text else "token"
+                results.append(FencedError(str(interval), token, reason))
+            else:
+                results.append(int(reply))
+        return results
+
+    def _commit_call(self, interval: IntervalId, token: str, cp: Checkpoint) -> Call:
+        """The commit script's call for one checkpoint: its keys and arguments, or
+        (native core) the call packed whole."""
+        keys = self.keys(interval).commit_keys()
+        if self._pack_native is None:
+            return keys, commit_args(token, self._fencing, cp)
+        commit_id = cp.commit_id or os.urandom(16)
+        return keys, Packed(self._pack_native(self._commit.sha, keys, token, self._fencing, commit_id, cp))
+
+    def commits_by_token(self, interval: IntervalId) -> dict[str, int]:
+        """How many commits each token got accepted (an audit trail for the tests)."""
+        raw = self._r.hgetall(self.keys(interval).meta)
+        out: dict[str, int] = {}
+        for f, v in raw.items():
+            name = f.decode() if isinstance(f, bytes) else str(f)
+            if name.startswith("c:"):
+                out[name[2:]] = int(v)
+        return out
+
+
+def commit_args(token: str, fencing: bool, cp: Checkpoint) -> list[Arg]:
+    """The commit script's arguments (the reference of ``mwcore_native.pack_commit``,
+    whose output is ``pack_call(sha, keys, these)``)."""
+    commit_id = cp.commit_id or os.urandom(16)
+    args: list[Arg] = [token, "1" if fencing else "0", commit_id]
+    _sets_and_deletes(args, cp.state)
+    _sets_and_deletes(args, cp.timers)
+    args.append(len(cp.pending))
+    for key, productions in cp.pending.items():
+        args += (key, encode_batch(productions))
+    args.append(len(cp.acked))
+    args += cp.acked
+    args.append(len(cp.seen))
+    for rid, ts in cp.seen.items():
+        args += (ts, rid)
+    args.append(len(cp.positions))
+    for pos_field, off in cp.positions.items():
+        args += (pos_field, off)
+    if cp.seen_gc_below is None:
+        args.append(0)
+    else:
+        args += (1, cp.seen_gc_below)
+    _sets_and_deletes(args, cp.segments)
+    return args
+
+
+def _sets_and_deletes(args: list[Arg], writes: dict[bytes, bytes | None]) -> None:
+    """Append a "set" section (count, then field/value pairs) and a "delete" section."""
+    deletes = [f for f, v in writes.items() if v is None]
+    args.append(len(writes) - len(deletes))
+    for f, v in writes.items():
+        if v is not None:
+            args += (f, v)
+    args.append(len(deletes))
+    args += deletes

@@ -1,0 +1,23 @@
+"""A consumed Kafka message and a delivery report, as the runtime reads them.
+
+The runtime reads messages from the transport without knowing its client library:
+these protocols name the methods it calls (confluent-kafka's ``Message`` has them),
+and tests build their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+Header = tuple[str, bytes | None]
+
+
+class Message(Protocol):
+    def topic(self) -> str | None: ...
+    def partition(self) -> int | None: ...
+    def offset(self) -> int | None: ...
+    def key(self) -> bytes | None: ...
+    def value(self) -> bytes | None: ...
+    def headers(self) -> Any: ...  # (name, value) pairs, as the client gives them
+    def timestamp(self) -> tuple[int, int]: ...
+    def error(self) -> Any: ...

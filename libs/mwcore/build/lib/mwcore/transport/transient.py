@@ -1,0 +1,50 @@
+"""Kafka errors that pass by themselves (a partition's leader moving to another broker,
+a broker restarting, a coordinator loading), and calls tried again through them.
+
+A one-off request to the cluster (a partition's end offset, say) that meets one of
+these is asked again, after a short pause, until its deadline: a broker's death must
+not stop a worker that merely asked at the wrong moment.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from confluent_kafka import KafkaError, KafkaException
+
+T = TypeVar("T")
+
+TRANSIENT = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._WAIT_COORD,
+    }
+)
+
+
+def is_transient(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (err.code() in TRANSIENT or err.retriable())
+
+
+def through_transient(call: Callable[[float], T], timeout_s: float, pause_s: float = 0.2) -> T:
+    """``call(seconds left)``, asked again while it raises a transient error and time is
+    left; the last error otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return call(max(0.1, deadline - time.monotonic()))
+        except KafkaException as exc:
+            if not is_transient(exc) or time.monotonic() + pause_s > deadline:
+                raise
+        time.sleep(pause_s)

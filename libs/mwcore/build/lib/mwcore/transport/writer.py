@@ -1,0 +1,72 @@
+"""Writing records into a stream from outside the pipeline (injectors, tests, benchmarks).
+
+Each record gets a 16-byte id header: the caller's (derive it from where the record
+came from, so a re-sent record keeps its id and is dropped downstream) or a random one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import Producer
+
+from mwcore.api import ids
+from mwcore.api.record import ID_HEADER
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.transport.schema_topic import SchemaTopic
+from mwcore.transport.topics import producer_config
+
+
+class SourceWriter:
+    """``schemas``: the namespace's schemas topic, to publish the writer schema on before
+    the first record, as the kit's producers do (without it, readers must have the
+    schema in their own directory)."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        registry: SchemaRegistry,
+        topic: str,
+        schema: str,
+        schemas: SchemaTopic | None = None,
+    ) -> None:
+        self.topic = topic
+        self.serde = AvroSerde(registry, schema)
+        if schemas is not None:
+            schemas.publish([self.serde.schema])
+        self.producer = Producer(producer_config(bootstrap, **{"linger.ms": 20}))
+        self.errors = 0
+        self.end_offsets: dict[int, int] = {}  # partition -> offset after the last acked record
+
+    def _on_delivery(self, err: object, msg: Any) -> None:
+        if err is not None:
+            self.errors += 1
+            return
+        p, off = msg.partition(), msg.offset()
+        if off + 1 > self.end_offsets.get(p, 0):
+            self.end_offsets[p] = off + 1
+
+    def write(self, key: str, value: Any, timestamp: int, record_id: bytes | None = None) -> bytes:
+        rid = record_id or ids.random_id()
+        self.write_raw(key.encode(), self.serde.encode(value), timestamp, rid)
+        return rid
+
+    def write_raw(self, key: bytes | None, value: bytes, timestamp: int, record_id: bytes) -> None:
+        while True:
+            try:
+                self.producer.produce(
+                    self.topic,
+                    value,
+                    key,
+                    timestamp=timestamp,
+                    headers=[(ID_HEADER, record_id)],
+                    on_delivery=self._on_delivery,
+                )
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    def flush(self, timeout: float = 60) -> None:
+        left = self.producer.flush(timeout)
+        if left or self.errors:
+            raise RuntimeError(f"{left} records unsent, {self.errors} delivery errors")
