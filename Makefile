@@ -57,7 +57,7 @@ compose-env:
 wheel: bootstrap
 	@command -v cargo >/dev/null 2>&1 || { echo "make wheel: the native core needs Rust's cargo (https://rustup.rs)"; exit 2; }
 	rm -rf dist && mkdir -p dist
-	$(BIN)/pip wheel -q --no-deps -w dist libs/mwcore
+	$(BIN)/pip wheel -q --no-deps -w dist libs/mwcore && rm -rf libs/mwcore/build
 	CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$$HOME/.cache/mwcore/cargo-target} \
 	  $(BIN)/maturin build --release --quiet -o dist -m libs/mwcore/native/Cargo.toml
 	@ls dist

@@ -19,9 +19,8 @@ import pytest
 
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
-from mwcore.transport.writer import SourceWriter
 from testbed.procs import joined, wait_until
-from tests.support.running_sum import Deployment, Injector, make_inputs, verify
+from tests.support.running_sum import Deployment, make_inputs, verify
 
 pytestmark = pytest.mark.skipif(shutil.which("cargo") is None, reason="no Rust toolchain: no native core")
 
@@ -33,9 +32,7 @@ def run_on_native(
     dep = Deployment.on(stack, namespace, tmp_path, worker_env={"MW_CORE": "native", **env})
     inputs = make_inputs(30_000, 300, dup_rate=0.01, seed=41)
     workers = [dep.add_worker("n0").start(), dep.add_worker("n1").start()]
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
-    injector = Injector(writer, inputs, rate=3_000)
-    injector.start()
+    injector = dep.feed(registry, inputs, rate=3_000)
     try:
         wait_until(lambda: min(dep.commits()) >= 2, 90, what="two checkpoints per interval")
         for w in workers:
@@ -44,7 +41,7 @@ def run_on_native(
             target = sum(dep.commits()) + 8
             wait_until(lambda t=target: sum(dep.commits()) >= t, 90, what="commits after the restart")
         joined(injector, 120, "the injector")
-        dep.wait_caught_up(writer.end_offsets, timeout=180)
+        dep.wait_caught_up(injector.writer.end_offsets, timeout=180)
     finally:
         injector.release.set()
         for w in workers:

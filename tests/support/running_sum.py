@@ -130,6 +130,14 @@ class Deployment:
         self.workers.append(w)
         return w
 
+    def feed(self, registry: SchemaRegistry, inputs: list[InputRecord], rate: float) -> Injector:
+        """Start writing ``inputs`` to ``numbers`` at ``rate`` a second (its ``writer``
+        knows the end offsets once it is done)."""
+        writer = SourceWriter(self.bootstrap, registry, self.numbers, "mw.examples.Number")
+        injector = Injector(writer, inputs, rate=rate)
+        injector.start()
+        return injector
+
     def key(self, index: int, suffix: str) -> str:
         return f"mw:{{{self.namespace}/running_sum/{index}}}:{suffix}"
 

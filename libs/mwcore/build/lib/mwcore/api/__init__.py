@@ -1,1 +1,0 @@
-"""What a computation's author writes against: computations, context, records, ids, state codecs."""

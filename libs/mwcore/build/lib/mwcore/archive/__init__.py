@@ -1,1 +1,0 @@
-"""Batch over archived streams: the batch runner, replay (backfill), and Spark."""

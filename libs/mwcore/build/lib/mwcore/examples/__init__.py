@@ -1,1 +1,0 @@
-"""Example computations used by the quick start, the tests and the benchmarks."""

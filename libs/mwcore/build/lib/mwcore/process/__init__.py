@@ -1,1 +1,0 @@
-"""One process: settings read at the edge, logging, metrics, preflight checks, and wiring the parts."""

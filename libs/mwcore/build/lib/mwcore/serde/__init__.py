@@ -1,1 +1,0 @@
-"""Avro: the schemas directory, single-object encoding, generated codecs, schema compatibility."""

@@ -1,1 +1,0 @@
-"""The checkpoint store: its interface, Redis and in-memory stores, checkpoint format, Lua scripts."""

@@ -1,1 +1,0 @@
-"""Kafka: topic names and creation, client settings, the schemas and watermark topics, archive reads."""
