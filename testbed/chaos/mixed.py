@@ -86,6 +86,7 @@ def _result(
         "seed": args.seed,
         "brokers": args.brokers,
         "redis_cluster": args.redis_cluster,
+        "core": os.environ.get("MW_CORE", "python"),  # the workers' (they inherit the environment)
         "records_sent": feeder.sent,
         "malformed_sent": len(feeder.malformed),
         "late_inputs": f.late_inputs,

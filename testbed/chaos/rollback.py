@@ -105,6 +105,7 @@ def run_rollback(args: argparse.Namespace) -> dict[str, Any]:
     detected = detected_at is not None
     return {
         "scenario": "rollback",
+        "core": os.environ.get("MW_CORE", "python"),  # the workers' (they inherit the environment)
         "seed": args.seed,
         "records_sent": feeder.sent,
         "rollback_lag_s": args.lag,
