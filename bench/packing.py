@@ -14,6 +14,8 @@ as in a worker (``--gc-threshold``). Timed per checkpoint:
   hand-written packer (both as at commit 922e7cf, copied below);
 - ``hiredis``: the store's ``commit_args`` (seen ids as plain arguments), then
   ``fast_script.pack_call`` (``hiredis.pack_command``);
+- ``native``: ``mwcore_native.pack_commit`` (``MW_CORE=native``'s packing, straight
+  from the checkpoint), where the native core is built;
 
 and apart: building the arguments (old / new), and packing the same flat arguments
 (hand-written / hiredis), per argument. Both variants must give identical bytes.
@@ -35,6 +37,8 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mwcore.core import native
+from mwcore.errors import ConfigError
 from mwcore.runtime.runner import tune_gc
 from mwcore.store import scripts
 from mwcore.store.checkpoint import Checkpoint, encode_batch
@@ -151,6 +155,12 @@ def main() -> None:
     flat_args = commit_args(token, True, cp)
     flat: list[Any] = ["EVALSHA", sha, len(keys), *keys, *flat_args]
     assert old() == new() == old_pack_command(flat), "the two packings differ"
+    try:
+        pack_native = native().pack_commit
+    except ConfigError:
+        pack_native = None  # the native core is not built here
+    if pack_native is not None:
+        assert pack_native(sha, keys, token, True, cp.commit_id, cp) == new(), "the native packing differs"
     n_args = len(flat)
     tune_gc(args.gc_threshold)
     variants: dict[str, Callable[[], object]] = {
@@ -161,6 +171,8 @@ def main() -> None:
         "pack_flat_old": lambda: old_pack_command(flat),
         "pack_flat_hiredis": lambda: pack_call(sha, keys, flat_args),
     }
+    if pack_native is not None:
+        variants["native"] = lambda: pack_native(sha, keys, token, True, cp.commit_id, cp)
     times: dict[str, list[float]] = {name: [] for name in variants}
     for r in range(args.rounds):
         for name, fn in variants.items():
