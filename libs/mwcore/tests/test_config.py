@@ -74,3 +74,22 @@ def test_a_negative_control_that_cannot_be_read_stops_the_process(
     with pytest.raises(ConfigError, match=message) as err:
         WorkerSettings.load()
     assert var in str(err.value)
+
+
+def test_a_native_core_that_is_not_installed_is_refused_with_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import sys
+
+    from mwcore.process.settings import WorkerSettings
+
+    monkeypatch.setitem(sys.modules, "mwcore_native", None)  # as if never built
+    for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
+                 "MW_SCHEMAS_DIR": str(tmp_path), "MW_CORE": "native"}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    with pytest.raises(
+        ConfigError, match=r"MW_CORE=native: the native core is not installed.*make bootstrap"
+    ):
+        WorkerSettings.load()
+    monkeypatch.setenv("MW_CORE", "python")
+    assert WorkerSettings.load().core == "python"

@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mwcore.api.signing import MIN_SECRET_CHARS, Signer
 from mwcore.controls import SAFE, NegativeControls, variable
-from mwcore.core import Core
+from mwcore.core import Core, native
 from mwcore.errors import ConfigError
 from mwcore.limits import NAMESPACE_PATTERN
 
@@ -154,6 +154,8 @@ class WorkerSettings(ProcessSettings):
 
     def check(self) -> None:
         _check_dir(self.schemas_dir)
+        if self.core == "native":
+            native()  # built? else one line saying how, before anything connects
 
     def durable_store(self) -> bool:
         return not self.allow_volatile_store

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import structlog
-
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.computation import Computation
 from mwcore.injector.injector import Injector
@@ -23,8 +21,6 @@ from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.watermark_topic import TopicWatermark, WatermarkFeed, WatermarkPublisher
 from mwcore.watermarks.authority import Authority, AuthorityConfig
 from mwcore.watermarks.source import FixedWatermark, WatermarkSource
-
-log = structlog.get_logger("mwcore.process.wiring")
 
 
 def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Worker]:
@@ -60,7 +56,6 @@ def build_worker(
         wait_ms=settings.redis_wait_ms,
         core=settings.core,
     )
-    log.info("core", computation=cls.name, core=settings.core)
     signer = settings.signer()
     watermarks: WatermarkSource
     if settings.watermark == "authority":
@@ -87,6 +82,7 @@ def build_worker(
         accept_store_rollback=settings.accept_store_rollback,
         controls=settings.unsafe,
         signer=signer,
+        core=settings.core,
     )
     return Worker(
         cls(),

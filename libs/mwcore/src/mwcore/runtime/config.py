@@ -33,3 +33,4 @@ class WorkerConfig:
     accept_store_rollback: bool = False  # an operator's choice after a stop (MW_ACCEPT_STORE_ROLLBACK)
     controls: NegativeControls = SAFE  # MW_UNSAFE_*: the negative controls (mwcore/controls.py)
     signer: Signer = UNSIGNED  # MW_ID_SECRET: ids signed and checked (api/signing.py)
+    core: str = "python"  # MW_CORE, reported when the worker has joined (the store packs by it)

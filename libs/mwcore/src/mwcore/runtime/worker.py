@@ -138,6 +138,7 @@ class Worker:
             on_committed=self.witness.on_committed,
         )
         self.ownership.join(self.consumer)
+        log.info("joined", computation=self.comp.name, worker=self.cfg.worker_id, core=self.cfg.core)
 
     def acquire(self, index: int) -> Interval:
         """Take the interval over (``ownership.py``) and re-send its pending productions."""
