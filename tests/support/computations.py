@@ -21,7 +21,7 @@ from mwcore import (
     TimeDomain,
     Timer,
 )
-from mwcore.examples.running_sum import RunningSum
+from mwcore.examples.running_sum import RunningSum, SumState
 from tests.support.windows import Forward
 
 
@@ -150,3 +150,23 @@ class Postdate(Computation):
 
     def process_record(self, ctx: Context, record: Record) -> None:
         ctx.produce("postdated", record.value, record.timestamp + int(record.value["user"]))
+
+
+class EventSum(RunningSum):
+    """The running sum flushed on event time, not wall time: every production, timer
+    and checkpoint follows from the input and the watermark alone (the differential
+    test of the two cores compares them byte for byte). A flush timer at the end of
+    each second of event time in which the key had a record produces ``totals``."""
+
+    name = "event_sum"
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        if record.value["n"] < 0:
+            raise ValueError(f"negative amount {record.value['n']}")  # goes to the dead letters
+        st: SumState = ctx.state.get() or SumState()
+        st.total += record.value["n"]
+        st.count += 1
+        ctx.produce("sums", {"key": ctx.key, "total": st.total, "count": st.count}, record.timestamp)
+        end = record.timestamp // 1000 * 1000 + 999
+        ctx.timers.set(f"s{end}", end, TimeDomain.EVENT)
+        ctx.state.set(st)
