@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.keyed_count import KeyedCount  # noqa: E402
+from mwcore.core import CORES, Core, native  # noqa: E402
 from mwcore.runtime.intake import InputBinding  # noqa: E402
 from mwcore.runtime.interval import Interval, IntervalDeps  # noqa: E402
 from mwcore.serde.avro import AvroSerde, SchemaRegistry  # noqa: E402
@@ -65,7 +66,7 @@ GC_THRESHOLD = 50_000  # the default of MW_GC_THRESHOLD (mwcore.process.settings
 
 
 def interval_path(
-    registry: SchemaRegistry, records: int, messages_n: int, gc_threshold: int
+    registry: SchemaRegistry, records: int, messages_n: int, gc_threshold: int, core: Core = "python"
 ) -> dict[str, Any]:
     comp = KeyedCount()
     comp.state.bind(registry)
@@ -78,6 +79,7 @@ def interval_path(
         inputs={"events": InputBinding("events", AvroSerde(registry, "mw.bench.Event"))},
         encoders={"counts": ("counts", AvroSerde(registry, "mw.bench.Count").encode)},
         dead_letter_topic="dead-letters",
+        core=core,
     )
     token = store.grant(iv, "bench")
     interval = Interval(iv, store.recover(iv, token), deps)
@@ -104,12 +106,18 @@ def interval_path(
 
         tune_gc(gc_threshold)
 
+    pack_native = native().pack_commit if core == "native" else None
+
     def run(batch: list[Message]) -> None:
         for b in range(0, len(batch), BATCH):
             interval.process(batch[b : b + BATCH])
             ready = interval.prepare()
             assert ready is not None
-            pack_call("0" * 40, (), commit_args(token, True, ready.checkpoint))  # as FastScript sends it
+            cp = ready.checkpoint
+            if pack_native is not None:  # as the store sends it
+                pack_native("0" * 40, [], token, True, cp.commit_id, cp)
+            else:
+                pack_call("0" * 40, (), commit_args(token, True, cp))
             interval.committed(ready, store.commit(iv, interval.token, ready.checkpoint))
             interval.take_to_send()
 
@@ -120,6 +128,7 @@ def interval_path(
     return {
         "records": records,
         "gc_threshold": gc_threshold,
+        "core": core,
         "cpu_us_per_record": round(1e6 * cpu / records, 2),
     }
 
@@ -159,13 +168,14 @@ def main() -> None:
         "--gc-threshold", type=int, default=GC_THRESHOLD, help="as MW_GC_THRESHOLD (0: Python's)"
     )
     parser.add_argument("--codecs", action="store_true", help="time the Avro codecs instead")
+    parser.add_argument("--core", choices=CORES, default="python", help="as MW_CORE")
     args = parser.parse_args()
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     if args.codecs:
         result = codecs(registry)
     else:
         messages_n = max(args.messages, args.records + BATCH)
-        result = interval_path(registry, args.records, messages_n, args.gc_threshold)
+        result = interval_path(registry, args.records, messages_n, args.gc_threshold, args.core)
     print(json.dumps(result))
 
 

@@ -1,4 +1,6 @@
 # Types of the native core (src/lib.rs); each function's Python reference is named.
+from collections.abc import Sequence
+
 from mwcore.store.checkpoint import Checkpoint
 
 def pack_commit(
@@ -6,3 +8,18 @@ def pack_commit(
 ) -> bytes:
     """The commit script's EVALSHA call for ``cp``, in RESP: ``pack_call(sha, keys,
     commit_args(token, fencing, cp))`` (``mwcore.store``), byte for byte."""
+
+class Bloom:
+    """The Bloom filter of record ids, bit for bit ``mwcore.runtime.bloom.BloomFilter``."""
+
+    capacity: int
+    count: int
+    def __init__(self, capacity: int = 100_000, bits_per_id: int = 12, hashes: int = 7) -> None: ...
+    @property
+    def full(self) -> bool: ...
+    @property
+    def nbytes(self) -> int: ...
+    def add_many(self, keys: Sequence[bytes]) -> None: ...
+    def contains_many(self, keys: Sequence[bytes]) -> list[bool]: ...
+    def duplicates(self, rids: list[bytes], in_batch: set[bytes]) -> tuple[list[bool], list[int]]: ...
+    def words(self) -> bytes: ...

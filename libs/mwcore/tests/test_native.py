@@ -21,6 +21,7 @@ from types import ModuleType
 import pytest
 
 from mwcore.api.record import Production
+from mwcore.runtime.bloom import BloomFilter
 from mwcore.store.checkpoint import Checkpoint
 from mwcore.store.fast_script import pack_call
 from mwcore.store.redis_store import commit_args
@@ -112,3 +113,38 @@ def test_what_the_reference_refuses_the_native_core_refuses() -> None:
     cp = Checkpoint(state={b"k": "text"}, commit_id=b"c" * 16)  # type: ignore[dict-item]
     with pytest.raises(TypeError):
         native.pack_commit(SHA, KEYS, "t", True, cp.commit_id, cp)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_bloom_filter_sets_the_references_bits_and_finds_the_same_duplicates(seed: int) -> None:
+    """Ids added in chunks (some with little entropy, as users' ids can be), then the
+    same chunks asked: identical words, answers and duplicate passes."""
+    native = native_module()
+    rng = random.Random(seed)
+    capacity = rng.choice([1, 5_000, 60_000])
+    ours, theirs = BloomFilter(capacity=capacity), native.Bloom(capacity)
+    assert ours.nbytes == theirs.nbytes
+    added: list[bytes] = []
+    for _ in range(8):
+        chunk = [
+            rng.randbytes(16) if rng.random() < 0.7 else rng.randrange(1000).to_bytes(16, "big")
+            for _ in range(rng.randrange(1, 3_000))
+        ]
+        asked = chunk + rng.sample(added, min(len(added), 200)) + [rng.choice(chunk)] * 3
+        rng.shuffle(asked)
+        in_batch = set(rng.sample(asked, len(asked) // 10))
+        assert theirs.contains_many(asked) == ours.contains_many(asked)
+        assert theirs.duplicates(asked, in_batch) == ours.duplicates(asked, in_batch)
+        ours.add_many(chunk)
+        theirs.add_many(chunk)
+        added += chunk
+        assert theirs.words() == ours.words()
+        assert (theirs.count, theirs.full) == (ours.count, ours.full)
+
+
+def test_the_bloom_filter_refuses_what_is_not_a_record_id() -> None:
+    native = native_module()
+    with pytest.raises(ValueError, match="16 bytes"):
+        native.Bloom().add_many([b"short"])
+    with pytest.raises(TypeError):
+        native.Bloom().contains_many(["a str"])

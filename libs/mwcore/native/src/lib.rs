@@ -7,7 +7,10 @@
 //!   straight from the `Checkpoint`'s dicts (reference: `RedisCheckpointStore._commit_args`
 //!   packed by `fast_script.pack_call`, pending productions framed as
 //!   `checkpoint.encode_batch` frames them).
+//! - `Bloom`: the Bloom filter of record ids that deduplication asks first
+//!   (reference: `mwcore.runtime.bloom.BloomFilter`), bit for bit.
 
+mod bloom;
 mod resp;
 
 use pyo3::exceptions::PyValueError;
@@ -203,5 +206,6 @@ fn pack_commit<'py>(
 #[pymodule]
 fn mwcore_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pack_commit, m)?)?;
+    m.add_class::<bloom::Bloom>()?;
     Ok(())
 }

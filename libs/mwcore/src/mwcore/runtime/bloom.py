@@ -3,11 +3,15 @@
 It is the fast path of deduplication: "no" is certain, "maybe" is confirmed
 against the interval's seen-id set in Redis. Ids are mixed (splitmix64) before use,
 so ids chosen by users with little entropy still spread over the bits.
+
+This is the reference of the native core's ``Bloom`` (``MW_CORE=native``), which
+sets the same bits; ``libs/mwcore/tests/test_native.py`` holds the two to it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +26,18 @@ def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
         return x ^ (x >> _U64(31))
+
+
+class Filter(Protocol):
+    """What deduplication asks of a filter (``BloomFilter``, or the native ``Bloom``)."""
+
+    capacity: int
+    count: int
+
+    @property
+    def full(self) -> bool: ...
+    def add_many(self, keys: Sequence[bytes]) -> None: ...
+    def duplicates(self, rids: list[bytes], in_batch: set[bytes]) -> tuple[list[bool], list[int]]: ...
 
 
 class BloomFilter:
@@ -68,3 +84,21 @@ class BloomFilter:
         bits = (self._words[pos >> _MASK_SHIFT] >> (pos & _U64(63))) & _U64(1)
         result: list[bool] = bits.all(axis=1).tolist()
         return result
+
+    def duplicates(self, rids: list[bytes], in_batch: set[bytes]) -> tuple[list[bool], list[int]]:
+        """Per id: a duplicate for certain (in ``in_batch``, or earlier in ``rids``), and
+        the indexes of those the filter cannot rule out (the store decides those)."""
+        maybe = self.contains_many(rids)
+        result = [False] * len(rids)
+        check: list[int] = []
+        seen_here: set[bytes] = set()
+        for i, (rid, m) in enumerate(zip(rids, maybe, strict=True)):
+            if rid in seen_here or rid in in_batch:
+                result[i] = True
+            elif m:
+                check.append(i)
+            seen_here.add(rid)
+        return result, check
+
+    def words(self) -> bytes:
+        return self._words.tobytes()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.controls import SAFE, NegativeControls
+from mwcore.core import Core
 
 
 @dataclass(frozen=True)
@@ -33,4 +34,4 @@ class WorkerConfig:
     accept_store_rollback: bool = False  # an operator's choice after a stop (MW_ACCEPT_STORE_ROLLBACK)
     controls: NegativeControls = SAFE  # MW_UNSAFE_*: the negative controls (mwcore/controls.py)
     signer: Signer = UNSIGNED  # MW_ID_SECRET: ids signed and checked (api/signing.py)
-    core: str = "python"  # MW_CORE, reported when the worker has joined (the store packs by it)
+    core: Core = "python"  # MW_CORE (mwcore/core.py): the store's packing, the dedup filter

@@ -4,14 +4,16 @@ A Bloom filter in memory answers "never seen" for almost every new record; where
 says "maybe", the interval's seen-id set in the store decides. The filter holds the
 ids of every committed checkpoint; past its capacity (its false-positive rate climbs,
 and with it the store look-ups) it is rebuilt at twice the size from the durable set,
-which seen-id garbage collection keeps to the live ids.
+which seen-id garbage collection keeps to the live ids. On the native core
+(``MW_CORE=native``) the filter, and the pass over a chunk's ids, are Rust's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from mwcore.runtime.bloom import BloomFilter
+from mwcore.core import Core, native
+from mwcore.runtime.bloom import BloomFilter, Filter
 from mwcore.runtime.counters import Counters
 
 MIN_CAPACITY = 200_000
@@ -24,26 +26,19 @@ class SeenIds:
         lookup: Callable[[list[bytes]], list[bool]],
         all_ids: Callable[[], list[bytes]],
         counters: Counters,
+        core: Core = "python",
     ) -> None:
         """``recovered``: the stored seen ids; ``lookup``: whether each id is in the
         stored set; ``all_ids``: every stored id (to rebuild the filter)."""
         self._lookup = lookup
         self._all_ids = all_ids
-        self.bloom = _filter(recovered)
+        self._new: Callable[[int], Filter] = native().Bloom if core == "native" else BloomFilter
+        self.bloom = self._filter(recovered)
         self._counters = counters
 
     def duplicates(self, rids: list[bytes], in_batch: set[bytes]) -> list[bool]:
         """Per id: already processed (committed, in ``in_batch``, or earlier in ``rids``)."""
-        maybe = self.bloom.contains_many(rids)
-        result = [False] * len(rids)
-        check: list[int] = []
-        seen_here: set[bytes] = set()
-        for i, (rid, m) in enumerate(zip(rids, maybe, strict=True)):
-            if rid in in_batch or rid in seen_here:
-                result[i] = True
-            elif m:
-                check.append(i)
-            seen_here.add(rid)
+        result, check = self.bloom.duplicates(rids, in_batch)
         if check:
             self._counters.bloom_maybe += len(check)  # ids the filter could not rule out
             confirmed = self._lookup([rids[i] for i in check])
@@ -55,10 +50,9 @@ class SeenIds:
         """The ids of a committed checkpoint."""
         self.bloom.add_many(list(rids))
         if self.bloom.full:
-            self.bloom = _filter(self._all_ids())
+            self.bloom = self._filter(self._all_ids())
 
-
-def _filter(ids: Sequence[bytes]) -> BloomFilter:
-    bloom = BloomFilter(capacity=max(MIN_CAPACITY, 2 * len(ids)))
-    bloom.add_many(ids)
-    return bloom
+    def _filter(self, ids: Sequence[bytes]) -> Filter:
+        bloom = self._new(max(MIN_CAPACITY, 2 * len(ids)))
+        bloom.add_many(ids)
+        return bloom

@@ -25,6 +25,7 @@ from mwcore.api.computation import Computation
 from mwcore.api.record import Production, TimeDomain
 from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.controls import SAFE, NegativeControls
+from mwcore.core import Core
 from mwcore.runtime import dead_letters
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.dedup import SeenIds
@@ -63,6 +64,7 @@ class IntervalDeps:
     witness_gated: bool = False  # productions and reports wait for the commit witness
     controls: NegativeControls = SAFE  # MW_UNSAFE_*: the negative controls (mwcore/controls.py)
     signer: Signer = UNSIGNED  # MW_ID_SECRET: input ids checked (api/signing.py)
+    core: Core = "python"  # MW_CORE: which core's dedup filter (mwcore/core.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +120,7 @@ class Interval:
         )
         self.careful_until = careful_until
         self._careful_since = time.monotonic()
-        self.seen = SeenIds(snapshot.seen, self._lookup_seen, self._all_seen, deps.counters)
+        self.seen = SeenIds(snapshot.seen, self._lookup_seen, self._all_seen, deps.counters, deps.core)
         self.intake = Intake(
             name=str(iid),
             inputs=deps.inputs,

@@ -101,6 +101,7 @@ class Worker:
             record_latency=bool(config.latency_out),
             controls=config.controls,
             signer=config.signer,
+            core=config.core,
         )
         self.reporter = WatermarkReporter(
             reports or NullReportSink(), self.layout.spec(), self.clock.now_ms, config.report_interval_ms
