@@ -72,11 +72,12 @@ def interval_path(
     comp.state.bind(registry)
     store = MemoryCheckpointStore()
     iv = IntervalId("bench", comp.name, 0)
+    binding = InputBinding("events", AvroSerde(registry, "mw.bench.Event"))
     deps = IntervalDeps(
         computation=comp,
         store=store,
         codec=comp.state,
-        inputs={"events": InputBinding("events", AvroSerde(registry, "mw.bench.Event"))},
+        inputs={"events": binding.on_native() if core == "native" else binding},
         encoders={"counts": ("counts", AvroSerde(registry, "mw.bench.Count").encode)},
         dead_letter_topic="dead-letters",
         core=core,

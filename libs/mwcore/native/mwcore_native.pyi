@@ -1,5 +1,6 @@
 # Types of the native core (src/lib.rs); each function's Python reference is named.
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from mwcore.store.checkpoint import Checkpoint
 
@@ -23,3 +24,13 @@ class Bloom:
     def contains_many(self, keys: Sequence[bytes]) -> list[bool]: ...
     def duplicates(self, rids: list[bytes], in_batch: set[bytes]) -> tuple[list[bool], list[int]]: ...
     def words(self) -> bytes: ...
+
+class Decoder:
+    """Avro values of one reader schema (``plan``: ``mwcore.serde.codegen.decoder_plan``)
+    decoded as the generated decoder does; any other value goes to ``fallback``
+    (``AvroSerde.decode``), which reads it or raises."""
+
+    def __init__(
+        self, plan: tuple[Any, ...], fingerprint: int, max_items: int, fallback: Callable[[bytes], Any]
+    ) -> None: ...
+    def decode(self, data: bytes) -> Any: ...

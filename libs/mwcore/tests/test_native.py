@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import random
 import shutil
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 import pytest
+from test_avrogen import _schemas, _value
 
 from mwcore.api.record import Production
 from mwcore.runtime.bloom import BloomFilter
+from mwcore.runtime.intake import InputBinding
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.checkpoint import Checkpoint
 from mwcore.store.fast_script import pack_call
 from mwcore.store.redis_store import commit_args
@@ -148,3 +153,40 @@ def test_the_bloom_filter_refuses_what_is_not_a_record_id() -> None:
         native.Bloom().add_many([b"short"])
     with pytest.raises(TypeError):
         native.Bloom().contains_many(["a str"])
+
+
+def _native_binding(schema: Any) -> tuple[AvroSerde, Callable[[bytes], Any]]:
+    registry = SchemaRegistry()
+    registry.add(schema)
+    serde = AvroSerde(registry, schema["name"])
+    native_module()
+    decode = InputBinding("s", serde).on_native().decode
+    assert decode is not None and decode != serde.decode  # the schema is covered
+    return serde, decode
+
+
+def _outcome(decode: Callable[[bytes], Any], data: bytes) -> tuple[str, Any]:
+    try:
+        return "value", decode(data)
+    except Exception as exc:  # the reference's error, type and text
+        return "error", f"{type(exc).__name__}: {exc}"
+
+
+@pytest.mark.parametrize("schema", _schemas(), ids=lambda s: s["name"])
+def test_the_decoder_reads_what_the_reference_reads(schema: Any) -> None:
+    """Values of every schema of the repository (and one with every type), then the
+    same bytes cut short, with bytes flipped, or written under another fingerprint:
+    the same value, or the same error, from both."""
+    serde, decode = _native_binding(schema)
+    rng = random.Random(13)
+    for _ in range(300):
+        data = serde.encode(_value(schema, {}, rng))
+        assert decode(data) == serde.decode(data)
+        broken = [data[: rng.randrange(len(data))], data[:2] + rng.randbytes(8) + data[10:]]
+        flipped = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            flipped[rng.randrange(10, len(data))] = rng.randrange(256) if len(data) > 10 else 0
+        broken.append(bytes(flipped))
+        broken.append(data[:10] + bytes([0xFF] * 9 + [rng.choice([1, 2, 0x7F, 0x80])]) + data[10:])
+        for bad in broken:
+            assert _outcome(decode, bad) == _outcome(serde.decode, bad), bad

@@ -9,7 +9,10 @@
 //!   `checkpoint.encode_batch` frames them).
 //! - `Bloom`: the Bloom filter of record ids that deduplication asks first
 //!   (reference: `mwcore.runtime.bloom.BloomFilter`), bit for bit.
+//! - `Decoder`: Avro decoding of input values written with the reader's schema
+//!   (reference: the generated decoders of `mwcore.serde.codegen`).
 
+mod avro;
 mod bloom;
 mod resp;
 
@@ -207,5 +210,6 @@ fn pack_commit<'py>(
 fn mwcore_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pack_commit, m)?)?;
     m.add_class::<bloom::Bloom>()?;
+    m.add_class::<avro::Decoder>()?;
     Ok(())
 }

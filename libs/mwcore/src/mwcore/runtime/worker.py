@@ -81,11 +81,14 @@ class Worker:
         self.layout = Layout.of(computation, config.namespace)
         self.topics = self.layout.inputs
         computation.state.bind(registry)
+        bindings = self.layout.bindings(registry)
+        if config.core == "native":
+            bindings = {topic: b.on_native() for topic, b in bindings.items()}
         self.deps = IntervalDeps(
             computation=computation,
             store=store,
             codec=computation.state,
-            inputs=self.layout.bindings(registry),
+            inputs=bindings,
             encoders=self.layout.encoders(registry),
             dead_letter_topic=self.layout.dead_letters,
             late_topic=self.layout.late,
