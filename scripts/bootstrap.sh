@@ -64,7 +64,14 @@ say "pip install mwcore[spark], the services' and the dev tools' requirements in
 # release mode by cargo through maturin into the virtualenv; cargo's build outputs are
 # kept outside the repository, so a rebuild compiles only what changed.
 if command -v cargo >/dev/null 2>&1; then
-  say "the native core: cargo build --release of libs/mwcore/native (the first time: about a minute)"
+  # librdkafka (the native producer) is built from its sources: cmake, and curl's headers
+  if ! command -v cmake >/dev/null 2>&1; then
+    apt_install cmake
+  fi
+  if [ ! -f /usr/include/curl/curl.h ] && [ ! -f /usr/include/x86_64-linux-gnu/curl/curl.h ]; then
+    apt_install libcurl4-openssl-dev
+  fi
+  say "the native core: cargo build --release of libs/mwcore/native (the first time: about two minutes)"
   log="$VENV/.mw-native-build.log"
   if ! CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/mwcore/cargo-target}" VIRTUAL_ENV="$PWD/$VENV" \
       "$VENV/bin/maturin" develop --release -m libs/mwcore/native/Cargo.toml >"$log" 2>&1 \

@@ -18,6 +18,7 @@ A process's surface is in ``tests/test_hostile_operations.py``.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -166,14 +167,25 @@ def test_records_the_broker_refuses_for_good_are_dead_letters_and_hold_no_waterm
         auth.terminate()
 
 
+@pytest.mark.parametrize(
+    "core",
+    [
+        "python",
+        pytest.param(
+            "native",
+            marks=pytest.mark.skipif(shutil.which("cargo") is None, reason="no Rust toolchain: no native core"),
+        ),
+    ],
+)
 def test_a_production_the_broker_refuses_is_a_dead_letter_and_costs_its_batchmates_nothing(
-    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path, core: str
 ) -> None:
     """A computation's output dated two hours ahead, between two ordinary ones of the same
     batch: the broker refuses the whole request. The one at fault becomes a dead letter,
     its batchmates come out, the checkpoint holds nothing pending, and the records after
-    it come out too (it was sent again for ever)."""
-    env = worker_env(stack.bootstrap, stack.redis_url, namespace)
+    it come out too (it was sent again for ever). On both cores: the native one's
+    producer reports a batch at once (``transport/native_producer.py``)."""
+    env = worker_env(stack.bootstrap, stack.redis_url, namespace, MW_CORE=core)
     worker = WorkerProc("tests.support.computations:Postdate", env, log_dir, "postdate").start()
     inj = _injector(stack, registry, namespace, {"queries": "zeitgeist.Query"})
     ahead = int(time.time() * 1000) + 2 * HOUR_MS

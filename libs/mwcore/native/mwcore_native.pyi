@@ -34,3 +34,20 @@ class Decoder:
         self, plan: tuple[Any, ...], fingerprint: int, max_items: int, fallback: Callable[[bytes], Any]
     ) -> None: ...
     def decode(self, data: bytes) -> Any: ...
+
+class Producer:
+    """The worker's productions on librdkafka, reported per batch (reference:
+    ``mwcore.transport.producer.Sender``; wrapped by ``transport.native_producer``)."""
+
+    def __init__(self, config: dict[str, str]) -> None: ...
+    def send_all(
+        self,
+        batch: int,
+        productions: list[Any],
+        id_header: str | None,
+        extra: Sequence[tuple[str, bytes | str | None]],
+        mac_header: str,
+        macs: list[bytes] | None,
+    ) -> int: ...
+    def poll(self, timeout: float) -> list[Any]: ...
+    def flush(self, timeout: float) -> tuple[int, list[Any]]: ...

@@ -79,6 +79,28 @@ class OutboxBatch:
         if self.remaining == 0:
             self.outbox._settled(self)
 
+    def settle_all(
+        self,
+        failures: list[tuple[Any, str, bytes | None, bytes | None]],
+        ends: dict[tuple[str, int], int],
+        counts: dict[tuple[str, int], int],
+    ) -> None:
+        """Every production's report at once (the native core's producer tallies them
+        per batch): what one call per production (``__call__``) leaves, in one."""
+        for err, topic, key, value in failures:
+            self.failed = True
+            if refused_for_good(err) is not None:
+                if self.refusals is None:
+                    self.refusals = []
+                self.refusals.append((topic, key, value))
+        for k, end in ends.items():
+            if end > self.ends.get(k, 0):
+                self.ends[k] = end
+        for k, n in counts.items():
+            self.counts[k] = self.counts.get(k, 0) + n
+        self.remaining = 0
+        self.outbox._settled(self)
+
 
 @dataclass(frozen=True, slots=True)
 class OutboxCommit:

@@ -45,6 +45,7 @@ from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.interface import CheckpointStore
 from mwcore.store.report_sink import NullReportSink, ReportSink
 from mwcore.transport.consumer import GroupConsumer
+from mwcore.transport.native_producer import NativeSender
 from mwcore.transport.producer import Sender, production_headers
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.watermarks.source import WatermarkSource
@@ -110,7 +111,7 @@ class Worker:
             reports or NullReportSink(), self.layout.spec(), self.clock.now_ms, config.report_interval_ms
         )
         self.latencies = LatencyRecorder() if config.latency_out else None
-        self.sender = Sender(config.bootstrap)
+        self.sender = NativeSender(config.bootstrap) if config.core == "native" else Sender(config.bootstrap)
         self._sent_by = ("mw-sender", config.worker_id.encode())
         self._sign = config.signer.sign_id if config.signer.enabled else None
         self.consumer: GroupConsumer | None = None

@@ -1,0 +1,114 @@
+"""Sending the worker's productions on the native core (``MW_CORE=native``).
+
+The same service as ``producer.Sender`` for the worker (``send_all``, ``send_alone``,
+``poll``, ``flush``), on the native core's librdkafka producer: a batch crosses into
+Rust once, and its delivery reports come back once, tallied (``OutboxBatch.settle_all``),
+instead of one Python callback per production. A delivery error is a confluent-kafka
+``KafkaError`` with librdkafka's code, so ``refused_for_good`` reads it as it reads the
+reference's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from confluent_kafka import KafkaError, KafkaException
+
+from mwcore.api.record import Production
+from mwcore.api.signing import MAC_HEADER
+from mwcore.core import native
+from mwcore.errors import ConfigError
+from mwcore.transport.message import Header
+from mwcore.transport.topics import producer_config
+
+ALONE = 2**63  # the batch number of a record sent alone
+
+
+class Tallied(Protocol):
+    """What receives a batch's reports, at once (``runtime.outbox.OutboxBatch``)."""
+
+    def settle_all(
+        self,
+        failures: list[tuple[Any, str, bytes | None, bytes | None]],
+        ends: dict[tuple[str, int], int],
+        counts: dict[tuple[str, int], int],
+    ) -> None: ...
+
+
+def _setting(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class NativeSender:
+    def __init__(self, bootstrap: str, **overrides: Any) -> None:
+        conf = {k: _setting(v) for k, v in producer_config(bootstrap, **overrides).items()}
+        try:
+            self._p = native().Producer(conf)
+        except ValueError as exc:
+            raise ConfigError(
+                f"MW_CORE=native: the native core's producer refuses its settings ({exc}); "
+                "fix them, or set MW_CORE=python"
+            ) from None
+        self._batches: dict[int, Tallied] = {}
+        self._next = 0
+        self._alone: list[tuple[Any, Any]] = []
+
+    def send_all(
+        self,
+        productions: list[Production],
+        on_delivery: Tallied,
+        id_header: str,
+        *extra: Header,
+        sign: Callable[[bytes], bytes] | None = None,
+    ) -> int:
+        """Queue a batch (as ``Sender.send_all``); ``on_delivery.settle_all`` gets its
+        reports once all have come (at a later ``poll`` or ``flush``)."""
+        if not productions:
+            return 0
+        self._next += 1
+        self._batches[self._next] = on_delivery
+        macs = [sign(p.id) for p in productions] if sign is not None else None
+        return int(self._p.send_all(self._next, productions, id_header, extra, MAC_HEADER, macs))
+
+    def send_alone(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        *,
+        timestamp: int,
+        headers: Sequence[tuple[str, str | bytes | None]],
+        timeout: float = 30.0,
+    ) -> tuple[Any, Any]:
+        """One record in a request of its own (as ``Sender.send_alone``): its delivery
+        error (None when it was written), and None for the message."""
+        self.flush(timeout)
+        own = tuple((k, v) for k, v in headers)
+        record = Production(b"", topic, key, value, timestamp, own)  # type: ignore[arg-type]
+        self._p.send_all(ALONE, [record], None, (), MAC_HEADER, None)
+        self.flush(timeout)
+        if not self._alone:
+            return KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT)), None
+        return self._alone.pop()
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Serve delivery reports (waiting up to ``timeout`` for one); batches settled."""
+        return self._dispatch(self._p.poll(timeout))
+
+    def flush(self, timeout: float) -> int:
+        """Wait until every queued record is reported or ``timeout`` passes; how many are left."""
+        left, settled = self._p.flush(timeout)
+        self._dispatch(settled)
+        return int(left)
+
+    def _dispatch(self, settled: list[Any]) -> int:
+        for batch, ends, counts, failures in settled:
+            errors = [(KafkaError(code), topic, key, value) for code, topic, key, value in failures]
+            if batch == ALONE:
+                self._alone = [(errors[0][0] if errors else None, None)]
+                continue
+            self._batches.pop(batch).settle_all(errors, ends, counts)
+        return len(settled)
