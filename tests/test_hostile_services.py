@@ -167,16 +167,10 @@ def test_records_the_broker_refuses_for_good_are_dead_letters_and_hold_no_waterm
         auth.terminate()
 
 
-@pytest.mark.parametrize(
-    "core",
-    [
-        "python",
-        pytest.param(
-            "native",
-            marks=pytest.mark.skipif(shutil.which("cargo") is None, reason="no Rust toolchain: no native core"),
-        ),
-    ],
-)
+NO_NATIVE = pytest.mark.skipif(shutil.which("cargo") is None, reason="no Rust toolchain: no native core")
+
+
+@pytest.mark.parametrize("core", ["python", pytest.param("native", marks=NO_NATIVE)])
 def test_a_production_the_broker_refuses_is_a_dead_letter_and_costs_its_batchmates_nothing(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path, core: str
 ) -> None:
