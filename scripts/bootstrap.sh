@@ -64,12 +64,15 @@ say "pip install mwcore[spark], the services' and the dev tools' requirements in
 # release mode by cargo through maturin into the virtualenv; cargo's build outputs are
 # kept outside the repository, so a rebuild compiles only what changed.
 if command -v cargo >/dev/null 2>&1; then
-  # librdkafka (the native producer) is built from its sources: cmake, and curl's headers
+  # librdkafka (the native producer) is built from its sources: cmake, curl's headers, OpenSSL's
   if ! command -v cmake >/dev/null 2>&1; then
     apt_install cmake
   fi
   if [ ! -f /usr/include/curl/curl.h ] && [ ! -f /usr/include/x86_64-linux-gnu/curl/curl.h ]; then
     apt_install libcurl4-openssl-dev
+  fi
+  if [ ! -f /usr/include/openssl/ssl.h ] || ! command -v pkg-config >/dev/null 2>&1; then
+    apt_install libssl-dev pkg-config  # TLS and SASL of the native producer
   fi
   say "the native core: cargo build --release of libs/mwcore/native (the first time: about two minutes)"
   log="$VENV/.mw-native-build.log"
