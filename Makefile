@@ -58,7 +58,12 @@ wheel: bootstrap
 	@command -v cargo >/dev/null 2>&1 || { echo "make wheel: the native core needs Rust's cargo (https://rustup.rs)"; exit 2; }
 	rm -rf dist && mkdir -p dist
 	$(BIN)/pip wheel -q --no-deps -w dist libs/mwcore && rm -rf libs/mwcore/build
-	CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$$HOME/.cache/mwcore/cargo-target} \
+	@# maturin renames the libraries it bundles (OpenSSL) in the built library itself: the
+	@# wheel's build has its own target, and is linked again each time (a second build
+	@# would find them missing)
+	target=$${CARGO_TARGET_DIR:-$$HOME/.cache/mwcore/cargo-target}/wheel && \
+	  rm -f $$target/maturin/libmwcore_native.so $$target/release/deps/libmwcore_native.so && \
+	  CARGO_TARGET_DIR=$$target PATH=$(abspath $(BIN)):$$PATH \
 	  $(BIN)/maturin build --release --quiet -o dist -m libs/mwcore/native/Cargo.toml
 	@ls dist
 
