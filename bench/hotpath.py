@@ -54,6 +54,7 @@ from bench.keyed_count import KeyedCount  # noqa: E402
 from mwcore.core import CORES, Core, native  # noqa: E402
 from mwcore.runtime.intake import InputBinding  # noqa: E402
 from mwcore.runtime.interval import Interval, IntervalDeps  # noqa: E402
+from mwcore.runtime.native_codecs import decoding, encoding  # noqa: E402
 from mwcore.serde.avro import AvroSerde, SchemaRegistry  # noqa: E402
 from mwcore.store.fast_script import pack_call  # noqa: E402
 from mwcore.store.interface import IntervalId  # noqa: E402
@@ -72,13 +73,14 @@ def interval_path(
     comp.state.bind(registry)
     store = MemoryCheckpointStore()
     iv = IntervalId("bench", comp.name, 0)
-    binding = InputBinding("events", AvroSerde(registry, "mw.bench.Event"))
+    event, count = AvroSerde(registry, "mw.bench.Event"), AvroSerde(registry, "mw.bench.Count")
+    on_native = core == "native"  # as Layout.bindings and encoders make them
     deps = IntervalDeps(
         computation=comp,
         store=store,
         codec=comp.state,
-        inputs={"events": binding.on_native() if core == "native" else binding},
-        encoders={"counts": ("counts", AvroSerde(registry, "mw.bench.Count").encode)},
+        inputs={"events": InputBinding("events", event, decoding(event) if on_native else None)},
+        encoders={"counts": ("counts", encoding(count) if on_native else count.encode)},
         dead_letter_topic="dead-letters",
         core=core,
     )

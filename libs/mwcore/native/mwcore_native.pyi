@@ -26,7 +26,7 @@ class Bloom:
     def words(self) -> bytes: ...
 
 class Decoder:
-    """Avro values of one reader schema (``plan``: ``mwcore.serde.codegen.decoder_plan``)
+    """Avro values of one reader schema (``plan``: ``mwcore.serde.codegen.native_plan``)
     decoded as the generated decoder does; any other value goes to ``fallback``
     (``AvroSerde.decode``), which reads it or raises."""
 
@@ -51,3 +51,11 @@ class Producer:
     ) -> int: ...
     def poll(self, timeout: float) -> list[Any]: ...
     def flush(self, timeout: float) -> tuple[int, list[Any]]: ...
+
+class Encoder:
+    """Avro values of one schema encoded, after ``prefix``, as the generated encoder
+    does, where every part has exactly the type the schema reads back; any other
+    value goes to ``fallback`` (``AvroSerde.encode``), which writes it or raises."""
+
+    def __init__(self, plan: tuple[Any, ...], prefix: bytes, fallback: Callable[[Any], bytes]) -> None: ...
+    def encode(self, value: Any) -> bytes: ...

@@ -25,7 +25,7 @@ from test_avrogen import _schemas, _value
 
 from mwcore.api.record import Production
 from mwcore.runtime.bloom import BloomFilter
-from mwcore.runtime.intake import InputBinding
+from mwcore.runtime.native_codecs import decoding, encoding
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.checkpoint import Checkpoint
 from mwcore.store.fast_script import pack_call
@@ -155,14 +155,14 @@ def test_the_bloom_filter_refuses_what_is_not_a_record_id() -> None:
         native.Bloom().contains_many(["a str"])
 
 
-def _native_binding(schema: Any) -> tuple[AvroSerde, Callable[[bytes], Any]]:
+def _native_codecs(schema: Any) -> tuple[AvroSerde, Callable[[bytes], Any], Callable[[Any], bytes]]:
     registry = SchemaRegistry()
     registry.add(schema)
     serde = AvroSerde(registry, schema["name"])
     native_module()
-    decode = InputBinding("s", serde).on_native().decode
-    assert decode is not None and decode != serde.decode  # the schema is covered
-    return serde, decode
+    decode, encode = decoding(serde), encoding(serde)
+    assert decode != serde.decode and encode != serde.encode  # the schema is covered
+    return serde, decode, encode
 
 
 def _outcome(decode: Callable[[bytes], Any], data: bytes) -> tuple[str, Any]:
@@ -177,7 +177,7 @@ def test_the_decoder_reads_what_the_reference_reads(schema: Any) -> None:
     """Values of every schema of the repository (and one with every type), then the
     same bytes cut short, with bytes flipped, or written under another fingerprint:
     the same value, or the same error, from both."""
-    serde, decode = _native_binding(schema)
+    serde, decode, _ = _native_codecs(schema)
     rng = random.Random(13)
     for _ in range(300):
         data = serde.encode(_value(schema, {}, rng))
@@ -190,3 +190,33 @@ def test_the_decoder_reads_what_the_reference_reads(schema: Any) -> None:
         broken.append(data[:10] + bytes([0xFF] * 9 + [rng.choice([1, 2, 0x7F, 0x80])]) + data[10:])
         for bad in broken:
             assert _outcome(decode, bad) == _outcome(serde.decode, bad), bad
+
+
+def _mutants(value: Any, schema: Any, rng: random.Random) -> list[Any]:
+    """``value`` with one part swapped for something of another (or a sub-) type, or
+    taken out: what the reference writes anyway (a bool for an int, a tuple for a
+    list, an int for a float) or refuses."""
+    if not isinstance(value, dict):
+        return []
+    out = []
+    odd = [True, 1, 1.5, 2**40, 2**70, -(2**63) - 1, 3.5e38, float("nan"), "x", "\ud800", b"x",
+           bytearray(b"ab"), None, (1, 2), [1], {"k": 1}, {1: "v"}, "RED", "PURPLE"]  # fmt: skip
+    for name in list(value):
+        for swap in rng.sample(odd, 6):
+            out.append({**value, name: swap})
+        out.append({k: v for k, v in value.items() if k != name})
+    return out
+
+
+@pytest.mark.parametrize("schema", _schemas(), ids=lambda s: s["name"])
+def test_the_encoder_writes_what_the_reference_writes(schema: Any) -> None:
+    """Values of every schema of the repository (and one with every type), then the
+    same with a part of the wrong type or missing: the same bytes, or the same error,
+    from both."""
+    serde, _, encode = _native_codecs(schema)
+    rng = random.Random(17)
+    for _ in range(300):
+        value = _value(schema, {}, rng)
+        assert encode(value) == serde.encode(value)
+        for bad in _mutants(value, schema, rng):
+            assert _outcome(encode, bad) == _outcome(serde.encode, bad), bad

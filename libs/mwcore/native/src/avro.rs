@@ -2,7 +2,7 @@
 //! `mwcore/serde/codegen.py`, read through `AvroSerde.decode`).
 //!
 //! A `Decoder` reads values written with its reader schema (the fingerprint in the
-//! single-object header is its own), following the plan `codegen.decoder_plan` makes
+//! single-object header is its own), following the plan `codegen.native_plan` makes
 //! of the schema. Anything else (another writer, a value that does not decode, a varint
 //! the reference reads as an integer beyond 64 bits) goes to the reference, which reads
 //! it or raises its own error: so the values and the errors (which dead letters carry)
@@ -14,16 +14,17 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 const MAGIC: [u8; 2] = [0xC3, 0x01];
 const HEADER_LEN: usize = 10;
 
-/// How a value of one schema is read.
-enum Plan {
+/// How a value of one schema is read and written.
+pub(crate) enum Plan {
     Null,
     Boolean,
+    Int,
     Long,
     Float,
     Double,
     Bytes,
     Str,
-    Record(Vec<(Py<PyString>, Plan)>),
+    Record(Vec<(Py<PyString>, Plan, bool)>), // name, plan, nullable (missing: written as null)
     Enum(Vec<Py<PyString>>),
     Fixed(usize),
     Array(Box<Plan>, bool), // counted: items that take no bytes are bounded by a count
@@ -36,12 +37,13 @@ struct Refer;
 
 type Read<T> = Result<T, Refer>;
 
-fn plan_of(py: Python<'_>, plan: &Bound<'_, PyAny>) -> PyResult<Plan> {
+pub(crate) fn plan_of(py: Python<'_>, plan: &Bound<'_, PyAny>) -> PyResult<Plan> {
     let t = plan.downcast::<PyTuple>()?;
     let kind: String = t.get_item(0)?.extract()?;
     Ok(match kind.as_str() {
         "null" => Plan::Null,
         "boolean" => Plan::Boolean,
+        "int" => Plan::Int,
         "long" => Plan::Long,
         "float" => Plan::Float,
         "double" => Plan::Double,
@@ -53,9 +55,11 @@ fn plan_of(py: Python<'_>, plan: &Bound<'_, PyAny>) -> PyResult<Plan> {
                 let f = f?;
                 let f = f.downcast::<PyTuple>()?;
                 let name: String = f.get_item(0)?.extract()?;
+                let nullable: bool = f.get_item(2)?.extract()?;
                 fields.push((
                     PyString::intern(py, &name).unbind(),
                     plan_of(py, &f.get_item(1)?)?,
+                    nullable,
                 ));
             }
             Plan::Record(fields)
@@ -132,7 +136,7 @@ impl<'b> Reader<'b> {
                 let c = self.byte()?;
                 pyo3::types::PyBool::new(py, c == 1).to_owned().into_any()
             }
-            Plan::Long => self.long()?.into_pyobject(py).map_err(|_| Refer)?.into_any(),
+            Plan::Int | Plan::Long => self.long()?.into_pyobject(py).map_err(|_| Refer)?.into_any(),
             Plan::Float => {
                 let raw: [u8; 4] = self.take(4)?.try_into().map_err(|_| Refer)?;
                 f64::from(f32::from_le_bytes(raw))
@@ -154,7 +158,7 @@ impl<'b> Reader<'b> {
             }
             Plan::Record(fields) => {
                 let d = PyDict::new(py);
-                for (name, sub) in fields {
+                for (name, sub, _) in fields {
                     let v = self.read(py, sub)?;
                     d.set_item(name.bind(py), v).map_err(|_| Refer)?;
                 }

@@ -11,11 +11,13 @@
 //!   (reference: `mwcore.runtime.bloom.BloomFilter`), bit for bit.
 //! - `Decoder`: Avro decoding of input values written with the reader's schema
 //!   (reference: the generated decoders of `mwcore.serde.codegen`).
+//! - `Encoder`: Avro encoding of productions (reference: the generated encoders).
 //! - `Producer`: the worker's productions sent a batch at a time on librdkafka, their
 //!   delivery reports tallied per batch (reference: `mwcore.transport.producer.Sender`).
 
 mod avro;
 mod bloom;
+mod encode;
 mod producer;
 mod resp;
 
@@ -214,6 +216,7 @@ fn mwcore_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pack_commit, m)?)?;
     m.add_class::<bloom::Bloom>()?;
     m.add_class::<avro::Decoder>()?;
+    m.add_class::<encode::Encoder>()?;
     m.add_class::<producer::Producer>()?;
     Ok(())
 }

@@ -30,9 +30,8 @@ from mwcore.api import ids
 from mwcore.api.record import ID_HEADER, LATE_HEADER, Record
 from mwcore.api.signing import MAC_HEADER, UNSIGNED, Signer
 from mwcore.controls import SAFE, NegativeControls
-from mwcore.core import native
 from mwcore.errors import InvalidRecord, SerializationError
-from mwcore.limits import MAX_AVRO_ITEMS, MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
+from mwcore.limits import MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.runtime import dead_letters
 from mwcore.runtime.dead_letters import Incoming
 from mwcore.runtime.dedup import SeenIds
@@ -40,7 +39,6 @@ from mwcore.runtime.effects import Applier
 from mwcore.runtime.faults import Faults
 from mwcore.runtime.state_cache import StateCache
 from mwcore.serde.avro import AvroSerde
-from mwcore.serde.codegen import decoder_plan
 from mwcore.store.checkpoint import Checkpoint, position_field
 from mwcore.transport.message import Message
 
@@ -53,22 +51,11 @@ class InputBinding:
 
     stream: str
     serde: AvroSerde
-    decode: Callable[[bytes], Any] | None = None  # None: the serde's (else the native core's)
+    decode: Callable[[bytes], Any] | None = None  # None: the serde's (native_codecs: the native core's)
 
     def __post_init__(self) -> None:
         if self.decode is None:
             self.decode = self.serde.decode
-
-    def on_native(self) -> InputBinding:
-        """The same, values decoded by the native core (``MW_CORE=native``): those of
-        the reader's own schema in Rust, any other by the serde, which also raises
-        the errors (a dead letter's text is the same on both cores)."""
-        sv = self.serde.schema
-        plan = decoder_plan(sv.parsed)
-        if plan is None:  # nor has the serde a generated decoder: fastavro reads it
-            return self
-        decoder = native().Decoder(plan, sv.fingerprint, MAX_AVRO_ITEMS, self.serde.decode)
-        return InputBinding(self.stream, self.serde, decoder.decode)
 
 
 @dataclass(slots=True)

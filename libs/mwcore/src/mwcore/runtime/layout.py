@@ -11,7 +11,9 @@ from typing import Any
 
 from mwcore.api.codecs import AvroCodec
 from mwcore.api.computation import Computation
+from mwcore.core import Core
 from mwcore.runtime.intake import InputBinding
+from mwcore.runtime.native_codecs import decoding, encoding
 from mwcore.serde.avro import AvroSerde, SchemaRegistry, SchemaVersion
 from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stream, rekey_stream, topic_name
 from mwcore.watermarks.report_format import NodeSpec
@@ -60,22 +62,26 @@ class Layout:
             topics[self.late] = 1
         ensure_topics(bootstrap, topics)
 
-    def bindings(self, registry: SchemaRegistry) -> dict[str, InputBinding]:
-        """topic -> how its messages become records."""
+    def bindings(self, registry: SchemaRegistry, core: Core = "python") -> dict[str, InputBinding]:
+        """topic -> how its messages become records (decoded by ``core``)."""
         out: dict[str, InputBinding] = {}
         for inp in self.comp.inputs:
             serde = AvroSerde(registry, inp.schema or "")
+            decode = decoding(serde) if core == "native" else serde.decode
             for topic, stream in self.inputs.items():
                 if stream == inp.stream:
-                    out[topic] = InputBinding(inp.stream, serde)
+                    out[topic] = InputBinding(inp.stream, serde, decode)
         return out
 
-    def encoders(self, registry: SchemaRegistry) -> dict[str, tuple[str, Callable[[Any], bytes]]]:
-        """stream -> (topic, encode) of every output."""
-        return {
-            o.stream: (self.outputs[o.stream], AvroSerde(registry, o.schema).encode)
-            for o in self.comp.outputs
-        }
+    def encoders(
+        self, registry: SchemaRegistry, core: Core = "python"
+    ) -> dict[str, tuple[str, Callable[[Any], bytes]]]:
+        """stream -> (topic, encode) of every output (encoded by ``core``)."""
+        out = {}
+        for o in self.comp.outputs:
+            serde = AvroSerde(registry, o.schema)
+            out[o.stream] = (self.outputs[o.stream], encoding(serde) if core == "native" else serde.encode)
+        return out
 
     def writer_schemas(self, registry: SchemaRegistry) -> list[SchemaVersion]:
         """Every schema the worker encodes with: its outputs', its inputs' (a record that

@@ -82,15 +82,12 @@ class Worker:
         self.layout = Layout.of(computation, config.namespace)
         self.topics = self.layout.inputs
         computation.state.bind(registry)
-        bindings = self.layout.bindings(registry)
-        if config.core == "native":
-            bindings = {topic: b.on_native() for topic, b in bindings.items()}
         self.deps = IntervalDeps(
             computation=computation,
             store=store,
             codec=computation.state,
-            inputs=bindings,
-            encoders=self.layout.encoders(registry),
+            inputs=self.layout.bindings(registry, config.core),
+            encoders=self.layout.encoders(registry, config.core),
             dead_letter_topic=self.layout.dead_letters,
             late_topic=self.layout.late,
             exactly_once=computation.options.exactly_once and not config.controls.disable_dedup,

@@ -208,6 +208,11 @@ class AvroSerde:
     def schema(self) -> SchemaVersion:
         return self._schema
 
+    @property
+    def header(self) -> bytes:
+        """What every value it writes starts with (the marker and the fingerprint)."""
+        return self._header
+
     def encode(self, datum: Any) -> bytes:
         if self._encode is not None:
             try:

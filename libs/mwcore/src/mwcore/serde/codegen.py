@@ -249,14 +249,15 @@ class _Gen:
         lines += [f"{ind}else:", f"{ind}    raise ValueError('union index out of range')"]
         return lines
 
-    # -- the plan of a decoder (the native core's): what ``read`` generates, as data -------
+    # -- the plan of the native core's codec: what ``read`` and ``write`` generate, as data
 
     def plan(self, schema: Any) -> tuple[Any, ...]:
-        """The reading of ``schema`` as nested tuples, for ``mwcore_native.Decoder``:
-        ``(kind, ...)`` with kind ``null``, ``boolean``, ``long`` (int too), ``float``,
-        ``double``, ``bytes``, ``string``, ``("record", ((name, plan), ...))``,
-        ``("enum", symbols)``, ``("fixed", size)``, ``("array", plan, counted)``,
-        ``("map", plan)``, ``("union", null_at, plan)``."""
+        """``schema`` as nested tuples, for ``mwcore_native.Decoder`` and ``Encoder``:
+        ``(kind, ...)`` with kind ``null``, ``boolean``, ``int``, ``long``, ``float``,
+        ``double``, ``bytes``, ``string``, ``("record", ((name, plan, nullable), ...))``
+        (``nullable``: a missing field is written as null; else the generated code
+        decides: a default, or an error), ``("enum", symbols)``, ``("fixed", size)``,
+        ``("array", plan, counted)``, ``("map", plan)``, ``("union", null_at, plan)``."""
         schema = self.resolve(schema)
         if isinstance(schema, list):
             null_at, other = self.union_branches(schema)
@@ -264,11 +265,21 @@ class _Gen:
         if isinstance(schema, str):
             if schema not in _PRIMITIVES:
                 raise Unsupported(f"type {schema!r}")
-            return ("long",) if schema == "int" else (schema,)
+            return (schema,)
         kind = schema.get("type")
         with self.expanding_named(schema):
             if kind == "record":
-                return ("record", tuple((str(f["name"]), self.plan(f["type"])) for f in schema["fields"]))
+                return (
+                    "record",
+                    tuple(
+                        (
+                            str(f["name"]),
+                            self.plan(f["type"]),
+                            "default" not in f and self.is_nullable(f["type"]),
+                        )
+                        for f in schema["fields"]
+                    ),
+                )
             if kind == "enum":
                 return ("enum", tuple(str(s) for s in schema["symbols"]))
             if kind == "fixed":
@@ -380,8 +391,8 @@ def _named_types(schema: Any, found: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def decoder_plan(schema: Any) -> tuple[Any, ...] | None:
-    """The plan of the native decoder of a fastavro-parsed schema (``_Gen.plan``), or
+def native_plan(schema: Any) -> tuple[Any, ...] | None:
+    """The plan of the native codec of a fastavro-parsed schema (``_Gen.plan``), or
     None where the generated codec does not cover it either."""
     try:
         return _Gen(_named_types(schema, {})).plan(schema)

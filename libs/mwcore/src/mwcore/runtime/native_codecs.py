@@ -1,0 +1,41 @@
+"""The Avro codecs of a worker's inputs and outputs on the native core (``MW_CORE=native``).
+
+Each wraps the serde it stands for: values of the schema's own writer are decoded,
+and values whose parts have exactly the types the schema reads back are encoded, in
+Rust (``mwcore_native.Decoder``, ``Encoder``), by a plan of the schema
+(``serde/codegen.py``: ``native_plan``, the walk the generated codec makes); anything
+else goes to the serde, which reads or writes it or raises its own error. So values,
+bytes and errors (a dead letter's text) are the same on both cores
+(``libs/mwcore/tests/test_native.py`` holds them to it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mwcore.core import native
+from mwcore.limits import MAX_AVRO_ITEMS
+from mwcore.serde.avro import AvroSerde
+from mwcore.serde.codegen import native_plan
+
+
+def decoding(serde: AvroSerde) -> Callable[[bytes], Any]:
+    """``serde.decode``, on the native core."""
+    sv = serde.schema
+    plan = native_plan(sv.parsed)
+    if plan is None:  # nor has the serde a generated codec: fastavro reads it
+        return serde.decode
+    decode: Callable[[bytes], Any] = (
+        native().Decoder(plan, sv.fingerprint, MAX_AVRO_ITEMS, serde.decode).decode
+    )
+    return decode
+
+
+def encoding(serde: AvroSerde) -> Callable[[Any], bytes]:
+    """``serde.encode``, on the native core."""
+    plan = native_plan(serde.schema.parsed)
+    if plan is None:
+        return serde.encode
+    encode: Callable[[Any], bytes] = native().Encoder(plan, serde.header, serde.encode).encode
+    return encode
