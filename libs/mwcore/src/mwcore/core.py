@@ -1,11 +1,15 @@
-"""Which core runs the kit's per-commit (and, as it grows, per-record) paths.
+"""Which core runs the kit's per-record and per-commit paths.
 
 ``python`` is the pure-Python runtime: the reference, and the default. ``native`` is
 the Rust extension built from ``libs/mwcore/native`` (``make bootstrap`` builds it
-when cargo is installed), module ``mwcore_native``. Each native function has its
-Python reference, and ``libs/mwcore/tests/test_native.py`` holds the two to identical
-output. What the native core takes over so far: packing each checkpoint into the
-commit script's call (``store/redis_store.py``).
+when cargo is installed; ``make wheel`` packs it), module ``mwcore_native``. Each
+native part has its Python reference, and differential tests hold the two to
+identical output (``libs/mwcore/tests/test_native.py``, ``tests/test_differential.py``).
+
+What the native core does: the worker's productions on librdkafka, reported per batch
+(``transport/native_producer.py``); Avro decoding of inputs and encoding of productions
+(``runtime/native_codecs.py``); the dedup filter (``runtime/dedup.py``); packing each
+checkpoint into the commit script's call (``store/redis_store.py``).
 """
 
 from __future__ import annotations
