@@ -160,13 +160,6 @@ class EventSum(RunningSum):
 
     name = "event_sum"
 
-    def process_record(self, ctx: Context, record: Record) -> None:
-        if record.value["n"] < 0:
-            raise ValueError(f"negative amount {record.value['n']}")  # goes to the dead letters
-        st: SumState = ctx.state.get() or SumState()
-        st.total += record.value["n"]
-        st.count += 1
-        ctx.produce("sums", {"key": ctx.key, "total": st.total, "count": st.count}, record.timestamp)
+    def schedule_flush(self, ctx: Context, record: Record, st: SumState) -> None:
         end = record.timestamp // 1000 * 1000 + 999
         ctx.timers.set(f"s{end}", end, TimeDomain.EVENT)
-        ctx.state.set(st)

@@ -36,10 +36,14 @@ class RunningSum(Computation):
         st.total += record.value["n"]
         st.count += 1
         ctx.produce("sums", {"key": ctx.key, "total": st.total, "count": st.count}, record.timestamp)
+        self.schedule_flush(ctx, record, st)
+        ctx.state.set(st)
+
+    def schedule_flush(self, ctx: Context, record: Record, st: SumState) -> None:
+        """The flush timer: ``FLUSH_MS`` of wall time after the key's first unflushed record."""
         if not st.flush_pending:
             st.flush_pending = True
             ctx.timers.set("flush", ctx.now_ms() + FLUSH_MS, TimeDomain.WALL)
-        ctx.state.set(st)
 
     def process_timer(self, ctx: Context, timer: Timer) -> None:
         st: SumState = ctx.state.get() or SumState()
