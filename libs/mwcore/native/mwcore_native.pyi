@@ -26,7 +26,7 @@ class Bloom:
     def words(self) -> bytes: ...
 
 class Decoder:
-    """Avro values of one reader schema (``plan``: ``mwcore.serde.codegen.native_plan``)
+    """Avro values of one reader schema (``plan``: ``mwcore.serde.native_plan``)
     decoded as the generated decoder does; any other value goes to ``fallback``
     (``AvroSerde.decode``), which reads it or raises."""
 

@@ -2,7 +2,7 @@
 //! `mwcore/serde/codegen.py`, read through `AvroSerde.decode`).
 //!
 //! A `Decoder` reads values written with its reader schema (the fingerprint in the
-//! single-object header is its own), following the plan `codegen.native_plan` makes
+//! single-object header is its own), following the plan `serde/native_plan.py` makes
 //! of the schema. Anything else (another writer, a value that does not decode, a varint
 //! the reference reads as an integer beyond 64 bits) goes to the reference, which reads
 //! it or raises its own error: so the values and the errors (which dead letters carry)

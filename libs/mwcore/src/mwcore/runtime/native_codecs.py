@@ -3,7 +3,7 @@
 Each wraps the serde it stands for: values of the schema's own writer are decoded,
 and values whose parts have exactly the types the schema reads back are encoded, in
 Rust (``mwcore_native.Decoder``, ``Encoder``), by a plan of the schema
-(``serde/codegen.py``: ``native_plan``, the walk the generated codec makes); anything
+(``serde/native_plan.py``: the walk the generated codec makes); anything
 else goes to the serde, which reads or writes it or raises its own error. So values,
 bytes and errors (a dead letter's text) are the same on both cores
 (``libs/mwcore/tests/test_native.py`` holds them to it).
@@ -17,7 +17,7 @@ from typing import Any
 from mwcore.core import native
 from mwcore.limits import MAX_AVRO_ITEMS
 from mwcore.serde.avro import AvroSerde
-from mwcore.serde.codegen import native_plan
+from mwcore.serde.native_plan import native_plan
 
 
 def decoding(serde: AvroSerde) -> Callable[[bytes], Any]:

@@ -249,47 +249,6 @@ class _Gen:
         lines += [f"{ind}else:", f"{ind}    raise ValueError('union index out of range')"]
         return lines
 
-    # -- the plan of the native core's codec: what ``read`` and ``write`` generate, as data
-
-    def plan(self, schema: Any) -> tuple[Any, ...]:
-        """``schema`` as nested tuples, for ``mwcore_native.Decoder`` and ``Encoder``:
-        ``(kind, ...)`` with kind ``null``, ``boolean``, ``int``, ``long``, ``float``,
-        ``double``, ``bytes``, ``string``, ``("record", ((name, plan, nullable), ...))``
-        (``nullable``: a missing field is written as null; else the generated code
-        decides: a default, or an error), ``("enum", symbols)``, ``("fixed", size)``,
-        ``("array", plan, counted)``, ``("map", plan)``, ``("union", null_at, plan)``."""
-        schema = self.resolve(schema)
-        if isinstance(schema, list):
-            null_at, other = self.union_branches(schema)
-            return ("union", null_at, self.plan(other))
-        if isinstance(schema, str):
-            if schema not in _PRIMITIVES:
-                raise Unsupported(f"type {schema!r}")
-            return (schema,)
-        kind = schema.get("type")
-        with self.expanding_named(schema):
-            if kind == "record":
-                return (
-                    "record",
-                    tuple(
-                        (
-                            str(f["name"]),
-                            self.plan(f["type"]),
-                            "default" not in f and self.is_nullable(f["type"]),
-                        )
-                        for f in schema["fields"]
-                    ),
-                )
-            if kind == "enum":
-                return ("enum", tuple(str(s) for s in schema["symbols"]))
-            if kind == "fixed":
-                return ("fixed", int(schema["size"]))
-            if kind == "array":
-                return ("array", self.plan(schema["items"]), self.min_size(schema["items"]) == 0)
-            if kind == "map":
-                return ("map", self.plan(schema["values"]))
-        raise Unsupported(f"type {schema!r}")
-
     # -- writing: statements that append ``value`` to ``out`` -----------------------------
 
     def write(self, schema: Any, value: str, ind: str) -> list[str]:
@@ -389,15 +348,6 @@ def _named_types(schema: Any, found: dict[str, Any]) -> dict[str, Any]:
         for name, definition in schema.get("__named_schemas", {}).items():
             found.setdefault(name, definition)
     return found
-
-
-def native_plan(schema: Any) -> tuple[Any, ...] | None:
-    """The plan of the native codec of a fastavro-parsed schema (``_Gen.plan``), or
-    None where the generated codec does not cover it either."""
-    try:
-        return _Gen(_named_types(schema, {})).plan(schema)
-    except (Unsupported, KeyError, TypeError, ValueError):
-        return None
 
 
 def compile_codec(schema: Any, prefix: bytes = b"") -> Codec | None:
