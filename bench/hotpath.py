@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.keyed_count import KeyedCount  # noqa: E402
-from mwcore.core import CORES, Core, native  # noqa: E402
+from mwcore.core import CORES, Core, default_core, native  # noqa: E402
 from mwcore.runtime.intake import InputBinding  # noqa: E402
 from mwcore.runtime.interval import Interval, IntervalDeps  # noqa: E402
 from mwcore.runtime.native_codecs import decoding, encoding  # noqa: E402
@@ -171,7 +171,7 @@ def main() -> None:
         "--gc-threshold", type=int, default=GC_THRESHOLD, help="as MW_GC_THRESHOLD (0: Python's)"
     )
     parser.add_argument("--codecs", action="store_true", help="time the Avro codecs instead")
-    parser.add_argument("--core", choices=CORES, default="python", help="as MW_CORE")
+    parser.add_argument("--core", choices=CORES, default=default_core(), help="as MW_CORE")
     args = parser.parse_args()
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     if args.codecs:

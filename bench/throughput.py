@@ -19,8 +19,8 @@ Run: ``make bench`` (or ``.venv/bin/python bench/throughput.py [--records N]``).
    record was produced).
 
 Prints the figures; the last line is a JSON object with ``records_per_s``,
-``raw_consume_records_per_s``, ``ratio`` and ``core`` (``MW_CORE``: ``python``, the
-default, or ``native``) among others.
+``raw_consume_records_per_s``, ``ratio`` and ``core`` (``MW_CORE``: ``native``, the
+default where it is installed, or ``python``) among others.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 from bench.profiling import Spy, breakdown
 from mwcore.api import ids
+from mwcore.core import default_core
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import consumer_config, ensure_topics, producer_config, topic_name
@@ -357,7 +358,7 @@ def main() -> None:
         "worker_cpu_us_per_record": round(worker.get("cpu_us_per_record", 0), 1),
         "emit_per_second_records_per_s": round(every["records_per_s"]),
         **latency,
-        "core": os.environ.get("MW_CORE", "python"),  # the worker's (it inherits the environment)
+        "core": os.environ.get("MW_CORE") or default_core(),  # the worker's (it inherits the environment)
         **({"profile": breakdown(args.profile)} if args.profile and args.profile.exists() else {}),
     }
     print(json.dumps(result))

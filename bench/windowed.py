@@ -17,9 +17,9 @@ Run: ``.venv/bin/python bench/windowed.py [--records 1000000] [--profile FILE]``
 4. The output is checked: every (key, window) once, with the count of the input.
 
 The last line is JSON: ``records_per_s``, ``worker_cpu_us_per_record``,
-``raw_consume_records_per_s``, ``windows``, ``core`` (``MW_CORE``, ``python`` unless
-set) and ``output_exact`` (true only when every window came out once with the right
-count, and the counts sum to the input).
+``raw_consume_records_per_s``, ``windows``, ``core`` (``MW_CORE``; unset: ``native``
+where it is installed, else ``python``) and ``output_exact`` (true only when every
+window came out once with the right count, and the counts sum to the input).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.profiling import Spy, breakdown
 from bench.throughput import KEYS, PARTITIONS, cpu_seconds, positions, raw_consume, worker_env
+from mwcore.core import default_core
 from mwcore.injector.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import redis_client
@@ -169,7 +170,7 @@ def run_in(
         "worker_cpu_us_per_record": None if cpu is None else round(cpu, 2),
         "raw_consume_records_per_s": round(raw),
         "windows": len(seen),
-        "core": extra_env.get("MW_CORE", os.environ.get("MW_CORE", "python")),
+        "core": extra_env.get("MW_CORE") or os.environ.get("MW_CORE") or default_core(),
         "output_exact": once and got == truth and sum(got.values()) == n,
     }
 

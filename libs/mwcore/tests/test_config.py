@@ -93,3 +93,23 @@ def test_a_native_core_that_is_not_installed_is_refused_with_what_to_do(
         WorkerSettings.load()
     monkeypatch.setenv("MW_CORE", "python")
     assert WorkerSettings.load().core == "python"
+    monkeypatch.delenv("MW_CORE")
+    assert WorkerSettings.load().core == "python"  # unset, and not installed: the reference
+
+
+def test_the_native_core_is_the_default_where_it_is_installed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import shutil
+
+    from mwcore.process.settings import WorkerSettings
+
+    if shutil.which("cargo") is None:
+        pytest.skip("no Rust toolchain: the native core is not built here")
+    for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
+                 "MW_SCHEMAS_DIR": str(tmp_path)}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("MW_CORE", raising=False)
+    assert WorkerSettings.load().core == "native"
+    monkeypatch.setenv("MW_CORE", "python")
+    assert WorkerSettings.load().core == "python"

@@ -1,10 +1,11 @@
 """Which core runs the kit's per-record and per-commit paths.
 
-``python`` is the pure-Python runtime: the reference, and the default. ``native`` is
-the Rust extension built from ``libs/mwcore/native`` (``make bootstrap`` builds it
-when cargo is installed; ``make wheel`` packs it), module ``mwcore_native``. Each
-native part has its Python reference, and differential tests hold the two to
-identical output (``libs/mwcore/tests/test_native.py``, ``tests/test_differential.py``).
+``native`` is the Rust extension built from ``libs/mwcore/native`` (``make bootstrap``
+builds it when cargo is installed; ``make wheel`` packs it), module ``mwcore_native``:
+the default wherever it is installed. ``python`` is the pure-Python runtime: the
+reference, and the default where the native core is not installed. Each native part
+has its Python reference, and differential tests hold the two to identical output
+(``libs/mwcore/tests/test_native.py``, ``tests/test_differential.py``).
 
 What the native core does: the worker's productions on librdkafka, reported per batch
 (``transport/native_producer.py``); Avro decoding of inputs and encoding of productions
@@ -21,6 +22,20 @@ from mwcore.errors import ConfigError
 
 Core = Literal["python", "native"]
 CORES: tuple[Core, ...] = ("python", "native")
+
+
+def installed() -> bool:
+    """Whether the native core is installed (importable)."""
+    try:
+        import mwcore_native  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def default_core() -> Core:
+    """``MW_CORE`` unset: the native core where it is installed, else the Python one."""
+    return "native" if installed() else "python"
 
 
 def native() -> ModuleType:

@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from mwcore.api.signing import MIN_SECRET_CHARS, Signer
 from mwcore.controls import SAFE, NegativeControls, variable
-from mwcore.core import Core, native
+from mwcore.core import Core, default_core, native
 from mwcore.errors import ConfigError
 from mwcore.limits import NAMESPACE_PATTERN
 
@@ -146,8 +146,9 @@ class WorkerSettings(ProcessSettings):
     fault_log: str = ""
     # set in the children of a worker pool (process/pool.py): they run as plain workers
     pool_child: bool = False
-    # python: the pure-Python runtime (the reference); native: the Rust core (mwcore/core.py)
-    core: Core = "python"
+    # native: the Rust core (mwcore/core.py), the default where installed; python: the
+    # pure-Python runtime (the reference), the default where the native core is not
+    core: Core = Field(default_factory=default_core)
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runtime.runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)
