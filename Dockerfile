@@ -1,19 +1,25 @@
 # Two targets: `service`, the image of every streaming Zeitgeist service (docker-compose.yml picks the command
-# `python -m services.<name>`), and `batch` (below). Build: docker build --target service -t mwcore/zeitgeist .
-# The `batch` target adds Java and PySpark for the model job (services.model_trainer).
-FROM python:3.11-slim AS service
+# `python -m services.<name>`), and `batch` (below). The Python packages come from a wheelhouse built on the
+# host (`make images` writes build/wheels: mwcore, its native core, and every dependency), so the build
+# reaches no package index; PYTHON_IMAGE is the base (the public python:3.11-slim, or the local stand-in
+# `make images` builds from Debian's packages where no registry is reachable).
+#   make images       # or: docker build --target service --build-arg PYTHON_IMAGE=python:3.11-slim -t mwcore/zeitgeist .
+# The `batch` target adds Java and PySpark for the model job (services.model_trainer; `make images-batch`
+# puts PySpark's wheels in the wheelhouse too).
+ARG PYTHON_IMAGE=python:3.11-slim
+FROM ${PYTHON_IMAGE} AS service
 
 ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /app
-# The library first: its layer is rebuilt only when the library changes.
-COPY libs/mwcore /app/libs/mwcore
-RUN pip install /app/libs/mwcore
-
+# The packages first: their layer is rebuilt only when the wheels change.
+COPY build/wheels /tmp/wheels
 COPY services/requirements.txt /app/services/requirements.txt
-RUN pip install -r /app/services/requirements.txt
+RUN pip install --no-index --find-links /tmp/wheels mwcore -r /app/services/requirements.txt \
+    && (ls /tmp/wheels/mwcore_native-*.whl >/dev/null 2>&1 && pip install --no-index --find-links /tmp/wheels mwcore_native || true) \
+    && rm -rf /tmp/wheels
 COPY schemas /app/schemas
 COPY services /app/services
 
@@ -31,9 +37,10 @@ CMD ["python", "-m", "services.windower"]
 
 FROM service AS batch
 USER root
+COPY build/wheels /tmp/wheels
 RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
     && rm -rf /var/lib/apt/lists/* \
-    && pip install "/app/libs/mwcore[spark]"
+    && pip install --no-index --find-links /tmp/wheels "mwcore[spark]" && rm -rf /tmp/wheels
 USER mw
 ENV PYSPARK_PYTHON=python
 HEALTHCHECK NONE

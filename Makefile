@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test test-fast lint format up bench bench-archive bench-replay compose-env wheel clean
+.PHONY: bootstrap test test-fast lint format up bench bench-archive bench-replay compose-env wheel images images-batch clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -66,6 +66,15 @@ wheel: bootstrap
 	  CARGO_TARGET_DIR=$$target PATH=$(abspath $(BIN)):$$PATH \
 	  $(BIN)/maturin build --release --quiet -o dist -m libs/mwcore/native/Cargo.toml
 	@ls dist
+
+## make images: the compose file's images built here from packages (Debian base by debootstrap, local Python,
+## Redis and Kafka stand-ins, the services' image from wheels built on the host); starts dockerd if none answers
+images: bootstrap
+	$(BIN)/python -m testbed.images
+
+## make images-batch: the same, and the model trainer's image (PySpark, Java)
+images-batch: bootstrap
+	$(BIN)/python -m testbed.images --batch
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -82,7 +82,7 @@ def test_each_check_catches_a_broken_file(
     assert any(expected in p for p in found), found
 
 
-@pytest.mark.parametrize("line", ["COPY libs/mwcore", "COPY schemas", "COPY services", "PYTHONPATH=/app"])
+@pytest.mark.parametrize("line", ["COPY build/wheels", "COPY schemas", "COPY services", "PYTHONPATH=/app"])
 def test_the_dockerfile_check_catches_a_missing_line(doc: dict[str, Any], tmp_path: Path, line: str) -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert line in dockerfile

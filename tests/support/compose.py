@@ -249,7 +249,7 @@ def problems(
     out += _check_closed(services)
     if dockerfile is None:
         dockerfile = (root / "Dockerfile").read_text() if (root / "Dockerfile").exists() else ""
-    for needed in ("COPY libs/mwcore", "COPY schemas", "COPY services", f"PYTHONPATH={IMAGE_ROOT}"):
+    for needed in ("COPY build/wheels", "COPY schemas", "COPY services", f"PYTHONPATH={IMAGE_ROOT}"):
         if needed not in dockerfile:
             out.append(f"Dockerfile: missing {needed!r}")
     return out
