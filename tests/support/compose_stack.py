@@ -1,0 +1,180 @@
+"""A project of ``docker-compose.yml`` on a real Docker engine, for the ``compose`` tests.
+
+``engine`` starts ``dockerd`` if none answers (and stops what it started) and builds the
+images with ``make images`` (``testbed/images.py``: reused when cached). A
+``ComposeProject`` is one ``docker compose -p <name>`` project with its own secrets,
+host ports and the local images; ``probe`` reads what the pipeline wrote from inside
+the project's network (``compose_probe.py``); ``exact_counts`` compares the windows
+with the query logs the generator wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mwcore.tools.stack.localproc import free_port
+from services.injector.logs import nominal_second
+from services.injector.scenario import Scenario
+from services.injector.truth import recount
+from testbed import images
+from tests.conftest import ROOT
+
+PROBE = Path(__file__).with_name("compose_probe.py")
+LABEL = "com.docker.compose.project"
+
+
+@contextmanager
+def engine(log: Path) -> Iterator[None]:
+    """A Docker engine with the images built; stops the engine if it started one."""
+    started = images.start_engine(log.parent)
+    try:
+        with log.open("w") as out:
+            done = subprocess.run(
+                [sys.executable, "-m", "testbed.images"],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=1800,
+            )
+        assert done.returncode == 0, log.read_text()[-3000:]
+        yield
+    finally:
+        if started is not None:
+            started.terminate()
+            started.wait(60)
+
+
+@dataclass
+class ComposeProject:
+    workdir: Path
+    extra_env_files: tuple[Path, ...] = ()
+    name: str = field(default_factory=lambda: f"mwtest{uuid.uuid4().hex[:8]}")
+    kafka_port: int = field(default_factory=free_port)
+    redis_port: int = field(default_factory=free_port)
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.env_file = self.workdir / "compose.env"
+        self.env_file.write_text(
+            f"ZG_REDIS_PASSWORD={secrets.token_urlsafe(24)}\nZG_ID_SECRET={secrets.token_urlsafe(32)}\n"
+            f"ZG_KAFKA_HOST_PORT={self.kafka_port}\nZG_REDIS_HOST_PORT={self.redis_port}\n"
+            f"ZG_PYTHON_IMAGE={images.PYTHON}\nZG_REDIS_IMAGE={images.REDIS}\nZG_KAFKA_IMAGE={images.KAFKA}\n"
+        )
+
+    def compose(
+        self, *args: str, timeout: float = 300, check: bool = True, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        files = [a for f in (self.env_file, *self.extra_env_files) for a in ("--env-file", str(f))]
+        cmd = ["docker", "compose", "-p", self.name, "-f", str(ROOT / "docker-compose.yml"), *files, *args]
+        done = subprocess.run(cmd, cwd=ROOT, input=stdin, capture_output=True, text=True, timeout=timeout)
+        if check and done.returncode != 0:
+            tail = f"{done.stdout[-2000:]}{done.stderr[-3000:]}"
+            raise AssertionError(f"docker compose {' '.join(args)}: exit {done.returncode}\n{tail}")
+        return done
+
+    def up(self, *services: str) -> None:
+        self.compose("up", "-d", "--wait", "--wait-timeout", "300", *services, timeout=420)
+
+    def services(self) -> list[dict[str, Any]]:
+        out = self.compose("ps", "--all", "--format", "json").stdout
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+    def unhealthy(self) -> list[str]:
+        """Services not running, or running with a health check that does not pass."""
+        bad = []
+        for s in self.services():
+            if s["State"] != "running" or s.get("Health") not in ("", "healthy"):
+                bad.append(f"{s['Service']}: {s['State']} {s.get('Health', '')}".strip())
+        return bad
+
+    def probe(self) -> dict[str, Any]:
+        """What the pipeline wrote (``compose_probe.py``, run in the authority's container)."""
+        done = self.compose("exec", "-T", "watermark_authority", "python", "-", stdin=PROBE.read_text())
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+
+    def output_watermark(self, name: str) -> int:
+        wm = self.probe()["watermarks"].get(name)
+        return -(2**63) if wm is None else int(wm["output"])
+
+    def wait_output(self, name: str, at_least: int, timeout: float) -> dict[str, Any]:
+        """Probe until ``name``'s output watermark is at least ``at_least``; the probe."""
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.probe()
+            wm = got["watermarks"].get(name, {}).get("output", -(2**63))
+            if wm >= at_least:
+                return got
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name}'s output watermark is {wm}, not {at_least}, after {timeout} s")
+            time.sleep(3)
+
+    def logs_dir(self) -> Path:
+        """The generator's query logs and truth, copied out of its volume."""
+        dest = self.workdir / f"querylogs-{time.monotonic_ns()}"
+        self.compose("cp", "generator:/data/querylogs", str(dest))
+        return dest
+
+    def first_second(self) -> int:
+        """The event time of the generator's first second (ms)."""
+        seconds = [s for p in self.logs_dir().iterdir() if (s := nominal_second(p)) is not None]
+        assert seconds, "no query logs yet"
+        return min(seconds)
+
+    def leftovers(self) -> list[str]:
+        """Containers, networks and volumes of this project still there."""
+        out = []
+        for kind in ("ps -a", "network ls", "volume ls"):
+            listed = subprocess.run(
+                ["docker", *kind.split(), "-q", "--filter", f"label={LABEL}={self.name}"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
+            out += [f"{kind.split()[0]} {x}" for x in listed]
+        return out
+
+    def save_logs(self) -> None:
+        done = self.compose("logs", "--no-color", "--timestamps", check=False, timeout=120)
+        (self.workdir / "compose.log").write_text(done.stdout + done.stderr)
+
+    def down(self) -> None:
+        self.compose("down", "-v", "--remove-orphans", "--timeout", "10", timeout=300)
+
+
+def exact_counts(project: ComposeProject, got: dict[str, Any], horizon: int) -> list[str]:
+    """What is wrong with the windows up to ``horizon`` (bucket starts at or before it),
+    against the query logs: a window missing, counted wrong, or emitted twice."""
+    records = got["window_counts"]
+    by_id = {r["id"]: r["value"] for r in records}
+    seen: Counter[tuple[str, int]] = Counter((v["query"], v["bucket_start"]) for v in by_id.values())
+    problems = [f"window {k} emitted {n} times" for k, n in seen.items() if n > 1][:10]
+    counts = {
+        (v["query"], v["bucket_start"]): v["count"] for v in by_id.values() if v["bucket_start"] <= horizon
+    }
+    want = {k: n for k, n in recount(project.logs_dir(), Scenario().jitter_ms).items() if k[1] <= horizon}
+    missing = sorted(set(want) - set(counts))
+    extra = sorted(set(counts) - set(want))
+    wrong = sorted(k for k in set(want) & set(counts) if want[k] != counts[k])
+    if missing:
+        problems.append(f"{len(missing)} windows missing, e.g. {missing[:3]}")
+    if extra:
+        problems.append(f"{len(extra)} windows not in the logs, e.g. {extra[:3]}")
+    if wrong:
+        problems.append(
+            f"{len(wrong)} windows counted wrong, e.g. {[(k, want[k], counts[k]) for k in wrong[:3]]}"
+        )
+    if not want:
+        problems.append(f"no window up to {horizon} in the logs")
+    return problems

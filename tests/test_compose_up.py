@@ -1,0 +1,130 @@
+"""``docker compose up`` of the Zeitgeist services, for real: docker-compose.yml on a
+Docker engine (started here if none answers), with the images ``make images`` builds
+from packages (``testbed/images.py``).
+
+On one project, the generator writing the default scenario in real time:
+
+1. ``up -d``: every service comes up healthy, and the scripted anomalies (a spike at
+   40 s, a language going silent at 80 s) are found: precision and recall 1.0, read
+   from the ``anomalies`` topic, against the truth the generator wrote;
+2. ``kill windower`` in the middle of the run, then ``up -d windower``: every window
+   count exact (nothing lost, nothing twice), against the query logs;
+3. ``restart redis`` in the middle of a run: the same exactness (the checkpoints are
+   in Redis's append-only file, on its volume).
+
+On projects of their own: 4. the ``three-brokers`` profile, one broker killed and
+brought back, counts exact; 5. ``down -v`` leaves no container, network or volume.
+
+What the pipeline wrote is read from inside the project's network
+(``tests/support/compose_probe.py``); the logs and the truth are copied out of the
+generator's volume.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.injector.truth import load_truth, score
+from tests.conftest import ROOT
+from tests.support.compose_stack import ComposeProject, engine, exact_counts
+
+pytestmark = [pytest.mark.compose]
+
+
+@pytest.fixture(scope="session")
+def docker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with engine(tmp_path_factory.mktemp("docker") / "images.log"):
+        yield
+
+
+@contextmanager
+def project(workdir: Path, *extra_env: Path) -> Iterator[ComposeProject]:
+    p = ComposeProject(workdir, extra_env)
+    try:
+        p.up()
+        yield p
+    finally:
+        p.save_logs()  # compose.log beside the test's files
+        p.down()
+
+
+@pytest.fixture(scope="module")
+def zeitgeist(docker: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeProject]:
+    with project(tmp_path_factory.mktemp("zeitgeist")) as p:
+        yield p
+
+
+def once(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The values, each id once (a production re-sent after a crash keeps its id)."""
+    return list({r["id"]: r["value"] for r in records}.values())
+
+
+def output(got: dict[str, Any], name: str) -> int:
+    return int(got["watermarks"][name]["output"])
+
+
+def running_from(p: ComposeProject, seconds: int) -> int:
+    """Event time ``seconds`` into the run, once the windower has passed it."""
+    at = p.first_second() + seconds * 1000
+    p.wait_output("windower", at, 240)
+    return at
+
+
+def test_up_every_service_healthy_and_the_scripted_anomalies_found(zeitgeist: ComposeProject) -> None:
+    assert zeitgeist.unhealthy() == []
+    first = zeitgeist.first_second()
+    got = zeitgeist.wait_output("dip_detector", first + 100_000, 300)  # past the dip at 80 s
+    truth = load_truth(zeitgeist.logs_dir())
+    quality = score(truth, once(got["anomalies"]), until_ms=output(got, "dip_detector"))
+    print(f"compose: detection {quality}")
+    assert quality["scripted_detectable"] >= 3, quality  # the spike and the dip's queries
+    assert quality["precision"] == 1.0 and quality["recall"] == 1.0, quality
+    assert zeitgeist.unhealthy() == []
+
+
+def test_a_windower_killed_mid_run_loses_and_repeats_no_window(zeitgeist: ComposeProject) -> None:
+    at = running_from(zeitgeist, 20)
+    zeitgeist.compose("kill", "windower")
+    time.sleep(2)
+    zeitgeist.up("windower")
+    got = zeitgeist.wait_output("windower", at + 20_000, 240)
+    assert exact_counts(zeitgeist, got, output(got, "windower") - 1000) == []
+
+
+def test_redis_restarted_mid_run_loses_and_repeats_no_window(zeitgeist: ComposeProject) -> None:
+    at = running_from(zeitgeist, 20)
+    zeitgeist.compose("restart", "redis")
+    zeitgeist.up()  # every service healthy again (those that lost Redis restarted)
+    got = zeitgeist.wait_output("windower", at + 20_000, 240)
+    assert exact_counts(zeitgeist, got, output(got, "windower") - 1000) == []
+    assert zeitgeist.unhealthy() == []
+
+
+@pytest.mark.cluster
+def test_three_brokers_one_killed_and_back_loses_and_repeats_no_window(docker: None, tmp_path: Path) -> None:
+    with project(tmp_path, ROOT / "compose" / "three-brokers.env") as p:
+        assert {s["Service"] for s in p.services()} >= {"kafka", "kafka-2", "kafka-3"}
+        at = running_from(p, 15)
+        p.compose("kill", "kafka-2")
+        time.sleep(10)
+        p.up("kafka-2")
+        got = p.wait_output("windower", at + 25_000, 300)
+        assert exact_counts(p, got, output(got, "windower") - 1000) == []
+
+
+def test_down_v_leaves_no_container_network_or_volume(docker: None, tmp_path: Path) -> None:
+    p = ComposeProject(tmp_path)
+    try:
+        p.up("kafka", "redis")
+        there = p.leftovers()
+        kinds = {x.split()[0] for x in there}
+        assert kinds == {"ps", "network", "volume"}, there
+    finally:
+        p.down()
+    assert p.leftovers() == []
