@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test test-fast lint format up bench bench-archive bench-replay compose-env wheel images images-batch clean
+.PHONY: bootstrap test test-fast lint format up bench bench-archive bench-replay compose-env wheel images images-batch wheelhouse clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -71,6 +71,10 @@ wheel: bootstrap
 ## Redis and Kafka stand-ins, the services' image from wheels built on the host); starts dockerd if none answers
 images: bootstrap
 	$(BIN)/python -m testbed.images
+
+## make wheelhouse: only build/wheels, for `docker compose up --build` on the public python:3.11-slim
+wheelhouse: bootstrap
+	$(BIN)/python -m testbed.images --wheelhouse $${ZG_PYTHON_IMAGE:-python:3.11-slim}
 
 ## make images-batch: the same, and the model trainer's image (PySpark, Java)
 images-batch: bootstrap

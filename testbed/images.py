@@ -290,7 +290,7 @@ def kafka_image(base: str) -> None:
         build(KAFKA, context, inputs, "--build-arg", f"BASE={BASE}")
 
 
-def wheelhouse(python: Path, batch: bool) -> None:
+def wheelhouse(python: Path, batch: bool, image: str = PYTHON) -> None:
     """``build/wheels``: mwcore, its native core and every dependency (with ``batch``,
     PySpark's too), as wheels. mwcore's wheels are built on
     the host; its dependencies are resolved by pip in the local Python image itself
@@ -323,7 +323,7 @@ def wheelhouse(python: Path, batch: bool) -> None:
     [mwcore] = dist.glob("mwcore-*.whl")
     for whl in dist.glob("*.whl"):
         shutil.copy2(whl, WHEELS)
-    say(f"the dependencies' wheels, resolved by pip in {PYTHON}, into {WHEELS.relative_to(ROOT)}")
+    say(f"the dependencies' wheels, resolved by pip in {image}, into {WHEELS.relative_to(ROOT)}")
     lent: list[str] = []
     for path in ("/etc/pip.conf", "/etc/ssl/certs/ca-certificates.crt"):
         if Path(path).exists():
@@ -333,7 +333,7 @@ def wheelhouse(python: Path, batch: bool) -> None:
             lent += ["-e", f"{name}={value}"]
     target = f"/wheels/{mwcore.name}" + ("[spark]" if batch else "")
     run(["docker", "run", "--rm", "--network", "host", "-v", f"{WHEELS}:/wheels", *lent,
-         "-v", f"{ROOT / 'services' / 'requirements.txt'}:/requirements.txt:ro", PYTHON,
+         "-v", f"{ROOT / 'services' / 'requirements.txt'}:/requirements.txt:ro", image,
          "pip", "download", "-q", "--only-binary=:all:", "-d", "/wheels", target,
          "-r", "/requirements.txt"])  # fmt: skip
 
@@ -368,9 +368,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make images", description=__doc__.split("\n\n")[0])
     parser.add_argument("--python", default=sys.executable, help="whose pip builds the wheels")
     parser.add_argument("--batch", action="store_true", help="also the model trainer's image (PySpark, Java)")
+    parser.add_argument(
+        "--wheelhouse",
+        metavar="IMAGE",
+        help="only build/wheels, resolved in IMAGE (python:3.11-slim where a registry is reachable)",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     try:
+        if args.wheelhouse:
+            start_engine()
+            wheelhouse(Path(args.python), args.batch, args.wheelhouse)
+            say(f"done: docker compose up --build -d builds on {args.wheelhouse} from these wheels")
+            return 0
         start_engine()
         compose_plugin()
         base = base_image()

@@ -35,6 +35,7 @@ from typing import Any
 
 import redis
 
+from mwcore.core import default_core
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack, RedisServer
 from mwcore.transport.topics import end_offsets, topic_name
@@ -105,7 +106,7 @@ def run_rollback(args: argparse.Namespace) -> dict[str, Any]:
     detected = detected_at is not None
     return {
         "scenario": "rollback",
-        "core": os.environ.get("MW_CORE", "python"),  # the workers' (they inherit the environment)
+        "core": os.environ.get("MW_CORE") or default_core(),  # the workers' (they inherit the environment)
         "seed": args.seed,
         "records_sent": feeder.sent,
         "rollback_lag_s": args.lag,
