@@ -130,3 +130,28 @@ def test_compose_refuses_to_start_without_the_secrets() -> None:
     missing and compose stops with the variable's message, as ``docker compose`` does."""
     with pytest.raises(MissingVariable, match=r"ZG_REDIS_PASSWORD: set ZG_REDIS_PASSWORD in \.env"):
         load(ROOT / "docker-compose.yml", {})
+
+
+def test_the_compose_tests_window_check_catches_each_kind_of_wrong_window() -> None:
+    """tests/test_compose_up.py's check of the windows (no engine here): it passes the
+    right windows, and names a lost one, a count off by one, one emitted twice under two
+    ids, and one beyond the logs; a re-sent record (the same id) is no problem."""
+    from collections import Counter
+
+    from tests.support.compose_stack import window_problems
+
+    logs = Counter({("en:a", 1000): 3, ("en:b", 1000): 1, ("en:a", 2000): 2, ("en:a", 9000): 5})
+
+    def rec(rid: str, query: str, bucket: int, count: int) -> dict[str, Any]:
+        return {"id": rid, "value": {"query": query, "bucket_start": bucket, "count": count}}
+
+    right = [rec("1", "en:a", 1000, 3), rec("2", "en:b", 1000, 1), rec("3", "en:a", 2000, 2)]
+    assert window_problems(right, logs, 2000) == []
+    assert window_problems([*right, right[0]], logs, 2000) == []  # re-sent: the same id
+    assert window_problems(right[1:], logs, 2000) == ["1 windows missing, e.g. [('en:a', 1000)]"]
+    off = [rec("1", "en:a", 1000, 4), *right[1:]]
+    assert window_problems(off, logs, 2000) == ["1 windows counted wrong, e.g. [(('en:a', 1000), 3, 4)]"]
+    twice = [*right, rec("4", "en:a", 2000, 2)]
+    assert window_problems(twice, logs, 2000) == ["window ('en:a', 2000) emitted 2 times"]
+    extra = [*right, rec("5", "en:c", 2000, 1)]
+    assert window_problems(extra, logs, 2000) == ["1 windows not in the logs, e.g. [('en:c', 2000)]"]

@@ -83,8 +83,16 @@ class ComposeProject:
             raise AssertionError(f"docker compose {' '.join(args)}: exit {done.returncode}\n{tail}")
         return done
 
-    def up(self, *services: str) -> None:
-        self.compose("up", "-d", "--wait", "--wait-timeout", "300", *services, timeout=420)
+    def up(self, *services: str, timeout: float = 300) -> None:
+        """``up -d`` (of ``services``, or all), then wait until every service runs, healthy
+        where it has a health check. (``up --wait`` refuses a service whose health check
+        is disabled, as the generator's is.)"""
+        self.compose("up", "-d", *services, timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while bad := self.unhealthy():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not healthy after {timeout} s: {bad}")
+            time.sleep(2)
 
     def services(self) -> list[dict[str, Any]]:
         out = self.compose("ps", "--all", "--format", "json").stdout
@@ -155,15 +163,22 @@ class ComposeProject:
 
 def exact_counts(project: ComposeProject, got: dict[str, Any], horizon: int) -> list[str]:
     """What is wrong with the windows up to ``horizon`` (bucket starts at or before it),
-    against the query logs: a window missing, counted wrong, or emitted twice."""
-    records = got["window_counts"]
+    against the query logs the generator wrote."""
+    want = recount(project.logs_dir(), Scenario().jitter_ms)
+    return window_problems(got["window_counts"], want, horizon)
+
+
+def window_problems(records: list[dict[str, Any]], logs: Counter[tuple[str, int]], horizon: int) -> list[str]:
+    """The windows read (``{"id", "value"}``, a re-sent one counted once) against the
+    counts of the logs, up to ``horizon``: a window missing, counted wrong, not in the
+    logs, or emitted twice (two ids)."""
     by_id = {r["id"]: r["value"] for r in records}
     seen: Counter[tuple[str, int]] = Counter((v["query"], v["bucket_start"]) for v in by_id.values())
     problems = [f"window {k} emitted {n} times" for k, n in seen.items() if n > 1][:10]
     counts = {
         (v["query"], v["bucket_start"]): v["count"] for v in by_id.values() if v["bucket_start"] <= horizon
     }
-    want = {k: n for k, n in recount(project.logs_dir(), Scenario().jitter_ms).items() if k[1] <= horizon}
+    want = {k: n for k, n in logs.items() if k[1] <= horizon}
     missing = sorted(set(want) - set(counts))
     extra = sorted(set(counts) - set(want))
     wrong = sorted(k for k in set(want) & set(counts) if want[k] != counts[k])
