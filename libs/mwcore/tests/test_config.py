@@ -113,3 +113,18 @@ def test_the_native_core_is_the_default_where_it_is_installed(
     assert WorkerSettings.load().core == "native"
     monkeypatch.setenv("MW_CORE", "python")
     assert WorkerSettings.load().core == "python"
+
+
+def test_the_native_consumer_is_refused_without_the_native_core(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from mwcore.process.settings import WorkerSettings
+
+    for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
+                 "MW_SCHEMAS_DIR": str(tmp_path), "MW_CORE": "python",
+                 "MW_NATIVE_CONSUMER": "1"}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    with pytest.raises(ConfigError, match=r"MW_NATIVE_CONSUMER=1 needs the native core"):
+        WorkerSettings.load()
+    monkeypatch.delenv("MW_NATIVE_CONSUMER")
+    assert WorkerSettings.load().native_consumer is False  # off unless asked for

@@ -14,9 +14,12 @@
 //! - `Encoder`: Avro encoding of productions (reference: the generated encoders).
 //! - `Producer`: the worker's productions sent a batch at a time on librdkafka, their
 //!   delivery reports tallied per batch (reference: `mwcore.transport.producer.Sender`).
+//! - `GroupConsumer`: the worker's group membership and input on librdkafka, a poll's
+//!   messages in one crossing (reference: `mwcore.transport.consumer.GroupConsumer`).
 
 mod avro;
 mod bloom;
+mod consumer;
 mod encode;
 mod producer;
 mod resp;
@@ -218,5 +221,8 @@ fn mwcore_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<avro::Decoder>()?;
     m.add_class::<encode::Encoder>()?;
     m.add_class::<producer::Producer>()?;
+    m.add_class::<consumer::GroupConsumer>()?;
+    m.add_class::<consumer::Msg>()?;
+    m.add("KafkaFailure", m.py().get_type::<consumer::KafkaFailure>())?;
     Ok(())
 }

@@ -83,6 +83,7 @@ def build_worker(
         controls=settings.unsafe,
         signer=signer,
         core=settings.core,
+        native_consumer=settings.native_consumer,
     )
     return Worker(
         cls(),

@@ -34,4 +34,7 @@ class WorkerConfig:
     accept_store_rollback: bool = False  # an operator's choice after a stop (MW_ACCEPT_STORE_ROLLBACK)
     controls: NegativeControls = SAFE  # MW_UNSAFE_*: the negative controls (mwcore/controls.py)
     signer: Signer = UNSIGNED  # MW_ID_SECRET: ids signed and checked (api/signing.py)
+    # MW_NATIVE_CONSUMER (with the native core): the group consumer on the native core's
+    # librdkafka (transport/native_consumer.py) instead of confluent-kafka's
+    native_consumer: bool = False
     core: Core = "python"  # MW_CORE (mwcore/core.py): the store's packing, the dedup filter

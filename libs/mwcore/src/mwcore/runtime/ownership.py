@@ -29,7 +29,8 @@ from mwcore.runtime.health import Health
 from mwcore.runtime.interval import Interval, IntervalDeps
 from mwcore.runtime.witness import Witness
 from mwcore.store.interface import IntervalId
-from mwcore.transport.consumer import BEGINNING, GroupConsumer, Part
+from mwcore.transport.consumer import BEGINNING, Part
+from mwcore.transport.native_consumer import Member
 
 log = structlog.get_logger("mwcore.runtime.worker")
 
@@ -54,11 +55,11 @@ class Ownership:
         self._on_acquired = on_acquired
         self._on_revoked = on_revoked
         self.intervals: dict[int, Interval] = {}
-        self.consumer: GroupConsumer | None = None
+        self.consumer: Member | None = None
         self.retakes: dict[int, float] = {}  # fenced interval -> when to try to take it back
         self.careful: dict[int, dict[str, int]] = {}  # redone interval -> where its dropped batch reached
 
-    def join(self, consumer: GroupConsumer) -> None:
+    def join(self, consumer: Member) -> None:
         self.consumer = consumer
         consumer.subscribe(self.topics, self._on_assign, self._on_revoke, self._on_lost)
 

@@ -45,6 +45,7 @@ from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.interface import CheckpointStore
 from mwcore.store.report_sink import NullReportSink, ReportSink
 from mwcore.transport.consumer import GroupConsumer
+from mwcore.transport.native_consumer import Member, NativeGroupConsumer
 from mwcore.transport.native_producer import NativeSender
 from mwcore.transport.producer import Sender, production_headers
 from mwcore.transport.schema_topic import SchemaTopic
@@ -111,7 +112,7 @@ class Worker:
         self.sender = NativeSender(config.bootstrap) if config.core == "native" else Sender(config.bootstrap)
         self._sent_by = ("mw-sender", config.worker_id.encode())
         self._sign = config.signer.sign_id if config.signer.enabled else None
-        self.consumer: GroupConsumer | None = None
+        self.consumer: Member | None = None
         self.witness = Witness(self.topics, signer=config.signer)
         self.health = Health(config.health_stall_s)
         self.ownership = Ownership(
@@ -132,7 +133,8 @@ class Worker:
         self.layout.create_topics(self.cfg.bootstrap)
         self.schemas.publish(self.layout.writer_schemas(self.registry))
         self.reporter.declare()
-        self.consumer = GroupConsumer(
+        membership = NativeGroupConsumer if self.cfg.native_consumer else GroupConsumer
+        self.consumer = membership(
             self.cfg.bootstrap,
             self.layout.group,
             self.cfg.instance_id,

@@ -1,0 +1,475 @@
+//! A worker's membership of its consumer group and its input on librdkafka
+//! (reference: `mwcore.transport.consumer.GroupConsumer` on confluent-kafka).
+//!
+//! The group's rebalances call the runtime's Python callbacks from the thread that
+//! polls (the GIL taken back for them): an assignment asks `on_assign` where each
+//! partition starts (its checkpoint's position, never the group's committed offset:
+//! semantics I-2), then assigns and resumes them; a revocation calls `on_revoke` (or
+//! `on_lost`, when the group took them away) and unassigns. An exception of a callback
+//! is raised by the call that polled, and an assignment whose starts it could not get
+//! is not made. Committed offsets carry the commit witness in their metadata.
+//!
+//! `poll` takes what has arrived (waiting only for a first message when nothing has)
+//! and hands it over in one crossing: messages whose methods are those the runtime
+//! reads of confluent-kafka's (`topic()`, `partition()`, `offset()`, `key()`,
+//! `value()`, `timestamp()`, `headers()`, `error()`), and the errors met on the way.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Headers, Message, OwnedMessage, Timestamp};
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+create_exception!(
+    mwcore_native,
+    KafkaFailure,
+    PyException,
+    "A librdkafka error: args (code, text)."
+);
+
+type Part = (String, i32);
+type Committed = (String, i32, i64, Option<String>); // topic, partition, offset, metadata
+type Failed = (i32, String); // librdkafka's code, its text
+
+fn failure(err: &KafkaError) -> PyErr {
+    let code = err.rdkafka_error_code().map_or(-1, |c| c as i32);
+    KafkaFailure::new_err((code, err.to_string()))
+}
+
+struct Callbacks {
+    on_assign: Py<PyAny>,
+    on_revoke: Py<PyAny>,
+    on_lost: Py<PyAny>,
+}
+
+struct Membership {
+    callbacks: Mutex<Option<Callbacks>>,
+    on_committed: Option<Py<PyAny>>,
+    raised: Mutex<Option<PyErr>>, // a callback's exception, raised by the call that polled
+}
+
+impl Membership {
+    fn keep(&self, err: PyErr) {
+        let mut raised = self.raised.lock().expect("raised");
+        if raised.is_none() {
+            *raised = Some(err);
+        }
+    }
+
+    /// Ask `on_assign` where each part starts and set it in `tpl`.
+    fn starts(
+        &self,
+        py: Python<'_>,
+        cbs: &Callbacks,
+        parts: &[Part],
+        tpl: &mut TopicPartitionList,
+    ) -> PyResult<()> {
+        let starts = cbs.on_assign.call1(py, (parts.to_vec(),))?;
+        let starts = starts.bind(py).downcast::<PyDict>()?.clone();
+        for (topic, partition) in parts {
+            let Some(offset) = starts.get_item((topic.as_str(), *partition))? else {
+                return Err(PyException::new_err(format!(
+                    "on_assign gave no start for {topic}[{partition}]"
+                )));
+            };
+            tpl.set_partition_offset(topic, *partition, Offset::from_raw(offset.extract::<i64>()?))
+                .map_err(|e| failure(&e))?;
+        }
+        Ok(())
+    }
+}
+
+impl ClientContext for Membership {}
+
+impl ConsumerContext for Membership {
+    fn rebalance(&self, base: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
+        let parts: Vec<Part> = tpl
+            .elements()
+            .iter()
+            .map(|e| (e.topic().to_owned(), e.partition()))
+            .collect();
+        let assigning = err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+        let revoking = err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS;
+        let lost = revoking && base.assignment_lost();
+        let ok = Python::with_gil(|py| {
+            let cbs = self.callbacks.lock().expect("callbacks");
+            let Some(cbs) = cbs.as_ref() else {
+                return true;
+            };
+            let done = if assigning {
+                self.starts(py, cbs, &parts, tpl)
+            } else if lost {
+                cbs.on_lost.call1(py, (parts.clone(),)).map(|_| ())
+            } else if revoking {
+                cbs.on_revoke.call1(py, (parts.clone(),)).map(|_| ())
+            } else {
+                Ok(())
+            };
+            match done {
+                Ok(()) => true,
+                Err(e) => {
+                    self.keep(e);
+                    false
+                }
+            }
+        });
+        if assigning {
+            if ok {
+                let _ = base.assign(tpl);
+                // A partition paused when its interval was fenced stays paused in
+                // librdkafka across a revoke and a new assignment.
+                let _ = base.resume(tpl);
+            }
+        } else {
+            let _ = base.unassign();
+        }
+    }
+
+    fn commit_callback(&self, result: rdkafka::error::KafkaResult<()>, offsets: &TopicPartitionList) {
+        let Some(cb) = self.on_committed.as_ref() else {
+            return;
+        };
+        let error = result.err().map(|e| e.to_string());
+        let ok: Vec<Committed> = offsets
+            .elements()
+            .iter()
+            .filter(|e| e.error().is_ok())
+            .map(|e| {
+                let meta = e.metadata();
+                let meta = (!meta.is_empty()).then(|| meta.to_owned());
+                (
+                    e.topic().to_owned(),
+                    e.partition(),
+                    e.offset().to_raw().unwrap_or(-1001),
+                    meta,
+                )
+            })
+            .collect();
+        Python::with_gil(|py| {
+            if let Err(e) = cb.call1(py, (error, ok)) {
+                self.keep(e);
+            }
+        });
+    }
+}
+
+/// One consumed message, with the methods the runtime reads.
+#[pyclass(module = "mwcore_native", frozen)]
+pub struct Msg {
+    topic: Py<PyString>,
+    partition: i32,
+    offset: i64,
+    key: Option<Py<PyBytes>>,
+    value: Option<Py<PyBytes>>,
+    timestamp: (i32, i64),
+    headers: Option<Py<PyList>>,
+}
+
+#[pymethods]
+impl Msg {
+    fn topic(&self, py: Python<'_>) -> Py<PyString> {
+        self.topic.clone_ref(py)
+    }
+    fn partition(&self) -> i32 {
+        self.partition
+    }
+    fn offset(&self) -> i64 {
+        self.offset
+    }
+    fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+        self.key.as_ref().map(|k| k.clone_ref(py))
+    }
+    fn value(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
+        self.value.as_ref().map(|v| v.clone_ref(py))
+    }
+    fn timestamp(&self) -> (i32, i64) {
+        self.timestamp
+    }
+    fn headers(&self, py: Python<'_>) -> Option<Py<PyList>> {
+        self.headers.as_ref().map(|h| h.clone_ref(py))
+    }
+    fn error(&self) -> Option<PyObject> {
+        None
+    }
+}
+
+fn tpl_of(parts: &[Part]) -> TopicPartitionList {
+    let mut tpl = TopicPartitionList::new();
+    for (topic, partition) in parts {
+        tpl.add_partition(topic, *partition);
+    }
+    tpl
+}
+
+/// A group consumer (`GroupConsumer`'s native side).
+#[pyclass(module = "mwcore_native")]
+pub struct GroupConsumer {
+    inner: BaseConsumer<Membership>,
+    topics: Mutex<HashMap<String, Py<PyString>>>, // one str per topic, shared by its messages
+}
+
+impl GroupConsumer {
+    fn raise_kept(&self) -> PyResult<()> {
+        match self.inner.context().raised.lock().expect("raised").take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn to_python(&self, py: Python<'_>, m: OwnedMessage) -> PyResult<Py<Msg>> {
+        let topic = {
+            let mut topics = self.topics.lock().expect("topics");
+            topics
+                .entry(m.topic().to_owned())
+                .or_insert_with(|| PyString::intern(py, m.topic()).unbind())
+                .clone_ref(py)
+        };
+        let headers = match m.headers() {
+            None => None,
+            Some(hs) => {
+                let list = PyList::empty(py);
+                for h in hs.iter() {
+                    let value = h.value.map(|v| PyBytes::new(py, v));
+                    list.append((PyString::new(py, h.key), value))?;
+                }
+                Some(list.unbind())
+            }
+        };
+        let timestamp = match m.timestamp() {
+            Timestamp::NotAvailable => (0, -1),
+            Timestamp::CreateTime(t) => (1, t),
+            Timestamp::LogAppendTime(t) => (2, t),
+        };
+        Py::new(
+            py,
+            Msg {
+                topic,
+                partition: m.partition(),
+                offset: m.offset(),
+                key: m.key().map(|k| PyBytes::new(py, k).unbind()),
+                value: m.payload().map(|v| PyBytes::new(py, v).unbind()),
+                timestamp,
+                headers,
+            },
+        )
+    }
+}
+
+#[pymethods]
+impl GroupConsumer {
+    /// A consumer with librdkafka's `config` (every value a string); `on_committed(error,
+    /// offsets)` gets what each commit wrote (`(topic, partition, offset, metadata)`).
+    #[new]
+    #[pyo3(signature = (config, on_committed=None))]
+    fn new(config: &Bound<'_, PyDict>, on_committed: Option<Py<PyAny>>) -> PyResult<Self> {
+        let mut conf = ClientConfig::new();
+        for (k, v) in config.iter() {
+            conf.set(k.extract::<String>()?, v.extract::<String>()?);
+        }
+        let context = Membership {
+            callbacks: Mutex::new(None),
+            on_committed,
+            raised: Mutex::new(None),
+        };
+        let inner = conf.create_with_context(context).map_err(|e| failure(&e))?;
+        Ok(GroupConsumer {
+            inner,
+            topics: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn subscribe(
+        &self,
+        topics: Vec<String>,
+        on_assign: Py<PyAny>,
+        on_revoke: Py<PyAny>,
+        on_lost: Py<PyAny>,
+    ) -> PyResult<()> {
+        *self.inner.context().callbacks.lock().expect("callbacks") = Some(Callbacks {
+            on_assign,
+            on_revoke,
+            on_lost,
+        });
+        let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+        self.inner.subscribe(&names).map_err(|e| failure(&e))
+    }
+
+    fn assignment(&self) -> PyResult<Vec<Part>> {
+        let tpl = self.inner.assignment().map_err(|e| failure(&e))?;
+        Ok(tpl
+            .elements()
+            .iter()
+            .map(|e| (e.topic().to_owned(), e.partition()))
+            .collect())
+    }
+
+    /// What has arrived, at once (at most `max_messages`); if nothing has, wait up to
+    /// `timeout` seconds for a first message, then take what came with it. Returns the
+    /// messages and the errors met, `(code, text)` each.
+    fn poll(
+        &self,
+        py: Python<'_>,
+        max_messages: usize,
+        timeout: f64,
+    ) -> PyResult<(Vec<Py<Msg>>, Vec<Failed>)> {
+        let (messages, errors) = py.allow_threads(|| {
+            let mut messages: Vec<OwnedMessage> = Vec::new();
+            let mut errors: Vec<(i32, String)> = Vec::new();
+            let drain = |messages: &mut Vec<OwnedMessage>, errors: &mut Vec<(i32, String)>| {
+                while messages.len() < max_messages {
+                    match self.inner.poll(Duration::ZERO) {
+                        None => break,
+                        Some(Ok(m)) => messages.push(m.detach()),
+                        Some(Err(e)) => {
+                            errors.push((e.rdkafka_error_code().map_or(-1, |c| c as i32), e.to_string()))
+                        }
+                    }
+                }
+            };
+            drain(&mut messages, &mut errors);
+            if messages.is_empty() && max_messages > 0 {
+                match self.inner.poll(Duration::from_secs_f64(timeout.max(0.0))) {
+                    Some(Ok(m)) => {
+                        messages.push(m.detach());
+                        drain(&mut messages, &mut errors);
+                    }
+                    Some(Err(e)) => {
+                        errors.push((e.rdkafka_error_code().map_or(-1, |c| c as i32), e.to_string()))
+                    }
+                    None => {}
+                }
+            }
+            (messages, errors)
+        });
+        self.raise_kept()?;
+        let out = messages
+            .into_iter()
+            .map(|m| self.to_python(py, m))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok((out, errors))
+    }
+
+    fn pause(&self, parts: Vec<Part>) -> PyResult<()> {
+        self.inner.pause(&tpl_of(&parts)).map_err(|e| failure(&e))
+    }
+
+    fn resume(&self, parts: Vec<Part>) -> PyResult<()> {
+        self.inner.resume(&tpl_of(&parts)).map_err(|e| failure(&e))
+    }
+
+    fn seek(&self, topic: &str, partition: i32, offset: i64) -> PyResult<()> {
+        self.inner
+            .seek(topic, partition, Offset::from_raw(offset), Duration::ZERO)
+            .map_err(|e| failure(&e))
+    }
+
+    /// The partition's end (high watermark): as last fetched (`cached`), or asked now.
+    fn end_offset(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        partition: i32,
+        cached: bool,
+        timeout: f64,
+    ) -> PyResult<i64> {
+        if cached {
+            let name = CString::new(topic).map_err(|e| PyException::new_err(e.to_string()))?;
+            let (mut low, mut high) = (-1i64, -1i64);
+            let err = unsafe {
+                rdkafka::bindings::rd_kafka_get_watermark_offsets(
+                    self.inner.client().native_ptr(),
+                    name.as_ptr(),
+                    partition,
+                    &mut low,
+                    &mut high,
+                )
+            };
+            if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return Err(failure(&KafkaError::MetadataFetch(err.into())));
+            }
+            return Ok(high);
+        }
+        py.allow_threads(|| {
+            self.inner
+                .fetch_watermarks(topic, partition, Duration::from_secs_f64(timeout.max(0.0)))
+        })
+        .map(|(_, high)| high)
+        .map_err(|e| failure(&e))
+    }
+
+    /// The next offset this consumer reads from the partition (negative: none yet).
+    fn position(&self, topic: &str, partition: i32) -> PyResult<i64> {
+        let tpl = self.inner.position().map_err(|e| failure(&e))?;
+        Ok(tpl
+            .find_partition(topic, partition)
+            .and_then(|e| e.offset().to_raw())
+            .unwrap_or(-1001))
+    }
+
+    /// The group's committed offsets of `parts`: `(topic, partition, offset, metadata)`.
+    fn committed(&self, py: Python<'_>, parts: Vec<Part>, timeout: f64) -> PyResult<Vec<Committed>> {
+        let tpl = tpl_of(&parts);
+        let got = py
+            .allow_threads(|| {
+                self.inner
+                    .committed_offsets(tpl, Duration::from_secs_f64(timeout.max(0.0)))
+            })
+            .map_err(|e| failure(&e))?;
+        Ok(got
+            .elements()
+            .iter()
+            .map(|e| {
+                let meta = e.metadata();
+                let meta = (!meta.is_empty()).then(|| meta.to_owned());
+                (
+                    e.topic().to_owned(),
+                    e.partition(),
+                    e.offset().to_raw().unwrap_or(-1001),
+                    meta,
+                )
+            })
+            .collect())
+    }
+
+    /// Commit `offsets` (`(topic, partition, offset, metadata)`); `on_committed` gets
+    /// the outcome at a later poll.
+    fn commit(&self, py: Python<'_>, offsets: Vec<Committed>, asynchronous: bool) -> PyResult<()> {
+        let mut tpl = TopicPartitionList::new();
+        for (topic, partition, offset, metadata) in &offsets {
+            tpl.add_partition_offset(topic, *partition, Offset::from_raw(*offset))
+                .map_err(|e| failure(&e))?;
+            if let (Some(m), Some(mut elem)) = (metadata, tpl.find_partition(topic, *partition)) {
+                elem.set_metadata(m.as_str());
+            }
+        }
+        let mode = if asynchronous {
+            CommitMode::Async
+        } else {
+            CommitMode::Sync
+        };
+        py.allow_threads(|| self.inner.commit(&tpl, mode))
+            .map_err(|e| failure(&e))
+    }
+
+    /// Leave the group (revocation callbacks run) and close.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| {
+            if self.inner.close_queue().is_ok() {
+                while !self.inner.closed() {
+                    self.inner.poll(Duration::from_millis(100));
+                }
+            }
+        });
+        self.raise_kept()
+    }
+}
