@@ -7,7 +7,8 @@
 //! semantics I-2), then assigns and resumes them; a revocation calls `on_revoke` (or
 //! `on_lost`, when the group took them away) and unassigns. An exception of a callback
 //! is raised by the call that polled, and an assignment whose starts it could not get
-//! is not made. Committed offsets carry the commit witness in their metadata.
+//! is not made. Committed offsets carry the commit witness in their metadata; an
+//! asynchronous commit answers on a queue of its own, served by each poll.
 //!
 //! `poll` takes what has arrived (waiting only for a first message when nothing has)
 //! and hands it over in one crossing: messages whose methods are those the runtime
@@ -23,6 +24,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use rdkafka::bindings;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext};
 use rdkafka::error::KafkaError;
@@ -134,33 +136,6 @@ impl ConsumerContext for Membership {
             let _ = base.unassign();
         }
     }
-
-    fn commit_callback(&self, result: rdkafka::error::KafkaResult<()>, offsets: &TopicPartitionList) {
-        let Some(cb) = self.on_committed.as_ref() else {
-            return;
-        };
-        let error = result.err().map(|e| e.to_string());
-        let ok: Vec<Committed> = offsets
-            .elements()
-            .iter()
-            .filter(|e| e.error().is_ok())
-            .map(|e| {
-                let meta = e.metadata();
-                let meta = (!meta.is_empty()).then(|| meta.to_owned());
-                (
-                    e.topic().to_owned(),
-                    e.partition(),
-                    e.offset().to_raw().unwrap_or(-1001),
-                    meta,
-                )
-            })
-            .collect();
-        Python::with_gil(|py| {
-            if let Err(e) = cb.call1(py, (error, ok)) {
-                self.keep(e);
-            }
-        });
-    }
 }
 
 /// One consumed message, with the methods the runtime reads.
@@ -211,14 +186,91 @@ fn tpl_of(parts: &[Part]) -> TopicPartitionList {
     tpl
 }
 
+/// The queue asynchronous commits answer on (librdkafka's `rd_kafka_commit_queue`): served
+/// by each poll, so every commit's outcome reaches `on_committed`.
+struct CommitQueue(*mut bindings::rd_kafka_queue_t);
+
+// SAFETY: librdkafka's queues are thread-safe; the pointer lives as long as the consumer.
+unsafe impl Send for CommitQueue {}
+unsafe impl Sync for CommitQueue {}
+
+/// What a commit answer (an `OFFSET_COMMIT` event) says: its error, and the offsets
+/// written (a part that failed left out).
+///
+/// # Safety
+/// `event` is a live `OFFSET_COMMIT` event.
+unsafe fn commit_answer(event: *mut bindings::rd_kafka_event_t) -> (Option<String>, Vec<Committed>) {
+    let err = bindings::rd_kafka_event_error(event);
+    let error = (err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR).then(|| {
+        let name = bindings::rd_kafka_err2str(err);
+        std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+    });
+    let list = bindings::rd_kafka_event_topic_partition_list(event);
+    let mut out = Vec::new();
+    if !list.is_null() {
+        let n = usize::try_from((*list).cnt).unwrap_or(0);
+        for i in 0..n {
+            let e = &*(*list).elems.add(i);
+            if e.err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+                continue;
+            }
+            let topic = std::ffi::CStr::from_ptr(e.topic).to_string_lossy().into_owned();
+            let meta = if e.metadata.is_null() || e.metadata_size == 0 {
+                None
+            } else {
+                let raw = std::slice::from_raw_parts(e.metadata as *const u8, e.metadata_size);
+                Some(String::from_utf8_lossy(raw).into_owned())
+            };
+            out.push((topic, e.partition, e.offset, meta));
+        }
+    }
+    (error, out)
+}
+
 /// A group consumer (`GroupConsumer`'s native side).
 #[pyclass(module = "mwcore_native")]
 pub struct GroupConsumer {
     inner: BaseConsumer<Membership>,
+    commits: CommitQueue,
     topics: Mutex<HashMap<String, Py<PyString>>>, // one str per topic, shared by its messages
 }
 
+impl Drop for GroupConsumer {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once here.
+        unsafe { bindings::rd_kafka_queue_destroy(self.commits.0) };
+    }
+}
+
 impl GroupConsumer {
+    /// Hand the commit answers that have arrived to `on_committed`.
+    fn serve_commits(&self, py: Python<'_>) -> PyResult<()> {
+        let queue = &self.commits;
+        let answers = py.allow_threads(|| {
+            let mut answers = Vec::new();
+            loop {
+                // SAFETY: the queue is live; each event is destroyed once read.
+                let event = unsafe { bindings::rd_kafka_queue_poll(queue.0, 0) };
+                if event.is_null() {
+                    break;
+                }
+                unsafe {
+                    if bindings::rd_kafka_event_type(event) == bindings::RD_KAFKA_EVENT_OFFSET_COMMIT {
+                        answers.push(commit_answer(event));
+                    }
+                    bindings::rd_kafka_event_destroy(event);
+                }
+            }
+            answers
+        });
+        if let Some(cb) = self.inner.context().on_committed.as_ref() {
+            for (error, offsets) in answers {
+                cb.call1(py, (error, offsets))?;
+            }
+        }
+        Ok(())
+    }
+
     fn raise_kept(&self) -> PyResult<()> {
         match self.inner.context().raised.lock().expect("raised").take() {
             Some(e) => Err(e),
@@ -281,9 +333,12 @@ impl GroupConsumer {
             on_committed,
             raised: Mutex::new(None),
         };
-        let inner = conf.create_with_context(context).map_err(|e| failure(&e))?;
+        let inner: BaseConsumer<Membership> = conf.create_with_context(context).map_err(|e| failure(&e))?;
+        // SAFETY: a queue of this consumer's client, destroyed with it (Drop).
+        let commits = CommitQueue(unsafe { bindings::rd_kafka_queue_new(inner.client().native_ptr()) });
         Ok(GroupConsumer {
             inner,
+            commits,
             topics: Mutex::new(HashMap::new()),
         })
     }
@@ -352,6 +407,7 @@ impl GroupConsumer {
             (messages, errors)
         });
         self.raise_kept()?;
+        self.serve_commits(py)?;
         let out = messages
             .into_iter()
             .map(|m| self.to_python(py, m))
@@ -452,12 +508,23 @@ impl GroupConsumer {
                 elem.set_metadata(m.as_str());
             }
         }
-        let mode = if asynchronous {
-            CommitMode::Async
-        } else {
-            CommitMode::Sync
-        };
-        py.allow_threads(|| self.inner.commit(&tpl, mode))
+        if asynchronous {
+            // SAFETY: the list and the queue are live for the call (librdkafka copies the list).
+            let err = unsafe {
+                bindings::rd_kafka_commit_queue(
+                    self.inner.client().native_ptr(),
+                    tpl.ptr(),
+                    self.commits.0,
+                    None,
+                    std::ptr::null_mut(),
+                )
+            };
+            if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return Err(failure(&KafkaError::ConsumerCommit(err.into())));
+            }
+            return Ok(());
+        }
+        py.allow_threads(|| self.inner.commit(&tpl, CommitMode::Sync))
             .map_err(|e| failure(&e))
     }
 
