@@ -115,16 +115,22 @@ def test_the_native_core_is_the_default_where_it_is_installed(
     assert WorkerSettings.load().core == "python"
 
 
-def test_the_native_consumer_is_refused_without_the_native_core(
+def test_the_native_consumer_is_off_unless_asked_for_and_only_on_the_native_core(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from mwcore.process.settings import WorkerSettings
+    from mwcore.process.wiring import worker_config
 
     for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
-                 "MW_SCHEMAS_DIR": str(tmp_path), "MW_CORE": "python",
-                 "MW_NATIVE_CONSUMER": "1"}.items():  # fmt: skip
+                 "MW_SCHEMAS_DIR": str(tmp_path), "MW_CORE": "python"}.items():  # fmt: skip
         monkeypatch.setenv(k, v)
-    with pytest.raises(ConfigError, match=r"MW_NATIVE_CONSUMER=1 needs the native core"):
-        WorkerSettings.load()
-    monkeypatch.delenv("MW_NATIVE_CONSUMER")
-    assert WorkerSettings.load().native_consumer is False  # off unless asked for
+    assert WorkerSettings.load().native_consumer is False
+    monkeypatch.setenv("MW_NATIVE_CONSUMER", "1")
+    settings = WorkerSettings.load()
+    assert worker_config(settings, settings.signer()).native_consumer is False  # the Python core ignores it
+    from mwcore.core import installed
+
+    if installed():
+        monkeypatch.setenv("MW_CORE", "native")
+        settings = WorkerSettings.load()
+        assert worker_config(settings, settings.signer()).native_consumer is True

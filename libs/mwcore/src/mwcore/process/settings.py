@@ -149,8 +149,8 @@ class WorkerSettings(ProcessSettings):
     # native: the Rust core (mwcore/core.py), the default where installed; python: the
     # pure-Python runtime (the reference), the default where the native core is not
     core: Core = Field(default_factory=default_core)
-    # MW_NATIVE_CONSUMER=1 (native core only): the group consumer on the native core's
-    # librdkafka instead of confluent-kafka's (transport/native_consumer.py)
+    # MW_NATIVE_CONSUMER=1: with the native core, the group consumer on its librdkafka
+    # instead of confluent-kafka's (transport/native_consumer.py); the Python core ignores it
     native_consumer: bool = False
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runtime.runner.tune_gc
@@ -160,8 +160,6 @@ class WorkerSettings(ProcessSettings):
         _check_dir(self.schemas_dir)
         if self.core == "native":
             native()  # built? else one line saying how, before anything connects
-        elif self.native_consumer:
-            raise ConfigError("MW_NATIVE_CONSUMER=1 needs the native core: set MW_CORE=native, or unset it")
 
     def durable_store(self) -> bool:
         return not self.allow_volatile_store

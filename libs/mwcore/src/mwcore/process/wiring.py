@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.computation import Computation
+from mwcore.api.signing import Signer
 from mwcore.injector.injector import Injector
 from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
 from mwcore.runtime.config import WorkerConfig
@@ -43,6 +44,29 @@ def build_schemas(settings: WorkerSettings) -> tuple[SchemaRegistry, SchemaTopic
     return registry, schemas
 
 
+def worker_config(settings: WorkerSettings, signer: Signer) -> WorkerConfig:
+    """The runtime's configuration of a worker from its settings."""
+    return WorkerConfig(
+        bootstrap=settings.bootstrap,
+        namespace=settings.namespace,
+        worker_id=settings.worker_id,
+        instance_id=settings.instance_id,
+        max_batch_records=settings.max_batch_records,
+        max_batch_delay_ms=settings.max_batch_delay_ms,
+        session_timeout_ms=settings.session_timeout_ms,
+        latency_out=settings.latency_out,
+        witness_gate=settings.witness_gate,
+        health_stall_s=settings.metrics_stall_s,
+        report_interval_ms=settings.report_interval_ms,
+        seen_gc_slack_ms=settings.seen_gc_slack_ms,
+        accept_store_rollback=settings.accept_store_rollback,
+        controls=settings.unsafe,
+        signer=signer,
+        core=settings.core,
+        native_consumer=settings.native_consumer and settings.core == "native",
+    )
+
+
 def build_worker(
     cls: type[Computation], settings: WorkerSettings, registry: SchemaRegistry, schemas: SchemaTopic
 ) -> Worker:
@@ -66,25 +90,7 @@ def build_worker(
         watermarks = FixedWatermark(MAX_WATERMARK)
     else:
         watermarks = FixedWatermark()
-    config = WorkerConfig(
-        bootstrap=settings.bootstrap,
-        namespace=settings.namespace,
-        worker_id=settings.worker_id,
-        instance_id=settings.instance_id,
-        max_batch_records=settings.max_batch_records,
-        max_batch_delay_ms=settings.max_batch_delay_ms,
-        session_timeout_ms=settings.session_timeout_ms,
-        latency_out=settings.latency_out,
-        witness_gate=settings.witness_gate,
-        health_stall_s=settings.metrics_stall_s,
-        report_interval_ms=settings.report_interval_ms,
-        seen_gc_slack_ms=settings.seen_gc_slack_ms,
-        accept_store_rollback=settings.accept_store_rollback,
-        controls=settings.unsafe,
-        signer=signer,
-        core=settings.core,
-        native_consumer=settings.native_consumer,
-    )
+    config = worker_config(settings, signer)
     return Worker(
         cls(),
         config,
