@@ -20,15 +20,16 @@ use std::ffi::CString;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::commits::{CommitQueue, Committed};
+use crate::message::Msg;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
-use rdkafka::bindings;
+use pyo3::types::{PyDict, PyString};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Headers, Message, OwnedMessage, Timestamp};
+use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
@@ -40,7 +41,6 @@ create_exception!(
 );
 
 type Part = (String, i32);
-type Committed = (String, i32, i64, Option<String>); // topic, partition, offset, metadata
 type Failed = (i32, String); // librdkafka's code, its text
 
 fn failure(err: &KafkaError) -> PyErr {
@@ -138,93 +138,12 @@ impl ConsumerContext for Membership {
     }
 }
 
-/// One consumed message, with the methods the runtime reads.
-#[pyclass(module = "mwcore_native", frozen)]
-pub struct Msg {
-    topic: Py<PyString>,
-    partition: i32,
-    offset: i64,
-    key: Option<Py<PyBytes>>,
-    value: Option<Py<PyBytes>>,
-    timestamp: (i32, i64),
-    headers: Option<Py<PyList>>,
-}
-
-#[pymethods]
-impl Msg {
-    fn topic(&self, py: Python<'_>) -> Py<PyString> {
-        self.topic.clone_ref(py)
-    }
-    fn partition(&self) -> i32 {
-        self.partition
-    }
-    fn offset(&self) -> i64 {
-        self.offset
-    }
-    fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-        self.key.as_ref().map(|k| k.clone_ref(py))
-    }
-    fn value(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-        self.value.as_ref().map(|v| v.clone_ref(py))
-    }
-    fn timestamp(&self) -> (i32, i64) {
-        self.timestamp
-    }
-    fn headers(&self, py: Python<'_>) -> Option<Py<PyList>> {
-        self.headers.as_ref().map(|h| h.clone_ref(py))
-    }
-    fn error(&self) -> Option<PyObject> {
-        None
-    }
-}
-
 fn tpl_of(parts: &[Part]) -> TopicPartitionList {
     let mut tpl = TopicPartitionList::new();
     for (topic, partition) in parts {
         tpl.add_partition(topic, *partition);
     }
     tpl
-}
-
-/// The queue asynchronous commits answer on (librdkafka's `rd_kafka_commit_queue`): served
-/// by each poll, so every commit's outcome reaches `on_committed`.
-struct CommitQueue(*mut bindings::rd_kafka_queue_t);
-
-// SAFETY: librdkafka's queues are thread-safe; the pointer lives as long as the consumer.
-unsafe impl Send for CommitQueue {}
-unsafe impl Sync for CommitQueue {}
-
-/// What a commit answer (an `OFFSET_COMMIT` event) says: its error, and the offsets
-/// written (a part that failed left out).
-///
-/// # Safety
-/// `event` is a live `OFFSET_COMMIT` event.
-unsafe fn commit_answer(event: *mut bindings::rd_kafka_event_t) -> (Option<String>, Vec<Committed>) {
-    let err = bindings::rd_kafka_event_error(event);
-    let error = (err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR).then(|| {
-        let name = bindings::rd_kafka_err2str(err);
-        std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
-    });
-    let list = bindings::rd_kafka_event_topic_partition_list(event);
-    let mut out = Vec::new();
-    if !list.is_null() {
-        let n = usize::try_from((*list).cnt).unwrap_or(0);
-        for i in 0..n {
-            let e = &*(*list).elems.add(i);
-            if e.err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-                continue;
-            }
-            let topic = std::ffi::CStr::from_ptr(e.topic).to_string_lossy().into_owned();
-            let meta = if e.metadata.is_null() || e.metadata_size == 0 {
-                None
-            } else {
-                let raw = std::slice::from_raw_parts(e.metadata as *const u8, e.metadata_size);
-                Some(String::from_utf8_lossy(raw).into_owned())
-            };
-            out.push((topic, e.partition, e.offset, meta));
-        }
-    }
-    (error, out)
 }
 
 /// A group consumer (`GroupConsumer`'s native side).
@@ -235,47 +154,16 @@ pub struct GroupConsumer {
     topics: Mutex<HashMap<String, Py<PyString>>>, // one str per topic, shared by its messages
 }
 
-impl Drop for GroupConsumer {
-    fn drop(&mut self) {
-        // SAFETY: created in `new`, destroyed once here.
-        unsafe { bindings::rd_kafka_queue_destroy(self.commits.0) };
-    }
-}
-
 impl GroupConsumer {
     /// Hand the commit answers that have arrived to `on_committed`.
     fn serve_commits(&self, py: Python<'_>) -> PyResult<()> {
-        let queue = &self.commits;
-        let answers = py.allow_threads(|| {
-            let mut answers = Vec::new();
-            loop {
-                // SAFETY: the queue is live; each event is destroyed once read.
-                let event = unsafe { bindings::rd_kafka_queue_poll(queue.0, 0) };
-                if event.is_null() {
-                    break;
-                }
-                unsafe {
-                    if bindings::rd_kafka_event_type(event) == bindings::RD_KAFKA_EVENT_OFFSET_COMMIT {
-                        answers.push(commit_answer(event));
-                    }
-                    bindings::rd_kafka_event_destroy(event);
-                }
-            }
-            answers
-        });
+        let answers = py.allow_threads(|| self.commits.answers());
         if let Some(cb) = self.inner.context().on_committed.as_ref() {
             for (error, offsets) in answers {
                 cb.call1(py, (error, offsets))?;
             }
         }
         Ok(())
-    }
-
-    fn raise_kept(&self) -> PyResult<()> {
-        match self.inner.context().raised.lock().expect("raised").take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
     }
 
     fn to_python(&self, py: Python<'_>, m: OwnedMessage) -> PyResult<Py<Msg>> {
@@ -286,34 +174,14 @@ impl GroupConsumer {
                 .or_insert_with(|| PyString::intern(py, m.topic()).unbind())
                 .clone_ref(py)
         };
-        let headers = match m.headers() {
-            None => None,
-            Some(hs) => {
-                let list = PyList::empty(py);
-                for h in hs.iter() {
-                    let value = h.value.map(|v| PyBytes::new(py, v));
-                    list.append((PyString::new(py, h.key), value))?;
-                }
-                Some(list.unbind())
-            }
-        };
-        let timestamp = match m.timestamp() {
-            Timestamp::NotAvailable => (0, -1),
-            Timestamp::CreateTime(t) => (1, t),
-            Timestamp::LogAppendTime(t) => (2, t),
-        };
-        Py::new(
-            py,
-            Msg {
-                topic,
-                partition: m.partition(),
-                offset: m.offset(),
-                key: m.key().map(|k| PyBytes::new(py, k).unbind()),
-                value: m.payload().map(|v| PyBytes::new(py, v).unbind()),
-                timestamp,
-                headers,
-            },
-        )
+        Msg::new(py, topic, &m)
+    }
+
+    fn raise_kept(&self) -> PyResult<()> {
+        match self.inner.context().raised.lock().expect("raised").take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 }
 
@@ -334,8 +202,7 @@ impl GroupConsumer {
             raised: Mutex::new(None),
         };
         let inner: BaseConsumer<Membership> = conf.create_with_context(context).map_err(|e| failure(&e))?;
-        // SAFETY: a queue of this consumer's client, destroyed with it (Drop).
-        let commits = CommitQueue(unsafe { bindings::rd_kafka_queue_new(inner.client().native_ptr()) });
+        let commits = CommitQueue::new(&inner);
         Ok(GroupConsumer {
             inner,
             commits,
@@ -509,20 +376,7 @@ impl GroupConsumer {
             }
         }
         if asynchronous {
-            // SAFETY: the list and the queue are live for the call (librdkafka copies the list).
-            let err = unsafe {
-                bindings::rd_kafka_commit_queue(
-                    self.inner.client().native_ptr(),
-                    tpl.ptr(),
-                    self.commits.0,
-                    None,
-                    std::ptr::null_mut(),
-                )
-            };
-            if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-                return Err(failure(&KafkaError::ConsumerCommit(err.into())));
-            }
-            return Ok(());
+            return self.commits.commit(&self.inner, &tpl).map_err(|e| failure(&e));
         }
         py.allow_threads(|| self.inner.commit(&tpl, CommitMode::Sync))
             .map_err(|e| failure(&e))

@@ -19,8 +19,10 @@
 
 mod avro;
 mod bloom;
+mod commits;
 mod consumer;
 mod encode;
+mod message;
 mod producer;
 mod resp;
 
@@ -222,7 +224,7 @@ fn mwcore_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<encode::Encoder>()?;
     m.add_class::<producer::Producer>()?;
     m.add_class::<consumer::GroupConsumer>()?;
-    m.add_class::<consumer::Msg>()?;
+    m.add_class::<message::Msg>()?;
     m.add("KafkaFailure", m.py().get_type::<consumer::KafkaFailure>())?;
     Ok(())
 }

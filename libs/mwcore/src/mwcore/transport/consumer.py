@@ -53,6 +53,32 @@ def _tps(parts: Iterable[Part]) -> list[TopicPartition]:
     return [TopicPartition(p.topic, p.partition) for p in parts]
 
 
+def member_config(
+    bootstrap: str, group: str, instance_id: str | None, session_timeout_ms: int
+) -> dict[str, Any]:
+    """librdkafka's settings of a worker's group member (either core's)."""
+    return consumer_config(
+        bootstrap,
+        group,
+        instance_id,
+        **{
+            "session.timeout.ms": session_timeout_ms,
+            # a member learns of a rebalance at its next heartbeat: a tenth of the
+            # session keeps hand-overs short (0.35 s of 0.8 s at a quarter, here)
+            "heartbeat.interval.ms": max(100, session_timeout_ms // 10),
+        },
+    )
+
+
+def session_refused(session_timeout_ms: int) -> ConfigError:
+    """The broker refuses the session timeout: what to change."""
+    return ConfigError(
+        f"the broker refuses MW_SESSION_TIMEOUT_MS={session_timeout_ms}: its "
+        "group.min.session.timeout.ms is higher (6000 by Kafka's default); lower that "
+        "on the broker, or raise MW_SESSION_TIMEOUT_MS to at least it"
+    )
+
+
 class GroupConsumer:
     def __init__(
         self,
@@ -65,18 +91,10 @@ class GroupConsumer:
         self.session_timeout_ms = session_timeout_ms
         self.group = group
         self._on_committed = on_committed
-        conf = consumer_config(
-            bootstrap,
-            group,
-            instance_id,
-            **{
-                "session.timeout.ms": session_timeout_ms,
-                # a member learns of a rebalance at its next heartbeat: a tenth of the
-                # session keeps hand-overs short (0.35 s of 0.8 s at a quarter, here)
-                "heartbeat.interval.ms": max(100, session_timeout_ms // 10),
-                "on_commit": self._committed_cb,
-            },
-        )
+        conf = {
+            **member_config(bootstrap, group, instance_id, session_timeout_ms),
+            "on_commit": self._committed_cb,
+        }
         self._c = Consumer(conf)
 
     # -- membership ------------------------------------------------------------------------
@@ -128,11 +146,7 @@ class GroupConsumer:
         if err is None:
             return False
         if err.code() == KafkaError.INVALID_SESSION_TIMEOUT:
-            raise ConfigError(
-                f"the broker refuses MW_SESSION_TIMEOUT_MS={self.session_timeout_ms}: its "
-                "group.min.session.timeout.ms is higher (6000 by Kafka's default); lower that "
-                "on the broker, or raise MW_SESSION_TIMEOUT_MS to at least it"
-            )
+            raise session_refused(self.session_timeout_ms)
         log.warning("consumer_error", group=self.group, error=err.str(), code=err.name())
         return True
 

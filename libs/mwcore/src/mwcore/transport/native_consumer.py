@@ -20,9 +20,17 @@ from confluent_kafka import KafkaError, KafkaException
 
 from mwcore.core import native
 from mwcore.errors import ConfigError
-from mwcore.transport.consumer import GroupConsumer, Offset, OnAssign, OnCommitted, OnRevoke, Part
+from mwcore.transport.consumer import (
+    GroupConsumer,
+    Offset,
+    OnAssign,
+    OnCommitted,
+    OnRevoke,
+    Part,
+    member_config,
+    session_refused,
+)
 from mwcore.transport.message import Message
-from mwcore.transport.topics import consumer_config
 from mwcore.transport.transient import through_transient
 
 log = structlog.get_logger("mwcore.transport")
@@ -60,15 +68,7 @@ class NativeGroupConsumer:
         self.session_timeout_ms = session_timeout_ms
         self.group = group
         self._on_committed = on_committed
-        conf = consumer_config(
-            bootstrap,
-            group,
-            instance_id,
-            **{
-                "session.timeout.ms": session_timeout_ms,
-                "heartbeat.interval.ms": max(100, session_timeout_ms // 10),
-            },
-        )
+        conf = member_config(bootstrap, group, instance_id, session_timeout_ms)
         try:
             self._c = native().GroupConsumer({k: _setting(v) for k, v in conf.items()}, self._committed_cb)
         except native().KafkaFailure as exc:
@@ -110,11 +110,7 @@ class NativeGroupConsumer:
 
     def _error(self, code: int, text: str) -> None:
         if code == KafkaError.INVALID_SESSION_TIMEOUT:
-            raise ConfigError(
-                f"the broker refuses MW_SESSION_TIMEOUT_MS={self.session_timeout_ms}: its "
-                "group.min.session.timeout.ms is higher (6000 by Kafka's default); lower that "
-                "on the broker, or raise MW_SESSION_TIMEOUT_MS to at least it"
-            )
+            raise session_refused(self.session_timeout_ms)
         log.warning("consumer_error", group=self.group, error=text, code=code)
 
     def pause(self, parts: Iterable[Part]) -> None:
