@@ -6,7 +6,7 @@ Debian's packages (``compose/images/``), and the services' image is the reposito
 own Dockerfile built on the local Python image with wheels made on the host:
 
 1. the engine: a Docker engine that answers, else ``dockerd`` started here (Debian's
-   ``docker.io``, installed if missing; storage driver ``vfs``), and Compose v2 as the
+   ``docker.io``, installed if missing; storage ``overlay2``, else ``vfs``), and Compose v2 as the
    ``docker compose`` plugin (built from the Go module proxy if missing);
 2. ``mwlocal/debian:bookworm``: ``debootstrap --variant=minbase`` into a folder, then
    ``docker import`` (the tarball cached in ``~/.cache/mwcore/images``);
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import os
 import shutil
 import subprocess
@@ -115,18 +116,21 @@ def engine_answers() -> bool:
 
 
 def start_engine(log_dir: Path = CACHE) -> subprocess.Popen[bytes] | None:
-    """Start ``dockerd`` (vfs storage) unless an engine answers; the process started, or
-    None. Without iptables (refused in some sandboxes) it starts again with
-    ``--iptables=false``."""
+    """Start ``dockerd`` unless an engine answers; the process started, or None.
+
+    Storage ``overlay2`` where the kernel mounts overlays (a container shares its image's
+    layers), else ``vfs`` (a full copy of the image per layer and per container: a
+    three-broker project then takes some 10 GB). Without iptables (refused in some
+    sandboxes) it starts again with ``--iptables=false``."""
     if engine_answers():
         return None
     if shutil.which("dockerd") is None:
         _apt_install("docker.io")
     log_dir.mkdir(parents=True, exist_ok=True)
-    for extra in ([], ["--iptables=false"]):
+    for driver, extra in itertools.product(("overlay2", "vfs"), ([], ["--iptables=false"])):
         log = open(log_dir / "dockerd.log", "ab")  # noqa: SIM115 - the daemon holds it
         proc = subprocess.Popen(
-            ["dockerd", "--storage-driver", "vfs", *extra],
+            ["dockerd", "--storage-driver", driver, *extra],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -134,7 +138,7 @@ def start_engine(log_dir: Path = CACHE) -> subprocess.Popen[bytes] | None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and proc.poll() is None:
             if engine_answers():
-                say(f"started dockerd (pid {proc.pid}, storage vfs{', no iptables' if extra else ''})")
+                say(f"started dockerd (pid {proc.pid}, storage {driver}{', no iptables' if extra else ''})")
                 return proc
             time.sleep(0.5)
         if proc.poll() is None:
@@ -218,6 +222,19 @@ def built_from(image: str) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
+def image_id(image: str) -> str | None:
+    inspect = ["docker", "image", "inspect", "-f", "{{.Id}}", image]
+    proc = subprocess.run(inspect, capture_output=True, text=True, check=False)
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def drop_replaced(previous: str | None, image: str) -> None:
+    """Remove the image ``image`` was before it was built again, unless a container still
+    uses it: replaced images would otherwise fill the disk, one rebuild at a time."""
+    if previous is not None and previous != image_id(image):
+        subprocess.run(["docker", "rmi", previous], capture_output=True, check=False)
+
+
 def build(image: str, context: Path, inputs: str, *args: str, dockerfile: Path | None = None) -> None:
     """``docker build`` of ``context`` (host network: apt reaches Debian's mirror), unless
     ``image`` was built from the same inputs."""
@@ -226,10 +243,12 @@ def build(image: str, context: Path, inputs: str, *args: str, dockerfile: Path |
         return
     started = time.monotonic()
     say(f"{image}: building")
+    previous = image_id(image)
     cmd = ["docker", "build", "--network", "host", "--label", f"{LABEL}={inputs}", "-t", image, *args]
     if dockerfile is not None:
         cmd += ["-f", str(dockerfile)]
     run([*cmd, str(context)], env={"DOCKER_BUILDKIT": "0"})
+    drop_replaced(previous, image)
     say(f"{image}: built in {time.monotonic() - started:.0f} s")
 
 
@@ -253,7 +272,9 @@ def base_image() -> str:
             run(["tar", "-C", tmp, "-cf", str(partial), "."])
             partial.rename(tarball)
     say(f"{BASE}: docker import of {tarball.name}")
+    previous = image_id(BASE)
     run(["docker", "import", "--change", f"LABEL {LABEL}={inputs}", str(tarball), BASE])
+    drop_replaced(previous, BASE)
     return inputs
 
 

@@ -13,7 +13,8 @@ On one project, the generator writing the default scenario in real time:
    in Redis's append-only file, on its volume).
 
 On projects of their own: 4. the ``three-brokers`` profile, one broker killed and
-brought back, counts exact; 5. ``down -v`` leaves no container, network or volume.
+brought back, counts exact; 5. ``down -v`` leaves no container, network or volume;
+6. an image built again leaves no replaced image behind.
 
 What the pipeline wrote is read from inside the project's network
 (``tests/support/compose_probe.py``); the logs and the truth are copied out of the
@@ -22,6 +23,7 @@ generator's volume.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +33,7 @@ from typing import Any
 import pytest
 
 from services.injector.truth import load_truth, score
+from testbed import images
 from tests.conftest import ROOT
 from tests.support.compose_stack import ComposeProject, engine, exact_counts
 
@@ -128,3 +131,19 @@ def test_down_v_leaves_no_container_network_or_volume(docker: None, tmp_path: Pa
     finally:
         p.down()
     assert p.leftovers() == []
+
+
+def test_an_image_built_again_leaves_no_replaced_image(docker: None, tmp_path: Path) -> None:
+    """``make images`` after a change: the image it replaced is removed, not left to fill
+    the disk one rebuild at a time (vfs keeps a full copy per layer)."""
+    (tmp_path / "Dockerfile").write_text(f'FROM {images.BASE}\nCMD ["true"]\n')
+    tag = f"mwtest/replaced:{tmp_path.name[-8:].lower()}"
+    try:
+        images.build(tag, tmp_path, "inputs-1")
+        first = images.image_id(tag)
+        images.build(tag, tmp_path, "inputs-2")
+        second = images.image_id(tag)
+        assert first is not None and second is not None and first != second
+        assert images.image_id(first) is None, "the replaced image is still there"
+    finally:
+        subprocess.run(["docker", "rmi", tag], capture_output=True, check=False)

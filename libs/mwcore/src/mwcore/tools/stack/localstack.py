@@ -117,6 +117,7 @@ class LocalStack:
     workdir: Path | None = None
     broker: LocalKafka = field(default_factory=KafkaBroker)
     redis: LocalRedis = field(default_factory=RedisServer)
+    _scratch: bool = field(default=False, init=False, repr=False)
 
     @property
     def bootstrap(self) -> str:
@@ -136,7 +137,9 @@ class LocalStack:
 
     def start(self) -> LocalStack:
         if self.workdir is None:
+            # A directory of our own making is scratch: it goes when the stack stops.
             self.workdir = Path(tempfile.mkdtemp(prefix="mw-stack-"))
+            self._scratch = True
         self.redis.directory = self.workdir / "redis"
         self.broker.directory = self.workdir / "kafka"
         self.redis.start()
@@ -151,7 +154,11 @@ class LocalStack:
         try:
             self.broker.stop()
         finally:
-            self.redis.stop()
+            try:
+                self.redis.stop()
+            finally:
+                if self._scratch and self.workdir is not None:
+                    shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> LocalStack:
         return self.start()
