@@ -66,6 +66,16 @@ class KafkaFailure(Exception):
 class Msg:
     """A consumed message, with the methods the runtime reads of confluent-kafka's."""
 
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: tuple[int, int],
+        headers: list[tuple[str, bytes | None]] | None = None,
+    ) -> None: ...
     def topic(self) -> str: ...
     def partition(self) -> int: ...
     def offset(self) -> int: ...
@@ -74,6 +84,12 @@ class Msg:
     def timestamp(self) -> tuple[int, int]: ...
     def headers(self) -> list[tuple[str, bytes | None]] | None: ...
     def error(self) -> None: ...
+
+def read_ids(
+    messages: list[Msg], mac_key: bytes | None = None
+) -> tuple[list[bytes], dict[int, bytes], set[int]]:
+    """Each message's record id, late marks, ids that do not verify (reference:
+    ``mwcore.runtime.envelope.read_ids``)."""
 
 class GroupConsumer:
     """A worker's group membership and input on librdkafka (reference:

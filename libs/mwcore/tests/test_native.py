@@ -8,6 +8,10 @@ value, unicode topics and headers, extreme timestamps, pending batches of severa
 productions. The store contract (``test_store_contract.py``) runs the native packing
 against a real Redis as well.
 
+``read_ids`` reads a chunk of consumed messages' record ids, late marks and unverified
+ids; the reference is ``mwcore.runtime.envelope.read_ids``, on messages whose headers
+are drawn to cover each of its branches, with and without a pipeline secret.
+
 Where cargo is installed the native module must be built (``make bootstrap``): the
 test fails rather than skips, so a broken build cannot pass unseen.
 """
@@ -24,7 +28,9 @@ import pytest
 from test_avrogen import _schemas, _value
 
 from mwcore.api.record import Production
+from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.runtime.bloom import BloomFilter
+from mwcore.runtime.envelope import read_ids
 from mwcore.runtime.native_codecs import decoding, encoding
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.checkpoint import Checkpoint
@@ -220,3 +226,65 @@ def test_the_encoder_writes_what_the_reference_writes(schema: Any) -> None:
         assert encode(value) == serde.encode(value)
         for bad in _mutants(value, schema, rng):
             assert _outcome(encode, bad) == _outcome(serde.encode, bad), bad
+
+
+def consumed(rng: random.Random, signer: Signer, i: int) -> Any:
+    """A message as the native consumer hands it over, its headers drawn to cover every
+    branch of the reference: no id, an id of the wrong length or without a value, a
+    signed id, a forged or missing MAC, late marks with and without a value, repeats."""
+    rid = rng.randbytes(16)
+    pool: list[tuple[str, bytes | None]] = [
+        ("mw-id", rid),
+        ("mw-id", rng.randbytes(rng.choice([0, 15, 17]))),
+        ("mw-id", None),
+        ("mw-mac", signer.sign_id(rid) if signer.enabled else rng.randbytes(16)),
+        ("mw-mac", rng.randbytes(rng.choice([15, 16]))),
+        ("mw-mac", None),
+        ("mw-late-ms", str(rng.randrange(10**6)).encode()),
+        ("mw-late-ms", None),
+        ("mw-other", rng.randbytes(4)),
+        ("ünïcode", b""),
+    ]
+    headers = [rng.choice(pool) for _ in range(rng.randrange(6))]
+    if rng.random() < 0.5:  # the common case: an id and its MAC
+        headers = [("mw-id", rid), ("mw-mac", pool[3][1]), *headers[:1]]
+    return native_module().Msg(
+        rng.choice(["in", "töpic", ""]),
+        rng.randrange(64),
+        rng.choice([0, i, 2**40 + i]),
+        None,
+        random_bytes(rng, 20),
+        (1, rng.randrange(2**41)),
+        headers if headers or rng.random() < 0.5 else None,
+    )
+
+
+def chunk(seed: int) -> tuple[list[Any], Signer]:
+    rng = random.Random(seed)
+    signer = Signer("s" * 16 + str(seed)) if seed % 2 else UNSIGNED
+    return [consumed(rng, signer, i) for i in range(rng.randrange(1, 40))], signer
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_read_ids_reads_what_the_reference_reads(seed: int) -> None:
+    messages, signer = chunk(seed)
+    assert native_module().read_ids(messages, signer.mac_key) == read_ids(messages, signer)
+
+
+def test_the_drawn_chunks_take_every_branch() -> None:
+    claimed = derived = late = forged = 0
+    for seed in range(100):
+        messages, signer = chunk(seed)
+        rids, lates, bad = read_ids(messages, signer)
+        for m, rid in zip(messages, rids, strict=True):
+            ids_given = [v for n, v in m.headers() or () if n == "mw-id"]
+            claimed += bool(ids_given) and rid == ids_given[-1]
+            derived += rid not in ids_given
+        late += len(lates)
+        forged += len(bad)
+    assert min(claimed, derived, late, forged) > 20, (claimed, derived, late, forged)
+
+
+def test_read_ids_refuses_what_is_not_a_consumed_message() -> None:
+    with pytest.raises(TypeError):
+        native_module().read_ids([object()], None)

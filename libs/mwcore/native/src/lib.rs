@@ -16,12 +16,15 @@
 //!   delivery reports tallied per batch (reference: `mwcore.transport.producer.Sender`).
 //! - `GroupConsumer`: the worker's group membership and input on librdkafka, a poll's
 //!   messages in one crossing (reference: `mwcore.transport.consumer.GroupConsumer`).
+//! - `read_ids`: a chunk of those messages' record ids, late marks and unverified ids
+//!   (reference: `mwcore.runtime.envelope.read_ids`).
 
 mod avro;
 mod bloom;
 mod commits;
 mod consumer;
 mod encode;
+mod envelope;
 mod message;
 mod producer;
 mod resp;
@@ -225,6 +228,7 @@ fn mwcore_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<producer::Producer>()?;
     m.add_class::<consumer::GroupConsumer>()?;
     m.add_class::<message::Msg>()?;
+    m.add_function(wrap_pyfunction!(envelope::read_ids, m)?)?;
     m.add("KafkaFailure", m.py().get_type::<consumer::KafkaFailure>())?;
     Ok(())
 }

@@ -1,25 +1,98 @@
 //! A consumed message as the runtime reads it (`topic()`, `partition()`, `offset()`,
 //! `key()`, `value()`, `timestamp()`, `headers()`, `error()`: the methods it calls on
-//! confluent-kafka's), built once per message from librdkafka's.
+//! confluent-kafka's), built once per message from librdkafka's. The three headers the
+//! record path reads (`mw-id`, `mw-mac`, `mw-late-ms`) are kept apart as well, so that
+//! `envelope::read_ids` reads them without touching Python objects.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use rdkafka::message::{Headers, Message, OwnedMessage, Timestamp};
+
+/// The record id's header (`mwcore.api.record.ID_HEADER`).
+pub const ID_HEADER: &str = "mw-id";
+/// The injector's late mark (`mwcore.api.record.LATE_HEADER`).
+pub const LATE_HEADER: &str = "mw-late-ms";
+/// The id's MAC (`mwcore.api.signing.MAC_HEADER`).
+pub const MAC_HEADER: &str = "mw-mac";
+
+/// One header as the record path reads it: absent, present without a value, or bytes.
+/// As in the Python reference, the last of several headers of one name counts.
+pub type Header = Option<Option<Vec<u8>>>;
+
+/// The headers the record path reads, taken once from all of a message's headers.
+#[derive(Default)]
+pub struct Marks {
+    pub id: Header,
+    pub mac: Header,
+    pub late: Header,
+}
+
+impl Marks {
+    fn note(&mut self, name: &str, value: Option<&[u8]>) {
+        let slot = match name {
+            ID_HEADER => &mut self.id,
+            LATE_HEADER => &mut self.late,
+            MAC_HEADER => &mut self.mac,
+            _ => return,
+        };
+        *slot = Some(value.map(<[u8]>::to_vec));
+    }
+}
 
 /// One consumed message, with the methods the runtime reads.
 #[pyclass(module = "mwcore_native", frozen)]
 pub struct Msg {
-    topic: Py<PyString>,
-    partition: i32,
-    offset: i64,
+    pub topic: Py<PyString>,
+    pub partition: i32,
+    pub offset: i64,
     key: Option<Py<PyBytes>>,
     value: Option<Py<PyBytes>>,
     timestamp: (i32, i64),
     headers: Option<Py<PyList>>,
+    pub marks: Marks,
 }
 
 #[pymethods]
 impl Msg {
+    /// A message made in Python (tests): the fields confluent-kafka's `Message` has,
+    /// `headers` a list of `(name, bytes | None)`.
+    #[new]
+    #[pyo3(signature = (topic, partition, offset, key, value, timestamp, headers=None))]
+    fn py_new(
+        topic: Bound<'_, PyString>,
+        partition: i32,
+        offset: i64,
+        key: Option<Bound<'_, PyBytes>>,
+        value: Option<Bound<'_, PyBytes>>,
+        timestamp: (i32, i64),
+        headers: Option<Bound<'_, PyList>>,
+    ) -> PyResult<Self> {
+        let mut marks = Marks::default();
+        if let Some(list) = &headers {
+            for item in list.iter() {
+                let pair = item.downcast::<PyTuple>()?;
+                let name = pair.get_item(0)?;
+                let value = pair.get_item(1)?;
+                let value = if value.is_none() {
+                    None
+                } else {
+                    Some(value.downcast::<PyBytes>()?.as_bytes())
+                };
+                marks.note(name.downcast::<PyString>()?.to_str()?, value);
+            }
+        }
+        Ok(Msg {
+            topic: topic.unbind(),
+            partition,
+            offset,
+            key: key.map(Bound::unbind),
+            value: value.map(Bound::unbind),
+            timestamp,
+            headers: headers.map(Bound::unbind),
+            marks,
+        })
+    }
+
     fn topic(&self, py: Python<'_>) -> Py<PyString> {
         self.topic.clone_ref(py)
     }
@@ -49,11 +122,13 @@ impl Msg {
 impl Msg {
     /// The Python side of `m`, its topic given (one `str` per topic, shared).
     pub fn new(py: Python<'_>, topic: Py<PyString>, m: &OwnedMessage) -> PyResult<Py<Msg>> {
+        let mut marks = Marks::default();
         let headers = match m.headers() {
             None => None,
             Some(hs) => {
                 let list = PyList::empty(py);
                 for h in hs.iter() {
+                    marks.note(h.key, h.value);
                     let value = h.value.map(|v| PyBytes::new(py, v));
                     list.append((PyString::new(py, h.key), value))?;
                 }
@@ -75,6 +150,7 @@ impl Msg {
                 value: m.payload().map(|v| PyBytes::new(py, v).unbind()),
                 timestamp,
                 headers,
+                marks,
             },
         )
     }

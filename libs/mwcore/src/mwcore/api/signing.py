@@ -41,6 +41,11 @@ class Signer:
     def enabled(self) -> bool:
         return self._key is not None
 
+    @property
+    def mac_key(self) -> bytes | None:
+        """The key the MACs are made with (the native core makes them too)."""
+        return self._key
+
     def mac(self, context: bytes, data: bytes) -> bytes:
         """The MAC of ``data`` in ``context`` (a short label: what the bytes are)."""
         assert self._key is not None, "no pipeline secret"

@@ -3,10 +3,11 @@ path of the whole runtime (semantics section 2, steps 1 and 2).
 
 For a chunk of messages (one partition index, in offset order per topic):
 
-1. record ids (and an injector's late mark) are read from the headers; a message
-   without an id gets one derived from its position, and so does one whose id does
-   not verify with the pipeline secret (``api/signing.py``: it is a dead letter
-   ``bad_id``, never deduplicated under the id it claims);
+1. record ids (and an injector's late mark) are read from the headers
+   (``envelope.py``, in Rust on the native consumer); a message without an id gets one
+   derived from its position, and so does one whose id does not verify with the
+   pipeline secret (``api/signing.py``: it is a dead letter ``bad_id``, never
+   deduplicated under the id it claims);
 2. the batch's input positions move past the last message of each topic;
 3. duplicates are dropped (``dedup.py``); records an injector let through late are
    routed to the late stream (or dropped), counted, and marked seen;
@@ -26,9 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mwcore.api import ids
-from mwcore.api.record import ID_HEADER, LATE_HEADER, Record
-from mwcore.api.signing import MAC_HEADER, UNSIGNED, Signer
+from mwcore.api.record import Record
+from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.controls import SAFE, NegativeControls
 from mwcore.errors import InvalidRecord, SerializationError
 from mwcore.limits import MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
@@ -36,6 +36,7 @@ from mwcore.runtime import dead_letters
 from mwcore.runtime.dead_letters import Incoming
 from mwcore.runtime.dedup import SeenIds
 from mwcore.runtime.effects import Applier
+from mwcore.runtime.envelope import IdReader, id_reader
 from mwcore.runtime.faults import Faults
 from mwcore.runtime.state_cache import StateCache
 from mwcore.serde.avro import AvroSerde
@@ -92,6 +93,11 @@ class Intake:
     on_error: Callable[[str, dict[str, Any]], None]  # told of each dead letter (the worker logs it)
     controls: NegativeControls = SAFE  # drop_dead_letters: a bad record leaves no dead letter
     signer: Signer = UNSIGNED  # with a pipeline secret: every record id must verify
+    read_ids: IdReader | None = None  # step 1 (envelope.py); None: the reference, with signer
+    _read: IdReader = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._read = self.read_ids or id_reader(self.signer)
 
     def process(self, messages: Sequence[Message], batch: OpenBatch, positions: dict[str, int]) -> None:
         if not messages:
@@ -99,29 +105,7 @@ class Intake:
         batch.touch()
         counters = self.applier.counters
         # 1. Record ids (and the injector's late mark) from the headers.
-        rids: list[bytes] = []
-        lates: dict[int, bytes] = {}
-        forged: set[int] = set()
-        id_bytes = ids.ID_BYTES
-        signer = self.signer
-        checking = signer.enabled
-        for i, m in enumerate(messages):
-            rid: Any = None
-            mac: Any = None
-            for name, hval in m.headers() or ():
-                if name == ID_HEADER:
-                    rid = hval
-                elif name == LATE_HEADER:
-                    lates[i] = hval if isinstance(hval, bytes) else b""
-                elif name == MAC_HEADER:
-                    mac = hval
-            if rid.__class__ is not bytes or len(rid) != id_bytes:
-                rid = ids.from_position(m.topic() or "", m.partition() or 0, m.offset() or 0)
-            elif checking and not signer.verify_id(rid, mac):
-                forged.add(i)  # never seen under the id it claims: it could suppress the real one
-                lates.pop(i, None)
-                rid = ids.from_position(m.topic() or "", m.partition() or 0, m.offset() or 0)
-            rids.append(rid)
+        rids, lates, forged = self._read(messages)
         self._advance_positions(messages, batch.checkpoint, positions)
         # 2. Drop duplicates; route late records; collect the keys to load.
         batch_seen = batch.seen

@@ -1,0 +1,96 @@
+//! The record path's first step for a chunk of consumed messages: each record's id, its
+//! late mark, and whether its id failed to verify with the pipeline secret (reference:
+//! `mwcore.runtime.envelope.read_ids`, held to it by `libs/mwcore/tests/test_native.py`).
+//!
+//! A message without a 16-byte id gets one derived from its position
+//! (`mwcore.api.ids.from_position`), and so does one whose id does not verify: it is
+//! forged (a dead letter `bad_id`), and its late mark is dropped.
+
+use blake2b_simd::Params;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PySet};
+
+use crate::message::Msg;
+
+/// `mwcore.api.ids.ID_BYTES`.
+const ID_BYTES: usize = 16;
+/// `mwcore.api.signing.MAC_BYTES`.
+const MAC_BYTES: usize = 16;
+
+/// `ids.from_position(topic, partition, offset)`.
+fn from_position(topic: &str, partition: i32, offset: i64) -> [u8; ID_BYTES] {
+    let payload = format!("{topic}\x00{partition}\x00{offset}");
+    let hash = Params::new()
+        .hash_length(ID_BYTES)
+        .personal(b"mw-offset")
+        .hash(payload.as_bytes());
+    let mut out = [0u8; ID_BYTES];
+    out.copy_from_slice(hash.as_bytes());
+    out
+}
+
+/// `Signer.verify_id(rid, mac)` with the signer's key.
+fn verifies(key: &[u8], rid: &[u8], mac: Option<&[u8]>) -> bool {
+    let Some(mac) = mac else { return false };
+    let want = Params::new()
+        .hash_length(MAC_BYTES)
+        .key(key)
+        .personal(b"mw-id")
+        .hash(rid);
+    want == *mac // blake2b_simd's Hash compares in constant time
+}
+
+/// `(rids, lates, forged)` of `messages` (each a `Msg`): a `list[bytes]`, a
+/// `dict[int, bytes]` of each late record's index and mark, a `set[int]` of the indexes
+/// whose id did not verify. `mac_key`: the signer's key (`Signer.mac_key`), None when
+/// nothing is signed.
+#[pyfunction]
+#[pyo3(signature = (messages, mac_key=None))]
+pub fn read_ids<'py>(
+    py: Python<'py>,
+    messages: &Bound<'py, PyList>,
+    mac_key: Option<&[u8]>,
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>, Bound<'py, PySet>)> {
+    if mac_key.is_some_and(|k| k.is_empty() || k.len() > 64) {
+        return Err(PyValueError::new_err("a MAC key is 1 to 64 bytes"));
+    }
+    let rids = PyList::empty(py);
+    let lates = PyDict::new(py);
+    let forged = PySet::empty(py)?;
+    for (i, item) in messages.iter().enumerate() {
+        let bound = item.downcast::<Msg>()?;
+        let m = bound.get();
+        let marks = &m.marks;
+        let mut late = marks.late.as_ref().map(|v| v.as_deref().unwrap_or(b""));
+        let claimed = match &marks.id {
+            Some(Some(rid)) if rid.len() == ID_BYTES => Some(rid.as_slice()),
+            _ => None,
+        };
+        let rid: Bound<'py, PyBytes> = match claimed {
+            Some(rid)
+                if mac_key
+                    .is_none_or(|k| verifies(k, rid, marks.mac.as_ref().and_then(|v| v.as_deref()))) =>
+            {
+                PyBytes::new(py, rid)
+            }
+            Some(_) => {
+                forged.add(i)?;
+                late = None;
+                PyBytes::new(
+                    py,
+                    &from_position(m.topic.bind(py).to_str()?, m.partition, m.offset),
+                )
+            }
+            None => PyBytes::new(
+                py,
+                &from_position(m.topic.bind(py).to_str()?, m.partition, m.offset),
+            ),
+        };
+        rids.append(rid)?;
+        if let Some(mark) = late {
+            lates.set_item(i, PyBytes::new(py, mark))?;
+        }
+    }
+    Ok((rids, lates, forged))
+}

@@ -1,0 +1,68 @@
+"""The record path's first step for a chunk of consumed messages (semantics section 2,
+step 1): each record's id, the injector's late mark, and which ids do not verify.
+
+A message without an id gets one derived from its position, and so does one whose id
+does not verify with the pipeline secret (``api/signing.py``): it is a dead letter
+``bad_id``, never deduplicated under the id it claims, and its late mark is dropped.
+
+``read_ids`` is the reference; on the native consumer (``MW_NATIVE_CONSUMER=1``),
+whose messages carry these headers apart, ``mwcore_native.read_ids`` does the same
+work in Rust (``libs/mwcore/tests/test_native.py`` holds the two to identical output).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+from mwcore.api import ids
+from mwcore.api.record import ID_HEADER, LATE_HEADER
+from mwcore.api.signing import MAC_HEADER, Signer
+from mwcore.core import native
+from mwcore.transport.message import Message
+
+# (rids, lates, forged): each message's record id; the index and mark of each late
+# one; the indexes whose id did not verify.
+Envelope = tuple[list[bytes], dict[int, bytes], set[int]]
+IdReader = Callable[[Sequence[Message]], Envelope]
+
+
+def read_ids(messages: Sequence[Message], signer: Signer) -> Envelope:
+    rids: list[bytes] = []
+    lates: dict[int, bytes] = {}
+    forged: set[int] = set()
+    id_bytes = ids.ID_BYTES
+    checking = signer.enabled
+    for i, m in enumerate(messages):
+        rid: Any = None
+        mac: Any = None
+        for name, hval in m.headers() or ():
+            if name == ID_HEADER:
+                rid = hval
+            elif name == LATE_HEADER:
+                lates[i] = hval if isinstance(hval, bytes) else b""
+            elif name == MAC_HEADER:
+                mac = hval
+        if rid.__class__ is not bytes or len(rid) != id_bytes:
+            rid = ids.from_position(m.topic() or "", m.partition() or 0, m.offset() or 0)
+        elif checking and not signer.verify_id(rid, mac):
+            forged.add(i)  # never seen under the id it claims: it could suppress the real one
+            lates.pop(i, None)
+            rid = ids.from_position(m.topic() or "", m.partition() or 0, m.offset() or 0)
+        rids.append(rid)
+    return rids, lates, forged
+
+
+def id_reader(signer: Signer, native_messages: bool = False) -> IdReader:
+    """``read_ids`` with ``signer``; in Rust when the messages are the native consumer's."""
+    if not native_messages:
+        return partial(read_ids, signer=signer)
+    fast = native().read_ids
+    key = signer.mac_key
+
+    def read(messages: Sequence[Message]) -> Envelope:
+        got: Envelope = fast(messages, key)
+        return got
+
+    return read
