@@ -91,6 +91,30 @@ def read_ids(
     """Each message's record id, late marks, ids that do not verify (reference:
     ``mwcore.runtime.envelope.read_ids``)."""
 
+class Screener:
+    """A chunk of messages made into records or set aside, before user code (reference:
+    ``mwcore.runtime.screening.screen``)."""
+
+    def __init__(
+        self,
+        record: type,
+        serialization_error: type[BaseException],
+        key_error: Callable[[bytes | None], BaseException],
+        min_ts: int,
+        max_ts: int,
+        max_key: int,
+    ) -> None: ...
+    def screen(
+        self,
+        messages: list[Msg],
+        rids: list[bytes],
+        dup: list[bool] | None,
+        forged: set[int],
+        lates: dict[int, bytes],
+        batch_seen: set[bytes],
+        bindings: dict[str, tuple[str, Callable[[bytes], Any]]],
+    ) -> tuple[int, list[tuple[int, str]], list[Any], set[str]]: ...
+
 class GroupConsumer:
     """A worker's group membership and input on librdkafka (reference:
     ``mwcore.transport.consumer.GroupConsumer``; wrapped by ``transport.native_consumer``)."""

@@ -251,7 +251,11 @@ impl Decoder {
         })
     }
 
-    fn decode<'py>(&self, py: Python<'py>, data: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
+    pub(crate) fn decode<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyBytes>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let b = data.as_bytes();
         if b.len() >= HEADER_LEN && b[..2] == MAGIC && b[2..HEADER_LEN] == self.fingerprint {
             let mut r = Reader {

@@ -18,6 +18,9 @@
 //!   messages in one crossing (reference: `mwcore.transport.consumer.GroupConsumer`).
 //! - `read_ids`: a chunk of those messages' record ids, late marks and unverified ids
 //!   (reference: `mwcore.runtime.envelope.read_ids`).
+//! - `Screener`: the rest of a chunk before user code: duplicates dropped, what is no
+//!   record set aside, keys and values decoded into `Record`s (reference:
+//!   `mwcore.runtime.screening.screen`).
 
 mod avro;
 mod bloom;
@@ -28,6 +31,7 @@ mod envelope;
 mod message;
 mod producer;
 mod resp;
+mod screening;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -229,6 +233,7 @@ fn mwcore_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<consumer::GroupConsumer>()?;
     m.add_class::<message::Msg>()?;
     m.add_function(wrap_pyfunction!(envelope::read_ids, m)?)?;
+    m.add_class::<screening::Screener>()?;
     m.add("KafkaFailure", m.py().get_type::<consumer::KafkaFailure>())?;
     Ok(())
 }

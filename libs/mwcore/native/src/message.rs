@@ -45,9 +45,9 @@ pub struct Msg {
     pub topic: Py<PyString>,
     pub partition: i32,
     pub offset: i64,
-    key: Option<Py<PyBytes>>,
-    value: Option<Py<PyBytes>>,
-    timestamp: (i32, i64),
+    pub key: Option<Py<PyBytes>>,
+    pub value: Option<Py<PyBytes>>,
+    pub timestamp: (i32, i64),
     headers: Option<Py<PyList>>,
     pub marks: Marks,
 }

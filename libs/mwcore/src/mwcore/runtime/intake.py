@@ -9,12 +9,14 @@ For a chunk of messages (one partition index, in offset order per topic):
    pipeline secret (``api/signing.py``: it is a dead letter ``bad_id``, never
    deduplicated under the id it claims);
 2. the batch's input positions move past the last message of each topic;
-3. duplicates are dropped (``dedup.py``); records an injector let through late are
-   routed to the late stream (or dropped), counted, and marked seen;
-4. keys are decoded and their state loaded in one read;
-5. each value is decoded and user code runs (``Applier.record``); a record that has no
-   key, a key or timestamp out of the kit's bounds (``limits.py``), does not decode, or
-   fails in user code becomes a dead letter, and is seen.
+3. duplicates are dropped (``dedup.py``), and the rest screened (``screening.py``, in
+   Rust on the native consumer): records an injector let through late are routed to
+   the late stream (or dropped), counted, and marked seen; keys are decoded, and
+   values; a message that has no key, a key or timestamp out of the kit's bounds
+   (``limits.py``), or a value that does not decode becomes a dead letter, and is seen;
+4. the records' state is loaded in one read;
+5. user code runs, record by record (``Applier.record``); a record it fails on becomes a
+   dead letter, and is seen.
 
 Each message's fields are read once, and nothing is allocated per record beyond the
 record itself and its effects.
@@ -31,19 +33,18 @@ from mwcore.api.record import Record
 from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.controls import SAFE, NegativeControls
 from mwcore.errors import InvalidRecord, SerializationError
-from mwcore.limits import MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
-from mwcore.runtime import dead_letters
+from mwcore.limits import MAX_TIMESTAMP, MIN_TIMESTAMP
+from mwcore.runtime import dead_letters, screening
 from mwcore.runtime.dead_letters import Incoming
 from mwcore.runtime.dedup import SeenIds
 from mwcore.runtime.effects import Applier
 from mwcore.runtime.envelope import IdReader, id_reader
 from mwcore.runtime.faults import Faults
+from mwcore.runtime.screening import Bindings, Screen, screener
 from mwcore.runtime.state_cache import StateCache
 from mwcore.serde.avro import AvroSerde
 from mwcore.store.checkpoint import Checkpoint, position_field
 from mwcore.transport.message import Message
-
-_tuple_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 
 
 @dataclass
@@ -93,92 +94,66 @@ class Intake:
     on_error: Callable[[str, dict[str, Any]], None]  # told of each dead letter (the worker logs it)
     controls: NegativeControls = SAFE  # drop_dead_letters: a bad record leaves no dead letter
     signer: Signer = UNSIGNED  # with a pipeline secret: every record id must verify
-    read_ids: IdReader | None = None  # step 1 (envelope.py); None: the reference, with signer
+    native_messages: bool = False  # the native consumer's: steps 1 and 2 in Rust
     _read: IdReader = field(init=False, repr=False)
+    _screen: Screen = field(init=False, repr=False)
+    _bindings: Bindings = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._read = self.read_ids or id_reader(self.signer)
+        self._read = id_reader(self.signer, self.native_messages)
+        self._screen = screener(self.native_messages)
+        self._bindings = {t: (b.stream, b.decode) for t, b in self.inputs.items()}  # type: ignore[misc]
 
     def process(self, messages: Sequence[Message], batch: OpenBatch, positions: dict[str, int]) -> None:
         if not messages:
             return
         batch.touch()
         counters = self.applier.counters
+        cp = batch.checkpoint
         # 1. Record ids (and the injector's late mark) from the headers.
         rids, lates, forged = self._read(messages)
-        self._advance_positions(messages, batch.checkpoint, positions)
-        # 2. Drop duplicates; route late records; collect the keys to load.
-        batch_seen = batch.seen
-        dup = self.seen.duplicates(rids, batch_seen) if self.exactly_once else None
-        todo: list[tuple[Message, bytes, str | None, int]] = []
-        keys: set[str] = set()
-        for i, m in enumerate(messages):
-            rid = rids[i]
-            if dup is not None and dup[i]:
-                counters.duplicates += 1
-                continue
-            batch_seen.add(rid)
-            if i in forged:
+        self._advance_positions(messages, cp, positions)
+        # 2. Drop duplicates; set aside what is no record; decode the rest.
+        dup = self.seen.duplicates(rids, batch.seen) if self.exactly_once else None
+        duplicates, early, items, keys = self._screen(
+            messages, rids, dup, forged, lates, batch.seen, self._bindings
+        )
+        counters.duplicates += duplicates
+        for i, why in early:
+            m = messages[i]
+            if why == screening.LATE:
+                self._late(_incoming(m, rids[i], lates[i]), cp)
+            elif why == screening.BAD_ID:
                 why = "its id does not verify with the pipeline secret (MW_ID_SECRET)"
-                self.dead_letter(_incoming(m, rid, None), InvalidRecord("bad_id", why), batch.checkpoint)
-                continue
-            ts = m.timestamp()[1]
-            if not MIN_TIMESTAMP <= ts <= MAX_TIMESTAMP:
+                self.dead_letter(_incoming(m, rids[i], None), InvalidRecord("bad_id", why), cp)
+            else:
+                ts = m.timestamp()[1]
                 why = f"{ts} is outside {MIN_TIMESTAMP} to {MAX_TIMESTAMP}"
-                self.dead_letter(
-                    _incoming(m, rid, None), InvalidRecord("bad_timestamp", why), batch.checkpoint
-                )
-                continue
-            if i in lates:
-                self._late(_incoming(m, rid, lates[i]), batch.checkpoint)
-                continue
-            raw_key = m.key()
-            try:
-                key = None if raw_key is None or len(raw_key) > MAX_KEY_BYTES else raw_key.decode()
-            except UnicodeDecodeError:
-                key = None
-            if key is not None:
-                keys.add(key)
-            todo.append((m, rid, key, ts))
+                self.dead_letter(_incoming(m, rids[i], None), InvalidRecord("bad_timestamp", why), cp)
         self.cache.preload(keys)
-        # 3. Decode and run user code, record by record.
-        fault_at = len(todo) // 2 if self.faults.enabled else -1
-        inputs = self.inputs
-        cp = batch.checkpoint
+        # 3. User code, record by record.
+        fault_at = len(items) // 2 if self.faults.enabled else -1
         seen = cp.seen
-        new_record = _tuple_new
         run = self.applier.record
-        last_topic: str | None = None
-        binding: InputBinding | None = None
         processed = 0
         timestamps = batch.timestamps if self.record_latency else None
         arrivals, arrived = batch.arrivals, self.clock()
-        for n, (m, rid, key, ts) in enumerate(todo):
+        for n, record in enumerate(items):
             if n == fault_at:
                 self.faults.point("mid_batch", lambda: {"interval": self.name})
-            topic = m.topic()
-            if topic is not last_topic:
-                last_topic, binding = topic, inputs[topic or ""]
-            assert binding is not None
-            try:
-                if key is None:
-                    raise _key_error(m.key())
-                value = binding.decode(m.value() or b"")  # type: ignore[misc]
-            except SerializationError as exc:
-                self.dead_letter(_incoming(m, rid, None), exc, cp)
+            if not isinstance(record, Record):  # no key, or a value that does not decode
+                i, exc = record
+                self.dead_letter(_incoming(messages[i], rids[i], None), exc, cp)
                 continue
-            record: Record = new_record(
-                Record, (key, value, ts, rid, binding.stream, m.partition() or 0, m.offset() or 0)
-            )
             processed += 1
             if timestamps is not None:
-                timestamps.append(ts)
+                timestamps.append(record.timestamp)
                 arrivals.append(arrived)
             error = run(record, cp)
             if error is not None:  # user code failed, or its state cannot be encoded
                 self._dead_letter_record(record, error, cp)
                 continue
-            seen[rid] = ts
+            seen[record.id] = record.timestamp
         counters.records += processed
         batch.records += len(messages)
 
@@ -227,14 +202,6 @@ class Intake:
         dead = dead_letters.dead_letter(self.dead_letter_topic, inc, exc, now)
         cp.productions.append(dead)
         self.on_error("dead_letter", {"source": inc.topic, "error": dead_letters.error_text(dead)})
-
-
-def _key_error(raw: bytes | None) -> SerializationError:
-    if raw is None:
-        return SerializationError("record has no key")
-    if len(raw) > MAX_KEY_BYTES:
-        return InvalidRecord("key_too_long", f"{len(raw)} bytes, more than {MAX_KEY_BYTES}")
-    return SerializationError("key is not UTF-8")
 
 
 def _incoming(m: Message, rid: bytes, late: bytes | None) -> Incoming:

@@ -30,7 +30,6 @@ from mwcore.runtime import dead_letters
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.dedup import SeenIds
 from mwcore.runtime.effects import Applier
-from mwcore.runtime.envelope import IdReader
 from mwcore.runtime.faults import NO_FAULTS, Faults
 from mwcore.runtime.intake import InputBinding, Intake, OpenBatch
 from mwcore.runtime.outbox import Outbox, OutboxBatch, OutboxCommit
@@ -66,7 +65,7 @@ class IntervalDeps:
     controls: NegativeControls = SAFE  # MW_UNSAFE_*: the negative controls (mwcore/controls.py)
     signer: Signer = UNSIGNED  # MW_ID_SECRET: input ids checked (api/signing.py)
     core: Core = "python"  # MW_CORE: which core's dedup filter (mwcore/core.py)
-    read_ids: IdReader | None = None  # the record path's step 1 (envelope.py); None: with signer
+    native_messages: bool = False  # the native consumer's: the record path's steps 1-2 in Rust
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +137,7 @@ class Interval:
             on_error=deps.on_error,
             controls=deps.controls,
             signer=deps.signer,
-            read_ids=deps.read_ids,
+            native_messages=deps.native_messages,
         )
         # Pending batches of the snapshot are sent again first.
         self.outbox = Outbox(

@@ -33,7 +33,6 @@ from mwcore.errors import FencedError
 from mwcore.runtime.config import WorkerConfig
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.effects import RedoCareful
-from mwcore.runtime.envelope import id_reader
 from mwcore.runtime.faults import NO_FAULTS, Faults
 from mwcore.runtime.health import Health, group_state
 from mwcore.runtime.interval import Interval, IntervalDeps, PreparedCommit, ReportDraft
@@ -105,7 +104,7 @@ class Worker:
             controls=config.controls,
             signer=config.signer,
             core=config.core,
-            read_ids=id_reader(config.signer, native_messages=config.native_consumer),
+            native_messages=config.native_consumer,
         )
         self.reporter = WatermarkReporter(
             reports or NullReportSink(), self.layout.spec(), self.clock.now_ms, config.report_interval_ms

@@ -1,0 +1,178 @@
+//! The record path's second step for a chunk of consumed messages: which become
+//! records, and the records themselves, before user code sees any (reference:
+//! `mwcore.runtime.screening.screen`, held to it by `libs/mwcore/tests/test_native.py`).
+//!
+//! In one pass, in order: a duplicate is dropped (counted); every other id joins the
+//! batch's seen ids; an id that did not verify, a timestamp out of bounds or a late mark
+//! sets the message aside (`early`: its index and why); every other message becomes its
+//! `Record` (the key decoded as UTF-8, the value by its topic's decoder), or `(index,
+//! error)` when it has no usable key or its value does not decode.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
+
+use crate::avro::Decoder;
+use crate::message::Msg;
+
+/// What a topic's values are decoded by: a native `Decoder`, or any Python callable.
+enum Decode {
+    Native(Py<Decoder>),
+    Call(PyObject),
+}
+
+/// `(duplicates, early, items, keys)`, as `screen` returns them.
+type Screened<'py> = (usize, Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PySet>);
+
+/// The screening of one worker's chunks: the types and bounds it works with, given once.
+#[pyclass(module = "mwcore_native", frozen)]
+pub struct Screener {
+    record: Py<PyType>,
+    serialization_error: Py<PyType>,
+    key_error: PyObject,
+    min_ts: i64,
+    max_ts: i64,
+    max_key: usize,
+    tuple_new: PyObject,
+}
+
+#[pymethods]
+impl Screener {
+    /// `record`: the `Record` type; `serialization_error`: the error a value that does
+    /// not decode raises (any other propagates); `key_error(raw)`: the error of a key
+    /// that is no record's key; the bounds of timestamps and of a key's bytes.
+    #[new]
+    fn new(
+        py: Python<'_>,
+        record: Py<PyType>,
+        serialization_error: Py<PyType>,
+        key_error: PyObject,
+        min_ts: i64,
+        max_ts: i64,
+        max_key: usize,
+    ) -> PyResult<Self> {
+        let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?.unbind();
+        Ok(Screener {
+            record,
+            serialization_error,
+            key_error,
+            min_ts,
+            max_ts,
+            max_key,
+            tuple_new,
+        })
+    }
+
+    /// `(duplicates, early, items, keys)` of a chunk of `Msg`s, given their ids, which
+    /// are duplicates (None: none checked), which did not verify, their late marks, the
+    /// batch's seen ids (added to) and `bindings` (topic -> (stream, decode)).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (messages, rids, dup, forged, lates, batch_seen, bindings))]
+    fn screen<'py>(
+        &self,
+        py: Python<'py>,
+        messages: &Bound<'py, PyList>,
+        rids: &Bound<'py, PyList>,
+        dup: Option<&Bound<'py, PyList>>,
+        forged: &Bound<'py, PySet>,
+        lates: &Bound<'py, PyDict>,
+        batch_seen: &Bound<'py, PySet>,
+        bindings: &Bound<'py, PyDict>,
+    ) -> PyResult<Screened<'py>> {
+        let mut duplicates = 0usize;
+        let early = PyList::empty(py);
+        let items = PyList::empty(py);
+        let keys = PySet::empty(py)?;
+        let record = self.record.bind(py);
+        let error_type = self.serialization_error.bind(py);
+        let tuple_new = self.tuple_new.bind(py);
+        let empty = PyBytes::new(py, b"");
+        let check_forged = !forged.is_empty();
+        let check_late = !lates.is_empty();
+        let mut last_topic: Option<Py<PyString>> = None;
+        let mut binding: Option<(Bound<'py, PyAny>, Decode)> = None;
+        for (i, item) in messages.iter().enumerate() {
+            let bound = item.downcast::<Msg>()?;
+            let m = bound.get();
+            let rid = rids.get_item(i)?;
+            if let Some(dup) = dup {
+                if dup.get_item(i)?.is_truthy()? {
+                    duplicates += 1;
+                    continue;
+                }
+            }
+            batch_seen.add(&rid)?;
+            if check_forged && forged.contains(i)? {
+                early.append((i, "bad_id"))?;
+                continue;
+            }
+            let ts = m.timestamp.1;
+            if ts < self.min_ts || ts > self.max_ts {
+                early.append((i, "bad_timestamp"))?;
+                continue;
+            }
+            if check_late && lates.contains(i)? {
+                early.append((i, "late"))?;
+                continue;
+            }
+            let key = m.key.as_ref().map(|k| k.bind(py));
+            let text = key
+                .filter(|k| k.as_bytes().len() <= self.max_key)
+                .and_then(|k| std::str::from_utf8(k.as_bytes()).ok());
+            let Some(text) = text else {
+                let raw = key.map_or_else(|| py.None().into_bound(py), |k| k.clone().into_any());
+                items.append((i, self.key_error.bind(py).call1((raw,))?))?;
+                continue;
+            };
+            let key = PyString::new(py, text);
+            keys.add(&key)?;
+            if last_topic.as_ref().is_none_or(|t| !t.is(&m.topic)) {
+                last_topic = Some(m.topic.clone_ref(py));
+                binding = Some(bind(bindings, m.topic.bind(py))?);
+            }
+            let Some((stream, decode)) = &binding else {
+                unreachable!()
+            };
+            let value = m
+                .value
+                .as_ref()
+                .map_or_else(|| empty.clone(), |v| v.bind(py).clone());
+            let decoded = match decode {
+                Decode::Native(d) => d.borrow(py).decode(py, &value),
+                Decode::Call(f) => f.bind(py).call1((value,)),
+            };
+            let value = match decoded {
+                Ok(v) => v,
+                Err(e) if e.is_instance(py, error_type) => {
+                    items.append((i, e.into_value(py)))?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let fields = (key, value, ts, rid, stream, m.partition, m.offset);
+            items.append(tuple_new.call1((record, fields))?)?;
+        }
+        Ok((duplicates, early, items, keys))
+    }
+}
+
+/// A topic's stream and decoder, from `bindings` (a `KeyError` for a topic not there).
+fn bind<'py>(
+    bindings: &Bound<'py, PyDict>,
+    topic: &Bound<'py, PyString>,
+) -> PyResult<(Bound<'py, PyAny>, Decode)> {
+    let Some(b) = bindings.get_item(topic)? else {
+        return Err(pyo3::exceptions::PyKeyError::new_err(topic.clone().unbind()));
+    };
+    let b = b.downcast::<PyTuple>()?;
+    let stream = b.get_item(0)?;
+    let f = b.get_item(1)?;
+    let native = f
+        .getattr("__self__")
+        .ok()
+        .and_then(|s| s.downcast_into::<Decoder>().ok());
+    let decode = match native {
+        Some(d) => Decode::Native(d.unbind()),
+        None => Decode::Call(f.unbind()),
+    };
+    Ok((stream, decode))
+}

@@ -1,0 +1,124 @@
+"""The record path's second step for a chunk of consumed messages (semantics section 2,
+steps 1 and 2): which messages become records, and the records themselves, before user
+code sees any of them.
+
+Given each message's id, late mark and verdict (``envelope.py``) and which ids are
+duplicates (``dedup.py``), ``screen`` passes over the chunk once, in order:
+
+- a duplicate is dropped (counted);
+- every other id joins the batch's seen ids;
+- a message whose id did not verify (``bad_id``), whose timestamp is out of the kit's
+  bounds (``bad_timestamp``, ``limits.py``) or that an injector let through late
+  (``late``) is set aside, its index and why in ``early``, for the caller to
+  dead-letter or route in that order;
+- every other message is an item: its ``Record`` (the key decoded as UTF-8, the value
+  by its topic's decoder), or, when it has no usable key or its value does not decode,
+  ``(index, error)`` for the caller to dead-letter; the keys of the items are collected
+  to load their state in one read.
+
+``screen`` is the reference; on the native consumer (``MW_NATIVE_CONSUMER=1``)
+``mwcore_native.Screener`` does the same work in Rust
+(``libs/mwcore/tests/test_native.py`` holds the two to identical output).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mwcore.api.record import Record
+from mwcore.core import native
+from mwcore.errors import InvalidRecord, SerializationError
+from mwcore.limits import MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
+from mwcore.transport.message import Message
+
+BAD_ID = "bad_id"
+BAD_TIMESTAMP = "bad_timestamp"
+LATE = "late"
+
+Bindings = dict[str, tuple[str, Callable[[bytes], Any]]]  # topic -> (stream, decode)
+Item = Record | tuple[int, SerializationError]
+# (duplicates, early, items, keys)
+Screened = tuple[int, list[tuple[int, str]], list[Item], set[str]]
+Screen = Callable[
+    [Sequence[Message], list[bytes], list[bool] | None, set[int], dict[int, bytes], set[bytes], Bindings],
+    Screened,
+]
+
+_tuple_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
+
+
+def screen(
+    messages: Sequence[Message],
+    rids: list[bytes],
+    dup: list[bool] | None,
+    forged: set[int],
+    lates: dict[int, bytes],
+    batch_seen: set[bytes],
+    bindings: Bindings,
+) -> Screened:
+    duplicates = 0
+    early: list[tuple[int, str]] = []
+    items: list[Item] = []
+    keys: set[str] = set()
+    new_record = _tuple_new
+    last_topic: str | None = None
+    stream = ""
+    decode: Callable[[bytes], Any] | None = None
+    for i, m in enumerate(messages):
+        rid = rids[i]
+        if dup is not None and dup[i]:
+            duplicates += 1
+            continue
+        batch_seen.add(rid)
+        if i in forged:
+            early.append((i, BAD_ID))
+            continue
+        ts = m.timestamp()[1]
+        if not MIN_TIMESTAMP <= ts <= MAX_TIMESTAMP:
+            early.append((i, BAD_TIMESTAMP))
+            continue
+        if i in lates:
+            early.append((i, LATE))
+            continue
+        raw_key = m.key()
+        try:
+            key = None if raw_key is None or len(raw_key) > MAX_KEY_BYTES else raw_key.decode()
+        except UnicodeDecodeError:
+            key = None
+        if key is None:
+            items.append((i, key_error(raw_key)))
+            continue
+        keys.add(key)
+        topic = m.topic()
+        if topic is not last_topic:
+            last_topic = topic
+            stream, decode = bindings[topic or ""]
+        try:
+            value = decode(m.value() or b"")  # type: ignore[misc]
+        except SerializationError as exc:
+            items.append((i, exc))
+            continue
+        items.append(new_record(Record, (key, value, ts, rid, stream, m.partition() or 0, m.offset() or 0)))
+    return duplicates, early, items, keys
+
+
+def key_error(raw: bytes | None) -> SerializationError:
+    """Why a message's key is no record's key."""
+    if raw is None:
+        return SerializationError("record has no key")
+    if len(raw) > MAX_KEY_BYTES:
+        return InvalidRecord("key_too_long", f"{len(raw)} bytes, more than {MAX_KEY_BYTES}")
+    return SerializationError("key is not UTF-8")
+
+
+def screener(native_messages: bool = False) -> Screen:
+    """``screen``; in Rust when the messages are the native consumer's."""
+    if not native_messages:
+        return screen
+    fast: Screen = (
+        native()
+        .Screener(Record, SerializationError, key_error, MIN_TIMESTAMP, MAX_TIMESTAMP, MAX_KEY_BYTES)
+        .screen
+    )
+    return fast
