@@ -251,22 +251,33 @@ impl Decoder {
         })
     }
 
-    pub(crate) fn decode<'py>(
-        &self,
-        py: Python<'py>,
-        data: &Bound<'py, PyBytes>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let b = data.as_bytes();
-        if b.len() >= HEADER_LEN && b[..2] == MAGIC && b[2..HEADER_LEN] == self.fingerprint {
-            let mut r = Reader {
-                b,
-                p: HEADER_LEN,
-                max_items: self.max_items,
-            };
-            if let Ok(v) = r.read(py, &self.plan) {
-                return Ok(v);
-            }
+    fn decode<'py>(&self, py: Python<'py>, data: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
+        match self.read(py, data.as_bytes()) {
+            Some(v) => Ok(v),
+            None => self.fallback.bind(py).call1((data,)),
         }
-        self.fallback.bind(py).call1((data,))
+    }
+}
+
+impl Decoder {
+    /// `decode` of bytes Rust holds: a `bytes` object is made only for the reference.
+    pub(crate) fn decode_slice<'py>(&self, py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+        match self.read(py, b) {
+            Some(v) => Ok(v),
+            None => self.fallback.bind(py).call1((PyBytes::new(py, b),)),
+        }
+    }
+
+    /// The value, if it is written with the reader's schema and decodes here.
+    fn read<'py>(&self, py: Python<'py>, b: &[u8]) -> Option<Bound<'py, PyAny>> {
+        if b.len() < HEADER_LEN || b[..2] != MAGIC || b[2..HEADER_LEN] != self.fingerprint {
+            return None;
+        }
+        let mut r = Reader {
+            b,
+            p: HEADER_LEN,
+            max_items: self.max_items,
+        };
+        r.read(py, &self.plan).ok()
     }
 }

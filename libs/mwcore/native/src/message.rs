@@ -5,7 +5,7 @@
 //! `envelope::read_ids` reads them without touching Python objects.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyList, PyString};
 use rdkafka::message::{Headers, Message, OwnedMessage, Timestamp};
 
 /// The record id's header (`mwcore.api.record.ID_HEADER`).
@@ -39,16 +39,17 @@ impl Marks {
     }
 }
 
-/// One consumed message, with the methods the runtime reads.
+/// One consumed message, with the methods the runtime reads. Its key, value and headers
+/// stay Rust's until Python asks for them (the record path reads them in Rust).
 #[pyclass(module = "mwcore_native", frozen)]
 pub struct Msg {
     pub topic: Py<PyString>,
     pub partition: i32,
     pub offset: i64,
-    pub key: Option<Py<PyBytes>>,
-    pub value: Option<Py<PyBytes>>,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
     pub timestamp: (i32, i64),
-    headers: Option<Py<PyList>>,
+    headers: Option<Vec<(String, Option<Vec<u8>>)>>,
     pub marks: Marks,
 }
 
@@ -62,35 +63,25 @@ impl Msg {
         topic: Bound<'_, PyString>,
         partition: i32,
         offset: i64,
-        key: Option<Bound<'_, PyBytes>>,
-        value: Option<Bound<'_, PyBytes>>,
+        key: Option<Vec<u8>>,
+        value: Option<Vec<u8>>,
         timestamp: (i32, i64),
-        headers: Option<Bound<'_, PyList>>,
-    ) -> PyResult<Self> {
+        headers: Option<Vec<(String, Option<Vec<u8>>)>>,
+    ) -> Self {
         let mut marks = Marks::default();
-        if let Some(list) = &headers {
-            for item in list.iter() {
-                let pair = item.downcast::<PyTuple>()?;
-                let name = pair.get_item(0)?;
-                let value = pair.get_item(1)?;
-                let value = if value.is_none() {
-                    None
-                } else {
-                    Some(value.downcast::<PyBytes>()?.as_bytes())
-                };
-                marks.note(name.downcast::<PyString>()?.to_str()?, value);
-            }
+        for (name, value) in headers.iter().flatten() {
+            marks.note(name, value.as_deref());
         }
-        Ok(Msg {
+        Msg {
             topic: topic.unbind(),
             partition,
             offset,
-            key: key.map(Bound::unbind),
-            value: value.map(Bound::unbind),
+            key,
+            value,
             timestamp,
-            headers: headers.map(Bound::unbind),
+            headers,
             marks,
-        })
+        }
     }
 
     fn topic(&self, py: Python<'_>) -> Py<PyString> {
@@ -102,17 +93,25 @@ impl Msg {
     fn offset(&self) -> i64 {
         self.offset
     }
-    fn key(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-        self.key.as_ref().map(|k| k.clone_ref(py))
+    fn key<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.key.as_deref().map(|k| PyBytes::new(py, k))
     }
-    fn value(&self, py: Python<'_>) -> Option<Py<PyBytes>> {
-        self.value.as_ref().map(|v| v.clone_ref(py))
+    fn value<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.value.as_deref().map(|v| PyBytes::new(py, v))
     }
     fn timestamp(&self) -> (i32, i64) {
         self.timestamp
     }
-    fn headers(&self, py: Python<'_>) -> Option<Py<PyList>> {
-        self.headers.as_ref().map(|h| h.clone_ref(py))
+    fn headers<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(hs) = &self.headers else { return Ok(None) };
+        let list = PyList::empty(py);
+        for (name, value) in hs {
+            list.append((
+                PyString::new(py, name),
+                value.as_deref().map(|v| PyBytes::new(py, v)),
+            ))?;
+        }
+        Ok(Some(list))
     }
     fn error(&self) -> Option<PyObject> {
         None
@@ -123,18 +122,14 @@ impl Msg {
     /// The Python side of `m`, its topic given (one `str` per topic, shared).
     pub fn new(py: Python<'_>, topic: Py<PyString>, m: &OwnedMessage) -> PyResult<Py<Msg>> {
         let mut marks = Marks::default();
-        let headers = match m.headers() {
-            None => None,
-            Some(hs) => {
-                let list = PyList::empty(py);
-                for h in hs.iter() {
+        let headers = m.headers().map(|hs| {
+            hs.iter()
+                .map(|h| {
                     marks.note(h.key, h.value);
-                    let value = h.value.map(|v| PyBytes::new(py, v));
-                    list.append((PyString::new(py, h.key), value))?;
-                }
-                Some(list.unbind())
-            }
-        };
+                    (h.key.to_owned(), h.value.map(<[u8]>::to_vec))
+                })
+                .collect()
+        });
         let timestamp = match m.timestamp() {
             Timestamp::NotAvailable => (0, -1),
             Timestamp::CreateTime(t) => (1, t),
@@ -146,8 +141,8 @@ impl Msg {
                 topic,
                 partition: m.partition(),
                 offset: m.offset(),
-                key: m.key().map(|k| PyBytes::new(py, k).unbind()),
-                value: m.payload().map(|v| PyBytes::new(py, v).unbind()),
+                key: m.key().map(<[u8]>::to_vec),
+                value: m.payload().map(<[u8]>::to_vec),
                 timestamp,
                 headers,
                 marks,

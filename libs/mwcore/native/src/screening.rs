@@ -85,7 +85,6 @@ impl Screener {
         let record = self.record.bind(py);
         let error_type = self.serialization_error.bind(py);
         let tuple_new = self.tuple_new.bind(py);
-        let empty = PyBytes::new(py, b"");
         let check_forged = !forged.is_empty();
         let check_late = !lates.is_empty();
         let mut last_topic: Option<Py<PyString>> = None;
@@ -114,12 +113,12 @@ impl Screener {
                 early.append((i, "late"))?;
                 continue;
             }
-            let key = m.key.as_ref().map(|k| k.bind(py));
+            let key = m.key.as_deref();
             let text = key
-                .filter(|k| k.as_bytes().len() <= self.max_key)
-                .and_then(|k| std::str::from_utf8(k.as_bytes()).ok());
+                .filter(|k| k.len() <= self.max_key)
+                .and_then(|k| std::str::from_utf8(k).ok());
             let Some(text) = text else {
-                let raw = key.map_or_else(|| py.None().into_bound(py), |k| k.clone().into_any());
+                let raw = key.map(|k| PyBytes::new(py, k));
                 items.append((i, self.key_error.bind(py).call1((raw,))?))?;
                 continue;
             };
@@ -132,13 +131,10 @@ impl Screener {
             let Some((stream, decode)) = &binding else {
                 unreachable!()
             };
-            let value = m
-                .value
-                .as_ref()
-                .map_or_else(|| empty.clone(), |v| v.bind(py).clone());
+            let value = m.value.as_deref().unwrap_or(b"");
             let decoded = match decode {
-                Decode::Native(d) => d.borrow(py).decode(py, &value),
-                Decode::Call(f) => f.bind(py).call1((value,)),
+                Decode::Native(d) => d.borrow(py).decode_slice(py, value),
+                Decode::Call(f) => f.bind(py).call1((PyBytes::new(py, value),)),
             };
             let value = match decoded {
                 Ok(v) => v,
