@@ -19,12 +19,14 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-# (label, a frame's "function (file)" must contain this) for the inclusive shares
+# (label, a frame's "function (file)" must contain this; "*" stands for any text) for
+# the inclusive shares
 PARTS: tuple[tuple[str, str], ...] = (
-    ("poll (librdkafka to Python messages)", "poll (mwcore/transport/consumer.py"),
+    ("poll (librdkafka to Python messages)", "poll (mwcore/transport/*consumer.py"),
     ("intake: ids, dedup, decode, user code", "process (mwcore/runtime/intake.py"),
     ("  Avro decode of inputs", "decode (<avro codec"),
     ("  dedup (seen ids)", "duplicates (mwcore/runtime/dedup.py"),
@@ -89,7 +91,8 @@ def breakdown(path: Path, top: int = 12) -> dict[str, Any]:
         return {"samples": 0}
     inclusive: dict[str, float] = {}
     for label, needle in PARTS:
-        hit = sum(n for frames, n in stacks if any(needle in f for f in frames))
+        pattern = f"*{needle}*"
+        hit = sum(n for frames, n in stacks if any(fnmatchcase(f, pattern) for f in frames))
         inclusive[label] = round(100 * hit / total, 1)
     selfs: Counter[str] = Counter()
     for frames, n in stacks:

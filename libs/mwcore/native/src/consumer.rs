@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::commits::{CommitQueue, Committed};
-use crate::message::Msg;
+use crate::message::{Msg, Taken};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -29,7 +29,6 @@ use pyo3::types::{PyDict, PyString};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
@@ -166,15 +165,19 @@ impl GroupConsumer {
         Ok(())
     }
 
-    fn to_python(&self, py: Python<'_>, m: OwnedMessage) -> PyResult<Py<Msg>> {
+    fn to_python(&self, py: Python<'_>, m: Taken) -> PyResult<Py<Msg>> {
         let topic = {
             let mut topics = self.topics.lock().expect("topics");
-            topics
-                .entry(m.topic().to_owned())
-                .or_insert_with(|| PyString::intern(py, m.topic()).unbind())
-                .clone_ref(py)
+            match topics.get(&m.topic) {
+                Some(t) => t.clone_ref(py),
+                None => {
+                    let t = PyString::intern(py, &m.topic).unbind();
+                    topics.insert(m.topic.clone(), t.clone_ref(py));
+                    t
+                }
+            }
         };
-        Msg::new(py, topic, &m)
+        m.into_msg(py, topic)
     }
 
     fn raise_kept(&self) -> PyResult<()> {
@@ -245,13 +248,13 @@ impl GroupConsumer {
         timeout: f64,
     ) -> PyResult<(Vec<Py<Msg>>, Vec<Failed>)> {
         let (messages, errors) = py.allow_threads(|| {
-            let mut messages: Vec<OwnedMessage> = Vec::new();
+            let mut messages: Vec<Taken> = Vec::new();
             let mut errors: Vec<(i32, String)> = Vec::new();
-            let drain = |messages: &mut Vec<OwnedMessage>, errors: &mut Vec<(i32, String)>| {
+            let drain = |messages: &mut Vec<Taken>, errors: &mut Vec<(i32, String)>| {
                 while messages.len() < max_messages {
                     match self.inner.poll(Duration::ZERO) {
                         None => break,
-                        Some(Ok(m)) => messages.push(m.detach()),
+                        Some(Ok(m)) => messages.push(Taken::of(&m)),
                         Some(Err(e)) => {
                             errors.push((e.rdkafka_error_code().map_or(-1, |c| c as i32), e.to_string()))
                         }
@@ -262,7 +265,7 @@ impl GroupConsumer {
             if messages.is_empty() && max_messages > 0 {
                 match self.inner.poll(Duration::from_secs_f64(timeout.max(0.0))) {
                     Some(Ok(m)) => {
-                        messages.push(m.detach());
+                        messages.push(Taken::of(&m));
                         drain(&mut messages, &mut errors);
                     }
                     Some(Err(e)) => {

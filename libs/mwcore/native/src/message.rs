@@ -6,7 +6,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
-use rdkafka::message::{Headers, Message, OwnedMessage, Timestamp};
+use rdkafka::message::{Headers, Message, Timestamp};
 
 /// The record id's header (`mwcore.api.record.ID_HEADER`).
 pub const ID_HEADER: &str = "mw-id";
@@ -118,9 +118,26 @@ impl Msg {
     }
 }
 
-impl Msg {
-    /// The Python side of `m`, its topic given (one `str` per topic, shared).
-    pub fn new(py: Python<'_>, topic: Py<PyString>, m: &OwnedMessage) -> PyResult<Py<Msg>> {
+/// A consumed message's parts, taken from librdkafka's message without the GIL (one copy
+/// of each part, where `OwnedMessage::detach` and then `Msg` would make two).
+pub struct Taken {
+    pub topic: String,
+    msg: Msg0,
+}
+
+/// A `Msg` but its topic.
+struct Msg0 {
+    partition: i32,
+    offset: i64,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    timestamp: (i32, i64),
+    headers: Option<Vec<(String, Option<Vec<u8>>)>>,
+    marks: Marks,
+}
+
+impl Taken {
+    pub fn of<M: Message>(m: &M) -> Taken {
         let mut marks = Marks::default();
         let headers = m.headers().map(|hs| {
             hs.iter()
@@ -135,10 +152,9 @@ impl Msg {
             Timestamp::CreateTime(t) => (1, t),
             Timestamp::LogAppendTime(t) => (2, t),
         };
-        Py::new(
-            py,
-            Msg {
-                topic,
+        Taken {
+            topic: m.topic().to_owned(),
+            msg: Msg0 {
                 partition: m.partition(),
                 offset: m.offset(),
                 key: m.key().map(<[u8]>::to_vec),
@@ -146,6 +162,24 @@ impl Msg {
                 timestamp,
                 headers,
                 marks,
+            },
+        }
+    }
+
+    /// The Python side, its topic given (one `str` per topic, shared).
+    pub fn into_msg(self, py: Python<'_>, topic: Py<PyString>) -> PyResult<Py<Msg>> {
+        let m = self.msg;
+        Py::new(
+            py,
+            Msg {
+                topic,
+                partition: m.partition,
+                offset: m.offset,
+                key: m.key,
+                value: m.value,
+                timestamp: m.timestamp,
+                headers: m.headers,
+                marks: m.marks,
             },
         )
     }
