@@ -113,6 +113,8 @@ def test_the_three_broker_profile_is_a_replicated_cluster(tmp_path: Path) -> Non
     assert (
         doc["services"]["windower"]["environment"]["MW_BOOTSTRAP"] == "kafka:9092,kafka-2:9092,kafka-3:9092"
     )
+    # a session three busy brokers keep (1.5 s, the single broker's, is lost over and over)
+    assert doc["services"]["windower"]["environment"]["MW_SESSION_TIMEOUT_MS"] == "6000"
     # without the env file the profile is off, and the same file is the single broker
     single = load(ROOT / "docker-compose.yml")
     assert problems(ROOT, single, tmp_path) == []

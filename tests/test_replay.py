@@ -39,7 +39,7 @@ from tests.test_zeitgeist import decoded, services
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e, pytest.mark.slow]
 
-SECONDS, SPEED, START_MS = 70, 5.0, 1_700_000_000_000
+SECONDS, SPEED, START_MS = 100, 5.0, 1_700_000_000_000  # the generator outlives the range by 7 s of wall time
 FROM_MS, TO_MS = START_MS + 5_000, START_MS + 65_000  # a spike and a language's silence
 SCENARIO = Scenario(seed=5, rate=1000, queries=150, warmup_s=5)
 
