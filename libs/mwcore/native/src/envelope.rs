@@ -61,7 +61,7 @@ pub fn read_ids<'py>(
     for (i, item) in messages.iter().enumerate() {
         let bound = item.downcast::<Msg>()?;
         let m = bound.get();
-        let marks = &m.marks;
+        let marks = &m.body.marks;
         let mut late = marks.late.as_ref().map(|v| v.as_deref().unwrap_or(b""));
         let claimed = match &marks.id {
             Some(Some(rid)) if rid.len() == ID_BYTES => Some(rid.as_slice()),
@@ -79,12 +79,12 @@ pub fn read_ids<'py>(
                 late = None;
                 PyBytes::new(
                     py,
-                    &from_position(m.topic.bind(py).to_str()?, m.partition, m.offset),
+                    &from_position(m.topic.bind(py).to_str()?, m.body.partition, m.body.offset),
                 )
             }
             None => PyBytes::new(
                 py,
-                &from_position(m.topic.bind(py).to_str()?, m.partition, m.offset),
+                &from_position(m.topic.bind(py).to_str()?, m.body.partition, m.body.offset),
             ),
         };
         rids.append(rid)?;

@@ -39,11 +39,8 @@ impl Marks {
     }
 }
 
-/// One consumed message, with the methods the runtime reads. Its key, value and headers
-/// stay Rust's until Python asks for them (the record path reads them in Rust).
-#[pyclass(module = "mwcore_native", frozen)]
-pub struct Msg {
-    pub topic: Py<PyString>,
+/// A consumed message's parts but its topic, as Rust holds them.
+pub struct Body {
     pub partition: i32,
     pub offset: i64,
     pub key: Option<Vec<u8>>,
@@ -51,6 +48,40 @@ pub struct Msg {
     pub timestamp: (i32, i64),
     headers: Option<Vec<(String, Option<Vec<u8>>)>>,
     pub marks: Marks,
+}
+
+impl Body {
+    /// The marks are read off `headers` (each `(name, value)`).
+    fn new(
+        partition: i32,
+        offset: i64,
+        key: Option<Vec<u8>>,
+        value: Option<Vec<u8>>,
+        timestamp: (i32, i64),
+        headers: Option<Vec<(String, Option<Vec<u8>>)>>,
+    ) -> Body {
+        let mut marks = Marks::default();
+        for (name, v) in headers.iter().flatten() {
+            marks.note(name, v.as_deref());
+        }
+        Body {
+            partition,
+            offset,
+            key,
+            value,
+            timestamp,
+            headers,
+            marks,
+        }
+    }
+}
+
+/// One consumed message, with the methods the runtime reads. Its key, value and headers
+/// stay Rust's until Python asks for them (the record path reads them in Rust).
+#[pyclass(module = "mwcore_native", frozen)]
+pub struct Msg {
+    pub topic: Py<PyString>,
+    pub body: Body,
 }
 
 #[pymethods]
@@ -68,19 +99,9 @@ impl Msg {
         timestamp: (i32, i64),
         headers: Option<Vec<(String, Option<Vec<u8>>)>>,
     ) -> Self {
-        let mut marks = Marks::default();
-        for (name, value) in headers.iter().flatten() {
-            marks.note(name, value.as_deref());
-        }
         Msg {
             topic: topic.unbind(),
-            partition,
-            offset,
-            key,
-            value,
-            timestamp,
-            headers,
-            marks,
+            body: Body::new(partition, offset, key, value, timestamp, headers),
         }
     }
 
@@ -88,22 +109,24 @@ impl Msg {
         self.topic.clone_ref(py)
     }
     fn partition(&self) -> i32 {
-        self.partition
+        self.body.partition
     }
     fn offset(&self) -> i64 {
-        self.offset
+        self.body.offset
     }
     fn key<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.key.as_deref().map(|k| PyBytes::new(py, k))
+        self.body.key.as_deref().map(|k| PyBytes::new(py, k))
     }
     fn value<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        self.value.as_deref().map(|v| PyBytes::new(py, v))
+        self.body.value.as_deref().map(|v| PyBytes::new(py, v))
     }
     fn timestamp(&self) -> (i32, i64) {
-        self.timestamp
+        self.body.timestamp
     }
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
-        let Some(hs) = &self.headers else { return Ok(None) };
+        let Some(hs) = &self.body.headers else {
+            return Ok(None);
+        };
         let list = PyList::empty(py);
         for (name, value) in hs {
             list.append((
@@ -119,32 +142,17 @@ impl Msg {
 }
 
 /// A consumed message's parts, taken from librdkafka's message without the GIL (one copy
-/// of each part, where `OwnedMessage::detach` and then `Msg` would make two).
+/// of each part, where `OwnedMessage::detach` and then a `Msg` would make two).
 pub struct Taken {
     pub topic: String,
-    msg: Msg0,
-}
-
-/// A `Msg` but its topic.
-struct Msg0 {
-    partition: i32,
-    offset: i64,
-    key: Option<Vec<u8>>,
-    value: Option<Vec<u8>>,
-    timestamp: (i32, i64),
-    headers: Option<Vec<(String, Option<Vec<u8>>)>>,
-    marks: Marks,
+    body: Body,
 }
 
 impl Taken {
     pub fn of<M: Message>(m: &M) -> Taken {
-        let mut marks = Marks::default();
         let headers = m.headers().map(|hs| {
             hs.iter()
-                .map(|h| {
-                    marks.note(h.key, h.value);
-                    (h.key.to_owned(), h.value.map(<[u8]>::to_vec))
-                })
+                .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec)))
                 .collect()
         });
         let timestamp = match m.timestamp() {
@@ -154,32 +162,24 @@ impl Taken {
         };
         Taken {
             topic: m.topic().to_owned(),
-            msg: Msg0 {
-                partition: m.partition(),
-                offset: m.offset(),
-                key: m.key().map(<[u8]>::to_vec),
-                value: m.payload().map(<[u8]>::to_vec),
+            body: Body::new(
+                m.partition(),
+                m.offset(),
+                m.key().map(<[u8]>::to_vec),
+                m.payload().map(<[u8]>::to_vec),
                 timestamp,
                 headers,
-                marks,
-            },
+            ),
         }
     }
 
     /// The Python side, its topic given (one `str` per topic, shared).
     pub fn into_msg(self, py: Python<'_>, topic: Py<PyString>) -> PyResult<Py<Msg>> {
-        let m = self.msg;
         Py::new(
             py,
             Msg {
                 topic,
-                partition: m.partition,
-                offset: m.offset,
-                key: m.key,
-                value: m.value,
-                timestamp: m.timestamp,
-                headers: m.headers,
-                marks: m.marks,
+                body: self.body,
             },
         )
     }

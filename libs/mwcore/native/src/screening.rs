@@ -104,7 +104,7 @@ impl Screener {
                 early.append((i, "bad_id"))?;
                 continue;
             }
-            let ts = m.timestamp.1;
+            let ts = m.body.timestamp.1;
             if ts < self.min_ts || ts > self.max_ts {
                 early.append((i, "bad_timestamp"))?;
                 continue;
@@ -113,7 +113,7 @@ impl Screener {
                 early.append((i, "late"))?;
                 continue;
             }
-            let key = m.key.as_deref();
+            let key = m.body.key.as_deref();
             let text = key
                 .filter(|k| k.len() <= self.max_key)
                 .and_then(|k| std::str::from_utf8(k).ok());
@@ -131,7 +131,7 @@ impl Screener {
             let Some((stream, decode)) = &binding else {
                 unreachable!()
             };
-            let value = m.value.as_deref().unwrap_or(b"");
+            let value = m.body.value.as_deref().unwrap_or(b"");
             let decoded = match decode {
                 Decode::Native(d) => d.borrow(py).decode_slice(py, value),
                 Decode::Call(f) => f.bind(py).call1((PyBytes::new(py, value),)),
@@ -144,7 +144,7 @@ impl Screener {
                 }
                 Err(e) => return Err(e),
             };
-            let fields = (key, value, ts, rid, stream, m.partition, m.offset);
+            let fields = (key, value, ts, rid, stream, m.body.partition, m.body.offset);
             items.append(tuple_new.call1((record, fields))?)?;
         }
         Ok((duplicates, early, items, keys))
