@@ -143,3 +143,47 @@ class GroupConsumer:
     ) -> list[tuple[str, int, int, str | None]]: ...
     def commit(self, offsets: list[tuple[str, int, int, str | None]], asynchronous: bool) -> None: ...
     def close(self) -> None: ...
+
+class TimerQueue:
+    """An interval's pending timers (reference: ``mwcore.runtime.timers.TimerQueue``)."""
+
+    def __init__(self, entry: type, domains: tuple[Any, Any, Any]) -> None: ...
+    def __len__(self) -> int: ...
+    def set(self, entry: Any) -> None: ...
+    def clear(self, key: str, tag: str) -> bool: ...
+    def clear_all(self) -> None: ...
+    def oldest(self, domain: Any) -> int | None: ...
+    def pop_due(self, domain: Any, limit: int) -> Any | None: ...
+
+class Applier:
+    """User code run on a chunk of records or on due timers, its effects applied
+    (reference: ``mwcore.runtime.effects.Applier``, its path when not careful)."""
+
+    def __init__(
+        self,
+        owner: Any,
+        encoders: dict[str, tuple[str, Callable[[Any], bytes]]],
+        clock: Callable[[], int],
+        kinds: tuple[type, type, type, tuple[Any, Any, Any]],
+    ) -> None: ...
+    @property
+    def ctx(self) -> Any: ...
+    def records(
+        self,
+        items: list[Any],
+        batch: Checkpoint,
+        latency: tuple[list[int], list[int], int] | None,
+        fault_at: int,
+        fault: Callable[[], None],
+        bad: Callable[[int, BaseException], None],
+        failed: Callable[[Any, BaseException], None],
+    ) -> int: ...
+    def fire(
+        self,
+        domain: Any,
+        limit_ts: int,
+        batch: Checkpoint,
+        failed: Callable[[Any, bytes, Exception], None],
+        max_firings: int | None = None,
+        before: Callable[[], None] | None = None,
+    ) -> int: ...

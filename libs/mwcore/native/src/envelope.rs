@@ -11,24 +11,11 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet};
 
+use crate::ids::{from_position, ID_BYTES};
 use crate::message::Msg;
 
-/// `mwcore.api.ids.ID_BYTES`.
-const ID_BYTES: usize = 16;
 /// `mwcore.api.signing.MAC_BYTES`.
 const MAC_BYTES: usize = 16;
-
-/// `ids.from_position(topic, partition, offset)`.
-fn from_position(topic: &str, partition: i32, offset: i64) -> [u8; ID_BYTES] {
-    let payload = format!("{topic}\x00{partition}\x00{offset}");
-    let hash = Params::new()
-        .hash_length(ID_BYTES)
-        .personal(b"mw-offset")
-        .hash(payload.as_bytes());
-    let mut out = [0u8; ID_BYTES];
-    out.copy_from_slice(hash.as_bytes());
-    out
-}
 
 /// `Signer.verify_id(rid, mac)` with the signer's key.
 fn verifies(key: &[u8], rid: &[u8], mac: Option<&[u8]>) -> bool {

@@ -21,17 +21,25 @@
 //! - `Screener`: the rest of a chunk before user code: duplicates dropped, what is no
 //!   record set aside, keys and values decoded into `Record`s (reference:
 //!   `mwcore.runtime.screening.screen`).
+//! - `TimerQueue`: an interval's pending timers (reference: `mwcore.runtime.timers.TimerQueue`).
+//! - `Applier` and its `Context`: user code run on a chunk of records or on due timers,
+//!   its effects applied to the open batch (reference: `mwcore.runtime.effects.Applier`,
+//!   `mwcore.api.context.Context`).
 
 mod avro;
 mod bloom;
 mod commits;
 mod consumer;
+mod context;
+mod effects;
 mod encode;
 mod envelope;
+mod ids;
 mod message;
 mod producer;
 mod resp;
 mod screening;
+mod timers;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -234,6 +242,11 @@ fn mwcore_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<message::Msg>()?;
     m.add_function(wrap_pyfunction!(envelope::read_ids, m)?)?;
     m.add_class::<screening::Screener>()?;
+    m.add_class::<timers::TimerQueue>()?;
+    m.add_class::<context::Context>()?;
+    m.add_class::<context::StateHandle>()?;
+    m.add_class::<context::TimerHandle>()?;
+    m.add_class::<effects::Applier>()?;
     m.add("KafkaFailure", m.py().get_type::<consumer::KafkaFailure>())?;
     Ok(())
 }

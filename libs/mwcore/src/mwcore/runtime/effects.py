@@ -25,24 +25,33 @@ nothing for them.
 
 A timer's firing also deletes the timer's copy in the batch (a re-set in the callback,
 applied after, wins).
+
+With ``native=True`` (``MW_NATIVE_EFFECTS=1``, on the native core) the common path runs
+in Rust (``mwcore_native.Applier``): ``records`` and ``fire`` call user code with the
+native ``Context`` and apply its effects there, on the native timer queue
+(``timers.timer_queue``). The careful redo, and undoing a failed call, stay here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from mwcore.api import ids
 from mwcore.api.computation import Computation
 from mwcore.api.context import UNSET, Context, Effects, Encoder
 from mwcore.api.record import Production, Record, TimeDomain, Timer
 from mwcore.controls import SAFE, NegativeControls
+from mwcore.core import native as native_core
 from mwcore.errors import SerializationError
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.state_cache import StateCache
-from mwcore.runtime.timers import TimerQueue
+from mwcore.runtime.timers import Timers
 from mwcore.store.checkpoint import Checkpoint, TimerEntry, encode_entry, field_of
 
 TimerFailed = Callable[[TimerEntry, bytes, Exception], None]  # (entry, firing id, error)
+# (timestamps, arrivals, arrival ms): where each record's timestamp and arrival go
+Latency = tuple[list[int], list[int], int]
 
 
 class RedoCareful(Exception):
@@ -61,12 +70,13 @@ class Applier:
         self,
         computation: Computation,
         cache: StateCache,
-        timers: TimerQueue,
+        timers: Timers,
         encoders: dict[str, tuple[str, Encoder]],  # stream -> (topic, encode)
         clock: Callable[[], int],
         counters: Counters,
         controls: NegativeControls = SAFE,  # keep_fired_timers: a firing leaves its timer stored
         careful: bool = True,  # encode each call's state at once (else once per dirty key per batch)
+        native: bool = False,  # the common path in Rust (timers: the native TimerQueue)
     ) -> None:
         self.comp = computation
         self.cache = cache
@@ -79,6 +89,45 @@ class Applier:
         self._delete_fired = not controls.keep_fired_timers
         self.careful = careful
         self.dirty: dict[str, None] = {}  # keys whose cached state the batch has yet to encode (in order)
+        self._native: Any = None
+        if native:
+            kinds = (Record, Timer, Production, (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD))
+            self._native = native_core().Applier(self, encoders, clock, kinds)
+
+    def records(
+        self,
+        items: list[Any],  # each a Record, or (index, error) for ``bad``
+        batch: Checkpoint,
+        latency: Latency | None,
+        fault_at: int,
+        fault: Callable[[], None],
+        bad: Callable[[int, BaseException], None],
+        failed: Callable[[Record, Exception], None],
+    ) -> int:
+        """Run a chunk of records, in order: each one user code ran on is seen in the
+        batch; ``failed`` gets each one it failed on, ``bad`` each item that is no
+        record; ``fault`` is called before item ``fault_at``. How many records ran."""
+        if self._native is not None and not self.careful:
+            ran: int = self._native.records(items, batch, latency, fault_at, fault, bad, failed)
+            return ran
+        seen = batch.seen
+        processed = 0
+        for n, item in enumerate(items):
+            if n == fault_at:
+                fault()
+            if not isinstance(item, Record):
+                bad(*item)
+                continue
+            processed += 1
+            if latency is not None:
+                latency[0].append(item.timestamp)
+                latency[1].append(latency[2])
+            error = self.record(item, batch)
+            if error is not None:  # user code failed, or its state cannot be encoded
+                failed(item, error)
+                continue
+            seen[item.id] = item.timestamp
+        return processed
 
     def record(self, record: Record, batch: Checkpoint) -> Exception | None:
         """Run ``process_record``; the error that made it leave no trace, or None."""
@@ -126,8 +175,11 @@ class Applier:
         """Fire the timers of ``domain`` below ``limit_ts``, oldest first (those the
         callbacks set below it too), at most ``max_firings``; ``failed`` gets each one
         that raised. Returns how many fired."""
+        if self._native is not None and not self.careful:
+            n: int = self._native.fire(domain, limit_ts, batch, failed, max_firings, before)
+            return n
         fired = 0
-        for entry in self.timers.due(domain, limit_ts):
+        while (entry := self.timers.pop_due(domain, limit_ts)) is not None:
             fired += 1
             if before is not None:
                 before()

@@ -15,8 +15,8 @@ For a chunk of messages (one partition index, in offset order per topic):
    values; a message that has no key, a key or timestamp out of the kit's bounds
    (``limits.py``), or a value that does not decode becomes a dead letter, and is seen;
 4. the records' state is loaded in one read;
-5. user code runs, record by record (``Applier.record``); a record it fails on becomes a
-   dead letter, and is seen.
+5. user code runs, record by record (``Applier.records``, in Rust with the native
+   effects); a record it fails on becomes a dead letter, and is seen.
 
 Each message's fields are read once, and nothing is allocated per record beyond the
 record itself and its effects.
@@ -131,30 +131,20 @@ class Intake:
                 why = f"{ts} is outside {MIN_TIMESTAMP} to {MAX_TIMESTAMP}"
                 self.dead_letter(_incoming(m, rids[i], None), InvalidRecord("bad_timestamp", why), cp)
         self.cache.preload(keys)
-        # 3. User code, record by record.
+
+        # 3. User code, record by record (in Rust with the native effects).
+        def bad(i: int, exc: BaseException) -> None:  # no key, or a value that does not decode
+            self.dead_letter(_incoming(messages[i], rids[i], None), exc, cp)
+
+        def failed(record: Record, exc: BaseException) -> None:  # user code failed on it
+            self._dead_letter_record(record, exc, cp)
+
+        def fault() -> None:
+            self.faults.point("mid_batch", lambda: {"interval": self.name})
+
+        latency = (batch.timestamps, batch.arrivals, self.clock()) if self.record_latency else None
         fault_at = len(items) // 2 if self.faults.enabled else -1
-        seen = cp.seen
-        run = self.applier.record
-        processed = 0
-        timestamps = batch.timestamps if self.record_latency else None
-        arrivals, arrived = batch.arrivals, self.clock()
-        for n, record in enumerate(items):
-            if n == fault_at:
-                self.faults.point("mid_batch", lambda: {"interval": self.name})
-            if not isinstance(record, Record):  # no key, or a value that does not decode
-                i, exc = record
-                self.dead_letter(_incoming(messages[i], rids[i], None), exc, cp)
-                continue
-            processed += 1
-            if timestamps is not None:
-                timestamps.append(record.timestamp)
-                arrivals.append(arrived)
-            error = run(record, cp)
-            if error is not None:  # user code failed, or its state cannot be encoded
-                self._dead_letter_record(record, error, cp)
-                continue
-            seen[record.id] = record.timestamp
-        counters.records += processed
+        counters.records += self.applier.records(items, cp, latency, fault_at, fault, bad, failed)
         batch.records += len(messages)
 
     def _advance_positions(

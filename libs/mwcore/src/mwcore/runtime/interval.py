@@ -34,7 +34,7 @@ from mwcore.runtime.faults import NO_FAULTS, Faults
 from mwcore.runtime.intake import InputBinding, Intake, OpenBatch
 from mwcore.runtime.outbox import Outbox, OutboxBatch, OutboxCommit
 from mwcore.runtime.state_cache import StateCache
-from mwcore.runtime.timers import TimerQueue
+from mwcore.runtime.timers import timer_queue
 from mwcore.store.checkpoint import Checkpoint, Snapshot, TimerEntry, position_field
 from mwcore.store.interface import CheckpointStore, IntervalId
 from mwcore.transport.message import Message
@@ -66,6 +66,7 @@ class IntervalDeps:
     signer: Signer = UNSIGNED  # MW_ID_SECRET: input ids checked (api/signing.py)
     core: Core = "python"  # MW_CORE: which core's dedup filter (mwcore/core.py)
     native_messages: bool = False  # the native consumer's: the record path's steps 1-2 in Rust
+    native_effects: bool = False  # MW_NATIVE_EFFECTS: user code run and its effects applied in Rust
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ class Interval:
         self.positions: dict[str, int] = dict(snapshot.positions)
         self.committed_positions: dict[str, int] = dict(snapshot.positions)
         self.commits = snapshot.commits
-        self.timers = TimerQueue()
+        self.timers = timer_queue(deps.native_effects)
         for entry in snapshot.timers:
             self.timers.set(entry)
         self.cache = StateCache(deps.codec, self._load, deps.max_cache_keys)
@@ -118,6 +119,7 @@ class Interval:
             deps.counters,
             deps.controls,
             careful=careful_until is not None,
+            native=deps.native_effects,
         )
         self.careful_until = careful_until
         self._careful_since = time.monotonic()

@@ -4,15 +4,39 @@ The checkpoint holds the durable copy (one hash field per (key, tag):
 ``store.checkpoint.field_of``); this queue is soft state rebuilt from it on recovery.
 A timer is identified by (key, tag): setting it again replaces it. Due timers come out
 in timestamp order (so in order per key).
+
+``timer_queue(native=True)`` gives the native core's twin (``mwcore_native.TimerQueue``),
+which the native ``Applier`` (``effects.py``) fires from without Python objects.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from typing import Protocol
 
 from mwcore.api.record import TimeDomain
+from mwcore.core import native
 from mwcore.store.checkpoint import TimerEntry
+
+
+class Timers(Protocol):
+    """What the runtime asks of an interval's timers (``TimerQueue`` or its twin)."""
+
+    def __len__(self) -> int: ...
+    def set(self, entry: TimerEntry) -> None: ...
+    def clear(self, key: str, tag: str) -> object: ...
+    def clear_all(self) -> None: ...
+    def oldest(self, domain: TimeDomain) -> int | None: ...
+    def pop_due(self, domain: TimeDomain, limit: int) -> TimerEntry | None: ...
+
+
+def timer_queue(native_effects: bool = False) -> Timers:
+    """A ``TimerQueue``; the native core's when its ``Applier`` runs the effects."""
+    if not native_effects:
+        return TimerQueue()
+    queue: Timers = native().TimerQueue(TimerEntry, (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD))
+    return queue
 
 
 class TimerQueue:
@@ -58,16 +82,20 @@ class TimerQueue:
         top = self._top(domain)
         return None if top is None else top.timestamp
 
+    def pop_due(self, domain: TimeDomain, limit: int) -> TimerEntry | None:
+        """The oldest timer of ``domain`` with timestamp < ``limit``, removed; None if none."""
+        top = self._top(domain)
+        if top is None or top.timestamp >= limit:
+            return None
+        heapq.heappop(self._heaps[domain])
+        del self._live[(top.key, top.tag)]
+        return top
+
     def due(self, domain: TimeDomain, limit: int) -> Iterator[TimerEntry]:
         """Yield and remove timers with timestamp < ``limit``, oldest first.
 
         Each is removed as it is yielded, so timers set while firing (even due ones)
         come out of the same iteration in order.
         """
-        while True:
-            top = self._top(domain)
-            if top is None or top.timestamp >= limit:
-                return
-            heapq.heappop(self._heaps[domain])
-            del self._live[(top.key, top.tag)]
+        while (top := self.pop_due(domain, limit)) is not None:
             yield top

@@ -105,6 +105,7 @@ class Worker:
             signer=config.signer,
             core=config.core,
             native_messages=config.native_consumer,
+            native_effects=config.native_effects,
         )
         self.reporter = WatermarkReporter(
             reports or NullReportSink(), self.layout.spec(), self.clock.now_ms, config.report_interval_ms

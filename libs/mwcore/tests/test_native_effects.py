@@ -1,0 +1,299 @@
+"""The native core's effects (``mwcore_native.Applier``, its ``Context`` and
+``TimerQueue``) held to the reference (``mwcore.runtime.effects.Applier`` on the
+Python ``Context`` and ``TimerQueue``): the same drawn chunks of records and timer
+firings, run through both, leave the same batch (state, timers, productions, seen ids),
+the same cache, dirty keys, timer queue, counters and dead letters, and raise the same
+``RedoCareful``.
+
+The computation draws what each call does from a generator seeded by the call's cause
+(record id, or timer tag and time), so both runs make the same calls: state read, set
+(in place or anew) or cleared, timers set in each domain and cleared, productions to
+two outputs (some with a timestamp older than the cause, some to another key, one to an
+undeclared output), user code raising before or after its effects.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from mwcore import Computation, Context, JsonCodec, Options, Record, TimeDomain, Timer
+from mwcore.runtime.counters import Counters
+from mwcore.runtime.effects import Applier, RedoCareful
+from mwcore.runtime.state_cache import StateCache
+from mwcore.runtime.timers import Timers, timer_queue
+from mwcore.store.checkpoint import Checkpoint, TimerEntry
+
+pytest.importorskip("mwcore_native", reason="the native core is not built (make bootstrap)")
+
+DOMAINS = (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD)
+KEYS = [f"k{i}" for i in range(12)] + ["ключ", ""]
+STREAMS = {"out": ("out-topic", lambda v: repr(v).encode()), "side": ("side-topic", lambda v: bytes(v))}
+
+
+class Boom(Exception):
+    pass
+
+
+def _rng(*cause: object) -> random.Random:
+    return random.Random(repr(cause))
+
+
+class Drawn(Computation):
+    """Each call does what a generator seeded by its cause draws; ``seen`` tallies the
+    branches taken (for the coverage test)."""
+
+    name = "drawn"
+    state = JsonCodec[Any]()
+
+    def __init__(self, seen: Counter[str]) -> None:
+        self.seen = seen
+
+    def _act(self, ctx: Context, rng: random.Random, cause_ts: int) -> None:
+        tally = self.seen
+        if rng.random() < 0.05:
+            tally["raise_before"] += 1
+            raise Boom("before any effect")
+        st = ctx.state.get()
+        if st is None:
+            st = ctx.state.get({"fresh": True})
+            tally["absent"] += 1
+        roll = rng.random()
+        if roll < 0.45:
+            st["n"] = st.get("n", 0) + 1  # in place
+            ctx.state.set(st)
+            tally["set_in_place"] += 1
+        elif roll < 0.65:
+            ctx.state.set({"n": rng.randrange(100), "at": cause_ts})
+            tally["set_anew"] += 1
+        elif roll < 0.75:
+            ctx.state.clear()
+            tally["clear"] += 1
+            if rng.random() < 0.3:
+                tally["get_after_clear"] += ctx.state.get("dflt") == "dflt"
+        for _ in range(rng.choice((0, 0, 1, 2))):
+            tag = rng.choice(("a", "b", "c", "é"))
+            if rng.random() < 0.2:
+                ctx.timers.clear(tag)
+                tally["timer_clear"] += 1
+            else:
+                domain = rng.choice(DOMAINS)
+                ts = cause_ts + rng.randrange(-5, 60)
+                if rng.random() < 0.5:
+                    ctx.timers.set(tag, ts, domain)
+                else:
+                    ctx.timers.set(tag, float(ts) + 0.5)  # int() of it, in the event domain
+                tally[f"timer_set_{domain.value}"] += 1
+        for _ in range(rng.choice((0, 1, 1, 2))):
+            late = rng.random() < 0.2
+            ts = cause_ts - 3 if late else cause_ts + rng.randrange(0, 9)
+            key = rng.choice((None, None, "other"))
+            if rng.random() < 0.5:
+                ctx.produce("out", {"st": st, "key": ctx.key}, ts, key)
+            else:
+                ctx.produce("side", rng.randbytes(rng.randrange(0, 20)), ts, key)
+            tally["late_production" if late else "production"] += 1
+        if rng.random() < 0.02:
+            tally["undeclared"] += 1
+            ctx.produce("nowhere", {}, cause_ts)
+        if rng.random() < 0.06:
+            tally["raise_after"] += 1
+            raise Boom(f"after effects on {ctx.key}")
+        tally["now"] += ctx.now_ms() == 4242
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        self._act(ctx, _rng(record.id), record.timestamp)
+
+    def process_timer(self, ctx: Context, timer: Timer) -> None:
+        self.seen[f"fired_{timer.domain.value}"] += 1
+        self._act(ctx, _rng(timer.key, timer.tag, timer.timestamp, timer.domain.value), timer.timestamp)
+
+
+class WeakDrawn(Drawn):
+    options = Options(productions="weak")
+
+
+class Run:
+    """One core's applier over a fresh cache and timer queue, with a store of a few keys."""
+
+    def __init__(self, native: bool, weak: bool, stored: dict[bytes, bytes]) -> None:
+        self.tally: Counter[str] = Counter()
+        comp = (WeakDrawn if weak else Drawn)(self.tally)
+        self.cache = StateCache(comp.state, lambda keys: [stored.get(k) for k in keys], max_keys=8)
+        self.timers: Timers = timer_queue(native)
+        self.counters = Counters()
+        self.applier = Applier(
+            comp,
+            self.cache,
+            self.timers,
+            dict(STREAMS),
+            lambda: 4242,
+            self.counters,
+            careful=False,
+            native=native,
+        )
+        self.log: list[Any] = []
+        self.batch = Checkpoint()
+
+    def records(self, items: list[Any], latency: bool, fault_at: int) -> Any:
+        lat: Any = ([], [], 77) if latency else None
+        try:
+            ran = self.applier.records(
+                items,
+                self.batch,
+                lat,
+                fault_at,
+                lambda: self.log.append("fault"),
+                lambda i, exc: self.log.append(("bad", i, str(exc))),
+                lambda r, exc: self.log.append(("failed", r.id, type(exc).__name__, str(exc))),
+            )
+        except RedoCareful as exc:
+            return ("redo", exc.key, str(exc))
+        return ran, lat
+
+    def fire(self, domain: TimeDomain, limit: int, most: int | None) -> Any:
+        def failed(entry: TimerEntry, fid: bytes, exc: Exception) -> None:
+            self.log.append(("timer_failed", entry, fid, type(exc).__name__, str(exc)))
+
+        try:
+            return self.applier.fire(
+                domain, limit, self.batch, failed, most, lambda: self.log.append("before")
+            )
+        except RedoCareful as exc:
+            return ("redo", exc.key, str(exc))
+
+    def commit(self) -> Any:
+        """The batch made a checkpoint (state encoded once per dirty key), and a new one."""
+        try:
+            self.applier.encode_dirty(self.batch)
+        except RedoCareful as exc:
+            return ("redo", exc.key)
+        done, self.batch = self.batch, Checkpoint()
+        self.cache.trim()
+        return done
+
+    def outcome(self) -> Any:
+        """Everything the runs left, comparable; the timer queue drained."""
+        left = {d: self.timers.oldest(d) for d in DOMAINS}
+        drained = []
+        for d in DOMAINS:
+            while (e := self.timers.pop_due(d, 2**62)) is not None:
+                drained.append((e.key, e.tag, e.timestamp, e.domain, e.set_id))
+        return (
+            self.cache.values,
+            dict(self.applier.dirty),
+            self.counters,
+            self.applier.take_weak(),
+            self.log,
+            left,
+            drained,
+        )
+
+
+def _cp(cp: Any) -> Any:
+    if not isinstance(cp, Checkpoint):
+        return cp
+    return (cp.state, cp.timers, cp.productions, cp.seen)
+
+
+def scenario(seed: int, native: bool) -> tuple[list[Any], Run]:
+    rng = random.Random(seed)
+    weak = seed % 5 == 0
+    codec = JsonCodec[Any]()
+    stored = {k.encode(): codec.encode({"n": i}) for i, k in enumerate(KEYS[:5])}
+    run = Run(native, weak, stored)
+    steps: list[Any] = []
+    ts = 1_000
+    for chunk in range(rng.randrange(3, 8)):
+        items: list[Any] = []
+        for i in range(rng.randrange(0, 40)):
+            if rng.random() < 0.05:
+                items.append((i, ValueError(f"bad item {i}")))
+                continue
+            ts += rng.randrange(0, 4)
+            rid = rng.randbytes(16)
+            items.append(Record(rng.choice(KEYS), {"v": i}, ts, rid, "in", 0, chunk * 100 + i))
+        steps.append(run.records(items, rng.random() < 0.5, rng.choice((-1, len(items) // 2))))
+        for _ in range(rng.randrange(0, 3)):
+            domain = rng.choice(DOMAINS)
+            steps.append(run.fire(domain, ts + rng.randrange(-10, 50), rng.choice((None, 1, 3))))
+        steps.append(_cp(run.commit()))
+    steps.append(run.outcome())
+    return steps, run
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_native_applier_does_what_the_reference_does(seed: int) -> None:
+    want, _ = scenario(seed, native=False)
+    got, _ = scenario(seed, native=True)
+    assert got == want
+
+
+def test_the_drawn_scenarios_take_every_branch() -> None:
+    """So that the comparison above covers each path of both appliers."""
+    tally: Counter[str] = Counter()
+    for seed in range(60):
+        steps, run = scenario(seed, native=True)
+        tally += run.tally
+        log = [e for s in steps for e in (s[4] if isinstance(s, tuple) and len(s) == 7 else [])]
+        tally["logged_failed"] += sum(1 for e in log if isinstance(e, tuple) and e[0] == "failed")
+        tally["logged_timer_failed"] += sum(1 for e in log if isinstance(e, tuple) and e[0] == "timer_failed")
+        tally["logged_bad"] += sum(1 for e in log if isinstance(e, tuple) and e[0] == "bad")
+        tally["redo"] += sum(1 for s in steps if isinstance(s, tuple) and s and s[0] == "redo")
+        tally["weak_productions"] += len(steps[-1][3])
+    wanted = [
+        "raise_before", "raise_after", "absent", "set_in_place", "set_anew", "clear", "get_after_clear",
+        "timer_clear", "timer_set_event", "timer_set_wall", "timer_set_hold", "production",
+        "late_production", "undeclared", "now", "fired_event", "fired_wall", "logged_failed",
+        "logged_timer_failed", "logged_bad", "redo", "weak_productions",
+    ]  # fmt: skip
+    thin = {name: tally[name] for name in wanted if tally[name] < 3}
+    assert not thin, f"branches taken fewer than 3 times: {thin}"
+
+
+def test_the_native_timer_queue_orders_as_the_reference_does() -> None:
+    rng = random.Random(7)
+    queues = [timer_queue(False), timer_queue(True)]
+    out: list[list[Any]] = [[], []]
+    for _ in range(3000):
+        op = rng.random()
+        key, tag = rng.choice(KEYS[:6]), rng.choice("xyz")
+        entry = TimerEntry(
+            key, tag, rng.randrange(0, 200), rng.choice(DOMAINS), rng.randbytes(rng.choice((0, 16)))
+        )
+        d, limit = rng.choice(DOMAINS), rng.randrange(0, 220)
+        for q, o in zip(queues, out, strict=True):
+            if op < 0.6:
+                q.set(entry)
+            elif op < 0.75:
+                o.append(bool(q.clear(key, tag)))
+            elif op < 0.9:
+                o.append(q.oldest(d))
+            elif op < 0.999:
+                o.append(q.pop_due(d, limit))
+            else:
+                q.clear_all()
+            o.append(len(q))
+    assert out[0] == out[1]
+
+
+def test_the_native_context_refuses_what_is_no_time_domain() -> None:
+    """A domain that is no ``TimeDomain`` fails the call (the reference fails later, when
+    the timer is stored); either way user code's error, not the worker's."""
+    run = Run(native=True, weak=False, stored={})
+
+    class Odd(Computation):
+        name = "odd"
+
+        def process_record(self, ctx: Context, record: Record) -> None:
+            ctx.timers.set("t", 5, "event")  # type: ignore[arg-type]
+
+    run.applier = Applier(
+        Odd(), run.cache, run.timers, {}, lambda: 0, run.counters, careful=False, native=True
+    )
+    assert run.records([Record("k", {}, 1, b"i" * 16, "in", 0, 0)], False, -1) == (1, None)
+    assert run.log == [("failed", b"i" * 16, "TypeError", "event is not a TimeDomain")]
+    assert not run.timers
