@@ -10,10 +10,10 @@ has its Python reference, and differential tests hold the two to identical outpu
 What the native core does: the worker's productions on librdkafka, reported per batch
 (``transport/native_producer.py``); Avro decoding of inputs and encoding of productions
 (``runtime/native_codecs.py``); the dedup filter (``runtime/dedup.py``); packing each
-checkpoint into the commit script's call (``store/redis_store.py``). Behind switches
-until they pass everything: the group consumer and the record envelope
-(``MW_NATIVE_CONSUMER``), user code's context, its effects and the timer queue
-(``MW_NATIVE_EFFECTS``, ``runtime/effects.py``).
+checkpoint into the commit script's call (``store/redis_store.py``); user code's
+context, its effects and the timer queue (``runtime/effects.py``; ``MW_NATIVE_EFFECTS=0``
+turns them off). Behind a switch until it passes everything: the group consumer and the
+record envelope (``MW_NATIVE_CONSUMER``).
 """
 
 from __future__ import annotations

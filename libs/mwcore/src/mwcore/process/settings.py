@@ -152,9 +152,10 @@ class WorkerSettings(ProcessSettings):
     # MW_NATIVE_CONSUMER=1: with the native core, the group consumer on its librdkafka
     # instead of confluent-kafka's (transport/native_consumer.py); the Python core ignores it
     native_consumer: bool = False
-    # MW_NATIVE_EFFECTS=1: with the native core, user code run on its Context and the
-    # effects applied, the timers queued, in Rust (runtime/effects.py); the Python core ignores it
-    native_effects: bool = False
+    # MW_NATIVE_EFFECTS (on by default; 0 turns it off): with the native core, user code
+    # run on its Context and the effects applied, the timers queued, in Rust
+    # (runtime/effects.py); the Python core ignores it
+    native_effects: bool = True
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runtime.runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)

@@ -26,7 +26,7 @@ nothing for them.
 A timer's firing also deletes the timer's copy in the batch (a re-set in the callback,
 applied after, wins).
 
-With ``native=True`` (``MW_NATIVE_EFFECTS=1``, on the native core) the common path runs
+With ``native=True`` (``MW_NATIVE_EFFECTS``, on by default with the native core) the common path runs
 in Rust (``mwcore_native.Applier``): ``records`` and ``fire`` call user code with the
 native ``Context`` and apply its effects there, on the native timer queue
 (``timers.timer_queue``). The careful redo, and undoing a failed call, stay here.
