@@ -297,3 +297,24 @@ def test_the_native_context_refuses_what_is_no_time_domain() -> None:
     assert run.records([Record("k", {}, 1, b"i" * 16, "in", 0, 0)], False, -1) == (1, None)
     assert run.log == [("failed", b"i" * 16, "TypeError", "event is not a TimeDomain")]
     assert not run.timers
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_what_is_no_exception_of_user_code_passes_through(native: bool) -> None:
+    """``KeyboardInterrupt`` or ``SystemExit`` in user code stops the worker: neither
+    applier dead-letters the record (it would be lost, marked seen)."""
+    run = Run(native=native, weak=False, stored={})
+
+    class Stopped(Computation):
+        name = "stopped"
+
+        def process_record(self, ctx: Context, record: Record) -> None:
+            ctx.state.set({"half": "done"})
+            raise KeyboardInterrupt
+
+    run.applier = Applier(
+        Stopped(), run.cache, run.timers, {}, lambda: 0, run.counters, careful=False, native=native
+    )
+    with pytest.raises(KeyboardInterrupt):
+        run.records([Record("k", {}, 1, b"i" * 16, "in", 0, 0)], False, -1)
+    assert run.log == [] and run.batch.seen == {}

@@ -9,7 +9,7 @@
 //! the careful redo (`RedoCareful`), which encodes each call's state at once, runs the
 //! reference. A failed call is undone by the reference's `_undo`.
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
@@ -88,6 +88,9 @@ impl Applier {
     ) -> PyResult<Option<PyErr>> {
         let ctx = self.ctx.bind(py);
         if let Err(exc) = call.call1(py, (ctx, arg)) {
+            if !exc.is_instance_of::<PyException>(py) {
+                return Err(exc); // as the reference: KeyboardInterrupt, SystemExit pass through
+            }
             // user code failed: dead-lettered by the caller (RedoCareful propagates)
             self.owner
                 .call_method1(py, "_undo", (key, exc.value(py), &batch.owner))?;
