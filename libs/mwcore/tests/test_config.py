@@ -115,8 +115,9 @@ def test_the_native_core_is_the_default_where_it_is_installed(
     assert WorkerSettings.load().core == "python"
 
 
-def test_the_native_consumer_is_off_unless_asked_for_and_only_on_the_native_core(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize("switch", ["native_consumer", "native_effects"])
+def test_the_native_switches_are_on_by_default_off_with_0_and_only_on_the_native_core(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, switch: str
 ) -> None:
     from mwcore.process.settings import WorkerSettings
     from mwcore.process.wiring import worker_config
@@ -124,13 +125,15 @@ def test_the_native_consumer_is_off_unless_asked_for_and_only_on_the_native_core
     for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
                  "MW_SCHEMAS_DIR": str(tmp_path), "MW_CORE": "python"}.items():  # fmt: skip
         monkeypatch.setenv(k, v)
-    assert WorkerSettings.load().native_consumer is False
-    monkeypatch.setenv("MW_NATIVE_CONSUMER", "1")
     settings = WorkerSettings.load()
-    assert worker_config(settings, settings.signer()).native_consumer is False  # the Python core ignores it
+    assert getattr(settings, switch) is True
+    assert getattr(worker_config(settings, settings.signer()), switch) is False  # the Python core ignores it
     from mwcore.core import installed
 
     if installed():
         monkeypatch.setenv("MW_CORE", "native")
         settings = WorkerSettings.load()
-        assert worker_config(settings, settings.signer()).native_consumer is True
+        assert getattr(worker_config(settings, settings.signer()), switch) is True
+        monkeypatch.setenv(f"MW_{switch.upper()}", "0")
+        settings = WorkerSettings.load()
+        assert getattr(worker_config(settings, settings.signer()), switch) is False
