@@ -1,13 +1,20 @@
 """The per-record path of one worker, in-process: no broker, no Redis, none of their
 timing noise.
 
-Run: ``.venv/bin/python bench/hotpath.py [--records N]``; prints JSON last.
+Run: ``.venv/bin/python bench/hotpath.py [--records N] [--workload keyed|windowed]
+[--effects python|native]``; prints JSON last.
 
 Feeds ``KeyedCount`` (``bench/keyed_count.py``) batches of 5,000 real
 ``confluent_kafka.Message`` objects (10,000 Zipf-skewed keys, like
 ``bench/throughput.py``) through ``Interval.process``, ``prepare``, the Redis commit's
 argument packing and ``committed``, on the in-memory store, and reports the CPU time
-per record. The messages are built first and kept out of the cycle collector's way
+per record. ``--workload windowed`` feeds ``WindowedCount`` (``bench/windowed_count.py``:
+a one-second tumbling count per key with event-time timers, 1 ms of event time between
+records) instead, and fires the timers the watermark (2 s behind the last record)
+passes after each batch. On the native core the messages are the native consumer's
+(``mwcore_native.Msg``) and the effects of user code run in Rust, as in a worker;
+``--effects python`` keeps the reference ``Applier`` (``MW_NATIVE_EFFECTS=0``). The
+messages are built first and kept out of the cycle collector's way
 (in a worker they wait in librdkafka's memory, not Python's); the collector is then
 tuned as a worker tunes it (``--gc-threshold``, default ``MW_GC_THRESHOLD``'s 50000;
 0 leaves Python's default).
@@ -51,6 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.keyed_count import KeyedCount  # noqa: E402
+from bench.windowed_count import WindowedCount  # noqa: E402
 from mwcore.core import CORES, Core, default_core, native  # noqa: E402
 from mwcore.runtime.intake import InputBinding  # noqa: E402
 from mwcore.runtime.interval import Interval, IntervalDeps  # noqa: E402
@@ -63,26 +71,39 @@ from mwcore.store.redis_store import commit_args  # noqa: E402
 
 KEYS = 10_000
 BATCH = 5_000
+T0 = 1_700_000_000_000  # the first record's timestamp (ms)
 GC_THRESHOLD = 50_000  # the default of MW_GC_THRESHOLD (mwcore.process.settings.WorkerSettings)
 
 
 def interval_path(
-    registry: SchemaRegistry, records: int, messages_n: int, gc_threshold: int, core: Core = "python"
+    registry: SchemaRegistry,
+    records: int,
+    messages_n: int,
+    gc_threshold: int,
+    core: Core = "python",
+    workload: str = "keyed",
+    effects: Core | None = None,  # None: as the core
 ) -> dict[str, Any]:
-    comp = KeyedCount()
+    windowed = workload == "windowed"
+    comp = WindowedCount() if windowed else KeyedCount()
     comp.state.bind(registry)
     store = MemoryCheckpointStore()
     iv = IntervalId("bench", comp.name, 0)
-    event, count = AvroSerde(registry, "mw.bench.Event"), AvroSerde(registry, "mw.bench.Count")
+    output = "windows" if windowed else "counts"
+    event = AvroSerde(registry, "mw.bench.Event")
+    out = AvroSerde(registry, "mw.bench.ChaosWindow" if windowed else "mw.bench.Count")
     on_native = core == "native"  # as Layout.bindings and encoders make them
+    native_effects = on_native and (effects or core) == "native"
     deps = IntervalDeps(
         computation=comp,
         store=store,
         codec=comp.state,
         inputs={"events": InputBinding("events", event, decoding(event) if on_native else None)},
-        encoders={"counts": ("counts", encoding(count) if on_native else count.encode)},
+        encoders={output: (output, encoding(out) if on_native else out.encode)},
         dead_letter_topic="dead-letters",
         core=core,
+        native_messages=on_native,
+        native_effects=native_effects,
     )
     token = store.grant(iv, "bench")
     interval = Interval(iv, store.recover(iv, token), deps)
@@ -90,15 +111,16 @@ def interval_path(
     rng = random.Random(1)
     weights = [1 / (i + 1) ** 1.1 for i in range(KEYS)]
     keys = rng.choices([f"query-{i}" for i in range(KEYS)], weights, k=messages_n)
+    make: Any = native().Msg if on_native else Message  # the consumer's messages
     messages = [
-        Message(
+        make(
             topic="events",
             partition=0,
             offset=i,
             key=k.encode(),
             value=encode({"query": k, "lang": "en", "latency_us": i % 997}),
             headers=[("mw-id", rng.randbytes(16))],
-            timestamp=(1, 1_000 + i),
+            timestamp=(1, T0 + i),
         )
         for i, k in enumerate(keys)
     ]
@@ -111,9 +133,12 @@ def interval_path(
 
     pack_native = native().pack_commit if core == "native" else None
 
-    def run(batch: list[Message]) -> None:
+    def run(batch: list[Any]) -> None:
         for b in range(0, len(batch), BATCH):
-            interval.process(batch[b : b + BATCH])
+            chunk = batch[b : b + BATCH]
+            interval.process(chunk)
+            if windowed:  # the watermark 2 s behind the chunk's last record
+                interval.fire_timers(chunk[-1].timestamp()[1] - 2_000, 0, 1_000_000)
             ready = interval.prepare()
             assert ready is not None
             cp = ready.checkpoint
@@ -132,6 +157,8 @@ def interval_path(
         "records": records,
         "gc_threshold": gc_threshold,
         "core": core,
+        "workload": workload,
+        "effects": "native" if native_effects else "python",
         "cpu_us_per_record": round(1e6 * cpu / records, 2),
     }
 
@@ -172,13 +199,19 @@ def main() -> None:
     )
     parser.add_argument("--codecs", action="store_true", help="time the Avro codecs instead")
     parser.add_argument("--core", choices=CORES, default=default_core(), help="as MW_CORE")
+    parser.add_argument("--workload", choices=("keyed", "windowed"), default="keyed")
+    parser.add_argument(
+        "--effects", choices=CORES, help="python: as MW_NATIVE_EFFECTS=0 (default: the core's)"
+    )
     args = parser.parse_args()
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     if args.codecs:
         result = codecs(registry)
     else:
         messages_n = max(args.messages, args.records + BATCH)
-        result = interval_path(registry, args.records, messages_n, args.gc_threshold, args.core)
+        result = interval_path(
+            registry, args.records, messages_n, args.gc_threshold, args.core, args.workload, args.effects
+        )
     print(json.dumps(result))
 
 
