@@ -66,7 +66,10 @@ def test_a_restarted_static_member_gets_its_intervals_back_without_a_rebalance(
     )
 
     def start(w: WorkerProc, name: str) -> None:
-        w.start(**({"MW_INSTANCE_ID": member[name]} if static else {}))
+        # A static member's session is what a restart must beat: 6 s (Kafka's minimum
+        # default), as a deployment with static members would set, not the 1.5 s that
+        # a loaded machine's restart (imports done, then connections and the join) can take
+        w.start(**({"MW_INSTANCE_ID": member[name], "MW_SESSION_TIMEOUT_MS": "6000"} if static else {}))
 
     try:
         start(a, "a")
