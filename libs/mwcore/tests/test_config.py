@@ -115,9 +115,9 @@ def test_the_native_core_is_the_default_where_it_is_installed(
     assert WorkerSettings.load().core == "python"
 
 
-@pytest.mark.parametrize("switch", ["native_consumer", "native_effects"])
-def test_the_native_switches_are_on_by_default_off_with_0_and_only_on_the_native_core(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, switch: str
+@pytest.mark.parametrize("switch,default", [("native_consumer", False), ("native_effects", True)])
+def test_the_native_switches_default_as_documented_and_act_only_on_the_native_core(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, switch: str, default: bool
 ) -> None:
     from mwcore.process.settings import WorkerSettings
     from mwcore.process.wiring import worker_config
@@ -125,8 +125,9 @@ def test_the_native_switches_are_on_by_default_off_with_0_and_only_on_the_native
     for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
                  "MW_SCHEMAS_DIR": str(tmp_path), "MW_CORE": "python"}.items():  # fmt: skip
         monkeypatch.setenv(k, v)
+    assert getattr(WorkerSettings.load(), switch) is default
+    monkeypatch.setenv(f"MW_{switch.upper()}", "1")
     settings = WorkerSettings.load()
-    assert getattr(settings, switch) is True
     assert getattr(worker_config(settings, settings.signer()), switch) is False  # the Python core ignores it
     from mwcore.core import installed
 
