@@ -4,13 +4,13 @@
 //! code records its effects here, with no Python frame of the kit's on the way; the
 //! native `Applier` (`effects.rs`) takes them after the call.
 
-use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::ids::derive;
-use crate::timers::EVENT;
+use crate::timers::{domain_index, EVENT};
 
 /// `mwcore.api.context.MAX_VALUE_BYTES`.
 const MAX_VALUE_BYTES: usize = 900_000;
@@ -143,13 +143,7 @@ impl Context {
     }
 
     fn domain_of(&self, domain: Option<&Bound<'_, PyAny>>) -> PyResult<u8> {
-        let Some(domain) = domain else { return Ok(EVENT) };
-        for (i, d) in self.domains.iter().enumerate() {
-            if domain.is(d) {
-                return Ok(i as u8);
-            }
-        }
-        Err(PyTypeError::new_err(format!("{domain} is not a TimeDomain")))
+        domain.map_or(Ok(EVENT), |d| domain_index(&self.domains, d))
     }
 }
 

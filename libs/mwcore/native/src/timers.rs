@@ -10,7 +10,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -69,31 +69,30 @@ impl Queue {
         self.live.get(key)?.get(tag)
     }
 
-    /// The heap's top if it is live (pruning what is not), as its (timestamp, key, tag).
-    fn top(&mut self, domain: u8) -> Option<(i64, String, String)> {
+    /// The timestamp of the domain's oldest live timer, the heap pruned down to it.
+    fn prune(&mut self, domain: u8) -> Option<i64> {
         loop {
             let Reverse((ts, key, tag, set_id)) = self.heaps[usize::from(domain)].peek()?;
             if self
                 .get(key, tag)
                 .is_some_and(|e| e.timestamp == *ts && e.set_id == *set_id)
             {
-                return Some((*ts, key.clone(), tag.clone()));
+                return Some(*ts);
             }
             self.heaps[usize::from(domain)].pop(); // replaced or cleared since it was pushed
         }
     }
 
     pub fn oldest(&mut self, domain: u8) -> Option<i64> {
-        self.top(domain).map(|(ts, _, _)| ts)
+        self.prune(domain)
     }
 
     /// The oldest timer of `domain` before `limit`, taken out of the queue.
     pub fn pop_due(&mut self, domain: u8, limit: i64) -> Option<Entry> {
-        let (ts, key, tag) = self.top(domain)?;
-        if ts >= limit {
+        if self.prune(domain)? >= limit {
             return None;
         }
-        self.heaps[usize::from(domain)].pop();
+        let Reverse((_, key, tag, _)) = self.heaps[usize::from(domain)].pop()?;
         self.clear(&key, &tag)
     }
 
@@ -114,6 +113,14 @@ impl Queue {
     }
 }
 
+/// The index of `domain` among `domains` (the three `TimeDomain`s, compared by identity).
+pub fn domain_index(domains: &[Py<PyAny>; 3], domain: &Bound<'_, PyAny>) -> PyResult<u8> {
+    match domains.iter().position(|d| domain.is(d)) {
+        Some(i) => Ok(i as u8),
+        None => Err(PyTypeError::new_err(format!("{domain} is not a TimeDomain"))),
+    }
+}
+
 /// What the queue makes Python objects of: `TimerEntry` and the three `TimeDomain`s.
 pub struct Kinds {
     pub entry: Py<PyAny>,
@@ -121,14 +128,8 @@ pub struct Kinds {
 }
 
 impl Kinds {
-    /// The index of `domain` (one of the three `TimeDomain`s, compared by identity).
     pub fn domain_of(&self, domain: &Bound<'_, PyAny>) -> PyResult<u8> {
-        for (i, d) in self.domains.iter().enumerate() {
-            if domain.is(d) {
-                return Ok(i as u8);
-            }
-        }
-        Err(PyValueError::new_err(format!("{domain} is not a TimeDomain")))
+        domain_index(&self.domains, domain)
     }
 
     pub fn to_python<'py>(&self, py: Python<'py>, e: &Entry) -> PyResult<Bound<'py, PyAny>> {
