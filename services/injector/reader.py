@@ -53,6 +53,7 @@ class LogReader:
         self.idle_s = config.idle_s
         self.files = 0
         self.records = 0
+        self._queue: list[tuple[int, Path]] = []  # listed, not yet injected (oldest last)
 
     def _mine(self, name: str) -> bool:
         return zlib.crc32(name.encode()) % self.inj.processes == self.inj.index
@@ -69,12 +70,18 @@ class LogReader:
         return sorted(out)
 
     def step(self) -> int:
-        """Inject every file that is there now; returns how many."""
-        files = self.pending()
-        for second, path in files:
-            self._inject(second, path)
+        """Inject the oldest file waiting (the directory is listed again once those
+        listed are done); returns how many: 0 or 1. One file a step, so the process's
+        loop turns (and its health check sees it alive) between files however many
+        wait: an injector behind its directory is slow, not stalled."""
+        if not self._queue:
+            self._queue = self.pending()[::-1]
+        n = 0
+        if self._queue:
+            self._inject(*self._queue.pop())
+            n = 1
         self.inj.poll()
-        return len(files)
+        return n
 
     def _inject(self, second: int, path: Path) -> None:
         inj = self.inj

@@ -72,8 +72,10 @@ def run_authority(settings: AuthoritySettings | None = None) -> int:
 
 
 class InjectorSource(Protocol):
-    """What brings records into an injector: ``step`` sends what is there now (records,
-    and ``advance`` promises) and says how much (0: nothing, wait ``idle_s``)."""
+    """What brings records into an injector: ``step`` sends a bounded part of what is
+    there now (records, and ``advance`` promises) and says how much (0: nothing, wait
+    ``idle_s``). Bounded: the loop turns between steps, and a loop that has not turned
+    for ``MW_METRICS_STALL_S`` is a stall to ``/healthz``."""
 
     idle_s: float
 
