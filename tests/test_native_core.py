@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.client import redis_client
 from mwcore.tools.stack.localstack import LocalStack
 from testbed.procs import joined, wait_until
 from tests.support.running_sum import Deployment, make_inputs, verify
@@ -50,12 +51,21 @@ def run_on_native(
 
 
 @pytest.mark.exactly_once
+@pytest.mark.parametrize("seen", ["sorted-set", "buckets"])
 def test_the_native_core_keeps_exactly_once_through_crashes(
-    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path, seen: str
 ) -> None:
-    problems, logs = run_on_native(stack, registry, namespace, tmp_path)
+    """Also with the seen ids in buckets (``MW_SEEN_BUCKETS=1``): the re-sent records
+    are found there, across the restarts."""
+    env = {"MW_SEEN_BUCKETS": "1"} if seen == "buckets" else {}
+    problems, logs = run_on_native(stack, registry, namespace, tmp_path, **env)
     assert all('"core": "native"' in text for text in logs), logs[0][-2000:]
     assert problems == [], "\n".join(problems)
+    r = redis_client(stack.redis_url)
+    kinds = {r.type(k) for k in r.scan_iter(f"mw:{{{namespace}/*:seen*", count=1000)}
+    assert kinds == ({b"hash", b"zset"} if seen == "buckets" else {b"zset"}), kinds  # buckets and their index
+    if seen == "buckets":
+        assert not any(k.endswith(b":seen") for k in r.scan_iter(f"mw:{{{namespace}/*", count=1000))
 
 
 @pytest.mark.exactly_once

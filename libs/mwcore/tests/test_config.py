@@ -138,3 +138,20 @@ def test_the_native_switches_default_as_documented_and_act_only_on_the_native_co
         monkeypatch.setenv(f"MW_{switch.upper()}", "0")
         settings = WorkerSettings.load()
         assert getattr(worker_config(settings, settings.signer()), switch) is False
+
+
+def test_seen_buckets_are_off_by_default_as_documented_and_on_with_mw_seen_buckets(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from mwcore.process.settings import WorkerSettings
+
+    for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
+                 "MW_SCHEMAS_DIR": str(tmp_path)}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("MW_SEEN_BUCKETS", raising=False)
+    assert WorkerSettings.load().seen_buckets is False
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text().splitlines()
+    row = next(line for line in readme if line.startswith("| `MW_SEEN_BUCKETS` | worker |"))
+    assert row.endswith("| `0` |"), row  # the README's default
+    monkeypatch.setenv("MW_SEEN_BUCKETS", "1")
+    assert WorkerSettings.load().seen_buckets is True

@@ -9,27 +9,32 @@ import pytest
 import redis
 
 from mwcore.api.record import Production, TimeDomain
+from mwcore.core import Core
 from mwcore.errors import FencedError
 from mwcore.store.checkpoint import Checkpoint, TimerEntry, encode_entry, field_of
 from mwcore.store.interface import CheckpointStore, IntervalId
 from mwcore.store.memory_store import MemoryCheckpointStore
 from mwcore.store.redis_store import RedisCheckpointStore
+from mwcore.store.scripts import SEEN_BUCKET_MS
 from mwcore.tools.stack.localstack import RedisServer
 
 IV = IntervalId("contract", "comp", 0)
 
 
-@pytest.fixture(params=["memory", "redis", "redis-native"])
+@pytest.fixture(params=["memory", "redis", "redis-native", "redis-buckets", "redis-native-buckets"])
 def store(request: pytest.FixtureRequest, redis_server: RedisServer) -> CheckpointStore:
     """The in-memory twin, and the Redis store with each core's packing of commits
-    (``redis-native``: ``mwcore_native``, skipped only where no Rust toolchain is)."""
-    if request.param == "memory":
+    (``native``: ``mwcore_native``, skipped only where no Rust toolchain is), seen ids in
+    the sorted set or (``buckets``, ``MW_SEEN_BUCKETS``) in buckets."""
+    param = str(request.param)
+    if param == "memory":
         return MemoryCheckpointStore()
-    if request.param == "redis-native" and shutil.which("cargo") is None:
+    if "native" in param and shutil.which("cargo") is None:
         pytest.skip("no Rust toolchain: the native core is not built here")
     client = redis.Redis(port=redis_server.port)
     client.flushall()
-    return RedisCheckpointStore(client, core="native" if request.param == "redis-native" else "python")
+    core: Core = "native" if "native" in param else "python"
+    return RedisCheckpointStore(client, core=core, seen_buckets="buckets" in param)
 
 
 def _full_checkpoint() -> Checkpoint:
@@ -89,14 +94,63 @@ def test_a_retried_commit_is_applied_once(store: CheckpointStore) -> None:
 
 
 def test_seen_ids_are_forgotten_below_the_gc_timestamp(store: CheckpointStore) -> None:
+    """Every id whose whole bucket (``SEEN_BUCKET_MS`` of event time) is below the GC
+    timestamp is forgotten; none at or above it."""
     token = store.grant(IV, "a")
-    ids_by_ts = {bytes([i]) * 16: i * 100 for i in range(1, 11)}
+    ids_by_ts = {bytes([i]) * 16: i * SEEN_BUCKET_MS for i in range(1, 11)}
     store.commit(IV, token, Checkpoint(seen=dict(ids_by_ts)))
-    store.commit(IV, token, Checkpoint(positions={"in:0": 1}, seen_gc_below=500))
-    assert sorted(store.seen_ids(IV)) == sorted(rid for rid, ts in ids_by_ts.items() if ts >= 500)
+    below = 5 * SEEN_BUCKET_MS
+    store.commit(IV, token, Checkpoint(positions={"in:0": 1}, seen_gc_below=below))
+    assert sorted(store.seen_ids(IV)) == sorted(rid for rid, ts in ids_by_ts.items() if ts >= below)
+    assert store.seen(IV, [bytes([4]) * 16, bytes([5]) * 16]) == [False, True]
     with pytest.raises(FencedError):  # fenced like every other write
-        store.commit(IV, "stale", Checkpoint(positions={"in:0": 2}, seen_gc_below=10_000))
+        store.commit(IV, "stale", Checkpoint(positions={"in:0": 2}, seen_gc_below=100 * SEEN_BUCKET_MS))
     assert len(store.seen_ids(IV)) == 6
+
+
+def _redis_store(redis_server: RedisServer, *, seen_buckets: bool) -> RedisCheckpointStore:
+    return RedisCheckpointStore(redis.Redis(port=redis_server.port), seen_buckets=seen_buckets)
+
+
+def test_an_id_below_the_gc_timestamp_stays_while_its_bucket_is_partly_above(
+    redis_server: RedisServer,
+) -> None:
+    redis.Redis(port=redis_server.port).flushall()
+    store = _redis_store(redis_server, seen_buckets=True)
+    token = store.grant(IV, "a")
+    early, late = b"e" * 16, b"l" * 16
+    store.commit(IV, token, Checkpoint(seen={early: 3 * SEEN_BUCKET_MS, late: 3 * SEEN_BUCKET_MS + 900}))
+    keys = {k.decode().rsplit(":", 2)[-2:][-1] for k in redis.Redis(port=redis_server.port).keys("*seen*")}
+    assert keys == {"3", "b"}, keys  # one bucket and the index, no sorted set
+    store.commit(IV, token, Checkpoint(positions={"in:0": 1}, seen_gc_below=3 * SEEN_BUCKET_MS + 500))
+    assert store.seen(IV, [early, late]) == [True, True]  # kept longer: safe
+    store.commit(IV, token, Checkpoint(positions={"in:0": 2}, seen_gc_below=4 * SEEN_BUCKET_MS))
+    assert store.seen(IV, [early, late]) == [False, False] and store.seen_ids(IV) == []
+    assert redis.Redis(port=redis_server.port).keys("*seen*") == []  # no empty bucket or index left
+
+
+@pytest.mark.parametrize("first", [False, True], ids=["sorted-set-then-buckets", "buckets-then-sorted-set"])
+def test_seen_ids_written_either_way_are_found_and_forgotten_either_way(
+    redis_server: RedisServer, first: bool
+) -> None:
+    """``MW_SEEN_BUCKETS`` turned on (or off) in a rolling deploy: what workers wrote
+    the other way still counts as seen, is recovered, and is collected."""
+    redis.Redis(port=redis_server.port).flushall()
+    before, after = (
+        _redis_store(redis_server, seen_buckets=first),
+        _redis_store(redis_server, seen_buckets=not first),
+    )
+    old, new, never = b"o" * 16, b"n" * 16, b"x" * 16
+    before.commit(IV, before.grant(IV, "a"), Checkpoint(seen={old: 1 * SEEN_BUCKET_MS}))
+    token = after.grant(IV, "b")
+    after.commit(IV, token, Checkpoint(seen={new: 2 * SEEN_BUCKET_MS}))
+    for store in (before, after):
+        assert store.seen(IV, [old, new, never]) == [True, True, False]
+        assert sorted(store.recover(IV, token).seen) == sorted([old, new])
+    after.commit(IV, token, Checkpoint(positions={"in:0": 1}, seen_gc_below=2 * SEEN_BUCKET_MS))
+    assert after.seen(IV, [old, new]) == [False, True]
+    after.commit(IV, token, Checkpoint(positions={"in:0": 2}, seen_gc_below=3 * SEEN_BUCKET_MS))
+    assert before.seen_ids(IV) == [] and after.seen_ids(IV) == []
 
 
 def test_grants_are_written_to_the_report_stream_in_order(redis_server: RedisServer) -> None:

@@ -80,6 +80,7 @@ def build_worker(
         replicas=default_wait_replicas(client) if wait == "auto" else wait,
         wait_ms=settings.redis_wait_ms,
         core=settings.core,
+        seen_buckets=settings.seen_buckets,
     )
     signer = settings.signer()
     watermarks: WatermarkSource

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -24,7 +24,18 @@ TokenScheme = Literal["safe", "counter-only"]
 
 
 class IntervalKeys:
-    __slots__ = ("grants", "meta", "pending", "positions", "seen", "segments", "state", "timers", "token")
+    __slots__ = (
+        "grants",
+        "meta",
+        "pending",
+        "positions",
+        "seen",
+        "seen_index",
+        "segments",
+        "state",
+        "timers",
+        "token",
+    )
 
     def __init__(self, interval: IntervalId, prefix: str = "mw") -> None:
         base = f"{prefix}:{interval.tag()}"
@@ -33,13 +44,16 @@ class IntervalKeys:
         self.state = f"{base}:state"
         self.timers = f"{base}:timers"
         self.pending = f"{base}:pending"
-        self.seen = f"{base}:seen"
+        self.seen = f"{base}:seen"  # a sorted set; and "<seen>:<bucket>": hashes (buckets)
+        self.seen_index = f"{base}:seen:b"  # the buckets' numbers (scripts.COMMIT)
         self.positions = f"{base}:pos"
         self.meta = f"{base}:meta"
         self.segments = f"{base}:segs"
 
-    def commit_keys(self) -> list[str]:
-        return [
+    def commit_keys(self, seen_buckets: bool = False) -> list[str]:
+        """The commit script's keys (``seen_buckets``: with the bucket index, so the
+        seen ids go to buckets)."""
+        keys = [
             self.token,
             self.state,
             self.timers,
@@ -49,6 +63,7 @@ class IntervalKeys:
             self.meta,
             self.segments,
         ]
+        return [*keys, self.seen_index] if seen_buckets else keys
 
 
 class RedisCheckpointStore:
@@ -67,8 +82,10 @@ class RedisCheckpointStore:
         replicas: int = 0,
         wait_ms: int = 5_000,
         core: Core = "python",  # native: checkpoints packed by mwcore_native (mwcore/core.py)
+        seen_buckets: bool = False,  # MW_SEEN_BUCKETS: new seen ids into buckets (scripts.COMMIT)
     ) -> None:
         self._r = client
+        self._seen_buckets = seen_buckets
         self._pack_native = native().pack_commit if core == "native" else None
         self._fencing = not controls.disable_fencing
         self._scheme: TokenScheme = "counter-only" if controls.counter_tokens else "safe"
@@ -81,6 +98,7 @@ class RedisCheckpointStore:
         self._commit = FastScript(client, scripts.COMMIT, replicas=replicas, wait_ms=wait_ms)
         self._fenced_set = client.register_script(scripts.FENCED_SET)
         self._release = client.register_script(scripts.RELEASE)
+        self._seen = client.register_script(scripts.SEEN)
         self._keys: dict[IntervalId, IntervalKeys] = {}
 
     @classmethod
@@ -168,22 +186,37 @@ class RedisCheckpointStore:
         return [v if isinstance(v, bytes) or v is None else v.encode() for v in result]
 
     def seen(self, interval: IntervalId, record_ids: Sequence[bytes]) -> list[bool]:
+        """Per id, whether the interval has seen it (in the sorted set or a bucket,
+        whichever way it was written)."""
         if not record_ids:
             return []
-        scores = self._r.zmscore(self.keys(interval).seen, list(record_ids))  # type: ignore[arg-type]
-        return [s is not None for s in scores]
+        k = self.keys(interval)
+        hits = self._seen(keys=[k.seen, k.seen_index], args=list(record_ids))
+        return [bool(h) for h in hits]
 
     def seen_ids(self, interval: IntervalId, chunk: int = 50_000) -> list[bytes]:
-        """Every seen id (recovery fills the Bloom filter with them), in chunks by rank:
-        a takeover reads tens of thousands at once, and a chunk keeps Redis responsive.
-        (A scan cursor is slower: a round trip, and a score, per ten thousand ids.)"""
-        key = self.keys(interval).seen
+        """Every seen id (recovery fills the Bloom filter with them): the sorted set's in
+        chunks by rank, then each bucket's by a scan cursor of ``chunk``: a takeover
+        reads tens of thousands at once, and a chunk keeps Redis responsive."""
+        k = self.keys(interval)
         out: list[bytes] = []
         while True:
-            part: list[bytes] = self._r.zrange(key, len(out), len(out) + chunk - 1)  # type: ignore[assignment]
+            part: list[bytes] = self._r.zrange(k.seen, len(out), len(out) + chunk - 1)  # type: ignore[assignment]
             out += part
             if len(part) < chunk:
-                return out
+                break
+        buckets: list[bytes] = self._r.zrange(k.seen_index, 0, -1)  # type: ignore[assignment]
+        if not buckets:
+            return out
+        ids = dict.fromkeys(out)  # (a scan may return a field twice)
+        for b in buckets:
+            key, cursor = f"{k.seen}:{b.decode()}", 0
+            while True:
+                cursor, fields = self._r.hscan(key, cursor, count=chunk)
+                ids.update(dict.fromkeys(cast(dict[bytes, bytes], fields)))
+                if cursor == 0:
+                    break
+        return list(ids)
 
     def commit(self, interval: IntervalId, token: str, checkpoint: Checkpoint) -> int:
         result = self.commit_many([(interval, token, checkpoint)])[0]
@@ -221,7 +254,7 @@ class RedisCheckpointStore:
     def _commit_call(self, interval: IntervalId, token: str, cp: Checkpoint) -> Call:
         """The commit script's call for one checkpoint: its keys and arguments, or
         (native core) the call packed whole."""
-        keys = self.keys(interval).commit_keys()
+        keys = self.keys(interval).commit_keys(self._seen_buckets)
         if self._pack_native is None:
             return keys, commit_args(token, self._fencing, cp)
         commit_id = cp.commit_id or os.urandom(16)

@@ -9,6 +9,10 @@ old token as current; its holder's soft state could be ahead of what survived).
 
 from __future__ import annotations
 
+# The event time one hash of seen ids covers (``MW_SEEN_BUCKETS``): the seen GC drops a
+# bucket once all of it is below its timestamp, so an id may outlive its GC by this much.
+SEEN_BUCKET_MS = 5_000
+
 # KEYS[1] token   KEYS[2] grant counter   KEYS[3] meta hash   KEYS[4] watermark report stream
 # ARGV[1] random nonce   ARGV[2] owner description   ARGV[3] "safe" | "counter-only"
 # ARGV[4] interval index   ARGV[5] report stream's approximate maximum length
@@ -33,7 +37,7 @@ return token
 """
 
 # KEYS[1] token  KEYS[2] state  KEYS[3] timers  KEYS[4] pending  KEYS[5] seen
-# KEYS[6] positions  KEYS[7] meta  KEYS[8] backlog segments
+# KEYS[6] positions  KEYS[7] meta  KEYS[8] backlog segments  [KEYS[9] seen buckets]
 # ARGV[1] token  ARGV[2] "1" checks the token, "0" skips the check (negative controls only)
 # ARGV[3] commit id (unique per checkpoint: a retry after a lost reply is not applied twice)
 # ARGV[4..] eleven sections, each a count n then its items:
@@ -47,6 +51,13 @@ return token
 # (3) return at once if this commit id was already applied, (4) write. Nothing is
 # written before steps 1 to 3 pass (a Lua script is not rolled back on error). Returns
 # the interval's commit count; errors start FENCED or BADARGS.
+# Seen ids: with KEYS[9] (MW_SEEN_BUCKETS), into hashes of SEEN_BUCKET_MS of their
+# timestamps, KEYS[5] .. ':' .. bucket, whose numbers the sorted set KEYS[9] indexes
+# (a hash insert costs Redis a fraction of a sorted-set insert among equal scores);
+# without it, into the sorted set KEYS[5] scored by timestamp, as before buckets. The
+# seen GC empties both: the sorted set below the timestamp, and every bucket wholly
+# below it (a bucket partly below it stays until it is not: keeping an id longer is
+# safe). KEYS[5] .. ':b' is always the bucket index, named or not (the same hash tag).
 COMMIT = """
 local argc = #ARGV
 local sections = {}
@@ -104,16 +115,69 @@ apply('HSET', KEYS[3], 3)
 apply('HDEL', KEYS[3], 4)
 apply('HSET', KEYS[4], 5)
 apply('HDEL', KEYS[4], 6)
-apply('ZADD', KEYS[5], 7)
+local index = KEYS[5] .. ':b'
+if #KEYS >= 9 then
+  local width = SEEN_BUCKET_MS
+  local by_bucket = {}
+  local first, last = sections[7][1], sections[7][2]
+  for j = first, last, 2 do
+    local b = math.floor(tonumber(ARGV[j]) / width)
+    local items = by_bucket[b]
+    if items == nil then
+      items = {}
+      by_bucket[b] = items
+    end
+    items[#items + 1] = ARGV[j + 1]
+    items[#items + 1] = ''
+  end
+  for b, items in pairs(by_bucket) do
+    local key = KEYS[5] .. ':' .. string.format('%d', b)
+    for a = 1, #items, 2000 do
+      redis.call('HSET', key, unpack(items, a, math.min(a + 1999, #items)))
+    end
+    redis.call('ZADD', index, b, string.format('%d', b))
+  end
+else
+  apply('ZADD', KEYS[5], 7)
+end
 apply('HSET', KEYS[6], 8)
 apply('HSET', KEYS[8], 10)
 apply('HDEL', KEYS[8], 11)
 if sections[9][2] >= sections[9][1] then
+  local below = tonumber(ARGV[sections[9][1]])
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. ARGV[sections[9][1]])
+  local whole = math.floor(below / SEEN_BUCKET_MS) - 1
+  local gone = redis.call('ZRANGEBYSCORE', index, '-inf', whole)
+  for _, b in ipairs(gone) do
+    redis.call('DEL', KEYS[5] .. ':' .. b)
+  end
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', index, '-inf', whole)
+  end
 end
 redis.call('HINCRBY', KEYS[7], 'c:' .. ARGV[1], 1)
 redis.call('HSET', KEYS[7], 'last', ARGV[3])
 return redis.call('HINCRBY', KEYS[7], 'commits', 1)
+""".replace("SEEN_BUCKET_MS", str(SEEN_BUCKET_MS))
+
+# KEYS[1] seen (sorted set)  KEYS[2] seen bucket index   ARGV the record ids
+# Per id, 1 if the interval has seen it (in the sorted set or in any bucket), else 0.
+SEEN = """
+local buckets = redis.call('ZRANGE', KEYS[2], 0, -1, 'REV')  -- newest first: a re-sent record is recent
+local out = {}
+for i = 1, #ARGV do
+  local hit = redis.call('ZSCORE', KEYS[1], ARGV[i]) and 1 or 0
+  if hit == 0 then
+    for _, b in ipairs(buckets) do
+      if redis.call('HEXISTS', KEYS[1] .. ':' .. b, ARGV[i]) == 1 then
+        hit = 1
+        break
+      end
+    end
+  end
+  out[i] = hit
+end
+return out
 """
 
 # KEYS[1] token   KEYS[2] key to set
