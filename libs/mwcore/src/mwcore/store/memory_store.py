@@ -7,6 +7,7 @@ a real server.
 
 from __future__ import annotations
 
+import heapq
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ class _Interval:
     timers: dict[bytes, bytes] = field(default_factory=dict)
     pending: dict[bytes, list[Production]] = field(default_factory=dict)
     seen: dict[bytes, int] = field(default_factory=dict)
+    seen_by_ts: list[tuple[int, bytes]] = field(default_factory=list)  # a heap: the GC's order
     positions: dict[str, int] = field(default_factory=dict)
     segments: dict[bytes, bytes] = field(default_factory=dict)
     commits: int = 0
@@ -102,10 +104,14 @@ class MemoryCheckpointStore:
         for key in checkpoint.acked:
             iv.pending.pop(key, None)
         iv.seen.update(checkpoint.seen)
+        for rid, ts in checkpoint.seen.items():
+            heapq.heappush(iv.seen_by_ts, (ts, rid))
         if checkpoint.seen_gc_below is not None:
-            below = checkpoint.seen_gc_below
-            for rid in [r for r, ts in iv.seen.items() if ts < below]:
-                del iv.seen[rid]
+            below, heap = checkpoint.seen_gc_below, iv.seen_by_ts
+            while heap and heap[0][0] < below:  # each id once, however many commits
+                ts, rid = heapq.heappop(heap)
+                if iv.seen.get(rid) == ts:
+                    del iv.seen[rid]
         iv.positions.update(checkpoint.positions)
         for k, raw in checkpoint.segments.items():
             if raw is None:
