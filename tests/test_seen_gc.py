@@ -66,7 +66,7 @@ def run(
 
     def seen() -> int:  # in the sorted sets, and in the buckets (MW_SEEN_BUCKETS)
         buckets = [f"{k}:{b.decode()}" for k in seen_keys for b in r.zrange(f"{k}:b", 0, -1)]
-        return sum(int(r.zcard(k)) for k in seen_keys) + sum(int(r.hlen(b)) for b in buckets)
+        return sum(int(r.zcard(k)) for k in seen_keys) + sum(int(r.scard(b)) for b in buckets)
 
     peak_seen, rss = 0, []
     rng = random.Random(3)

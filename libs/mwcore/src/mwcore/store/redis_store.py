@@ -44,7 +44,7 @@ class IntervalKeys:
         self.state = f"{base}:state"
         self.timers = f"{base}:timers"
         self.pending = f"{base}:pending"
-        self.seen = f"{base}:seen"  # a sorted set; and "<seen>:<bucket>": hashes (buckets)
+        self.seen = f"{base}:seen"  # a sorted set; and "<seen>:<bucket>": sets (buckets)
         self.seen_index = f"{base}:seen:b"  # the buckets' numbers (scripts.COMMIT)
         self.positions = f"{base}:pos"
         self.meta = f"{base}:meta"
@@ -208,12 +208,12 @@ class RedisCheckpointStore:
         buckets: list[bytes] = self._r.zrange(k.seen_index, 0, -1)  # type: ignore[assignment]
         if not buckets:
             return out
-        ids = dict.fromkeys(out)  # (a scan may return a field twice)
+        ids = dict.fromkeys(out)  # (a scan may return a member twice)
         for b in buckets:
             key, cursor = f"{k.seen}:{b.decode()}", 0
             while True:
-                cursor, fields = self._r.hscan(key, cursor, count=chunk)
-                ids.update(dict.fromkeys(cast(dict[bytes, bytes], fields)))
+                cursor, members = self._r.sscan(key, cursor, count=chunk)
+                ids.update(dict.fromkeys(cast(list[bytes], members)))
                 if cursor == 0:
                     break
         return list(ids)

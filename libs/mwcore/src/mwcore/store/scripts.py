@@ -9,7 +9,7 @@ old token as current; its holder's soft state could be ahead of what survived).
 
 from __future__ import annotations
 
-# The event time one hash of seen ids covers (``MW_SEEN_BUCKETS``): the seen GC drops a
+# The event time one set of seen ids covers (``MW_SEEN_BUCKETS``): the seen GC drops a
 # bucket once all of it is below its timestamp, so an id may outlive its GC by this much.
 SEEN_BUCKET_MS = 5_000
 
@@ -51,9 +51,9 @@ return token
 # (3) return at once if this commit id was already applied, (4) write. Nothing is
 # written before steps 1 to 3 pass (a Lua script is not rolled back on error). Returns
 # the interval's commit count; errors start FENCED or BADARGS.
-# Seen ids: with KEYS[9] (MW_SEEN_BUCKETS), into hashes of SEEN_BUCKET_MS of their
+# Seen ids: with KEYS[9] (MW_SEEN_BUCKETS), into sets of SEEN_BUCKET_MS of their
 # timestamps, KEYS[5] .. ':' .. bucket, whose numbers the sorted set KEYS[9] indexes
-# (a hash insert costs Redis a fraction of a sorted-set insert among equal scores);
+# (a set insert costs Redis a fraction of a sorted-set insert among equal scores);
 # without it, into the sorted set KEYS[5] scored by timestamp, as before buckets. The
 # seen GC empties both: the sorted set below the timestamp, and every bucket wholly
 # below it (a bucket partly below it stays until it is not: keeping an id longer is
@@ -117,25 +117,32 @@ apply('HSET', KEYS[4], 5)
 apply('HDEL', KEYS[4], 6)
 local index = KEYS[5] .. ':b'
 if #KEYS >= 9 then
-  local width = SEEN_BUCKET_MS
-  local by_bucket = {}
-  local first, last = sections[7][1], sections[7][2]
-  for j = first, last, 2 do
-    local b = math.floor(tonumber(ARGV[j]) / width)
-    local items = by_bucket[b]
-    if items == nil then
-      items = {}
-      by_bucket[b] = items
+  local floor, width = math.floor, SEEN_BUCKET_MS
+  local groups, counts = {}, {}
+  local lastb, items, n = nil, nil, 0
+  for j = sections[7][1], sections[7][2], 2 do  -- (timestamps checked above)
+    local b = floor(tonumber(ARGV[j]) / width)
+    if b ~= lastb then  -- (a batch's records mostly share a bucket: one look-up each run)
+      if lastb ~= nil then counts[lastb] = n end
+      items = groups[b]
+      if items == nil then
+        items = {}
+        groups[b] = items
+        counts[b] = 0
+      end
+      n, lastb = counts[b], b
     end
-    items[#items + 1] = ARGV[j + 1]
-    items[#items + 1] = ''
+    n = n + 1
+    items[n] = ARGV[j + 1]
   end
-  for b, items in pairs(by_bucket) do
-    local key = KEYS[5] .. ':' .. string.format('%d', b)
-    for a = 1, #items, 2000 do
-      redis.call('HSET', key, unpack(items, a, math.min(a + 1999, #items)))
+  if lastb ~= nil then counts[lastb] = n end
+  for b, ids in pairs(groups) do
+    local name = string.format('%d', b)
+    local key, count = KEYS[5] .. ':' .. name, counts[b]
+    for a = 1, count, 4000 do
+      redis.call('SADD', key, unpack(ids, a, math.min(a + 3999, count)))
     end
-    redis.call('ZADD', index, b, string.format('%d', b))
+    redis.call('ZADD', index, b, name)
   end
 else
   apply('ZADD', KEYS[5], 7)
@@ -169,7 +176,7 @@ for i = 1, #ARGV do
   local hit = redis.call('ZSCORE', KEYS[1], ARGV[i]) and 1 or 0
   if hit == 0 then
     for _, b in ipairs(buckets) do
-      if redis.call('HEXISTS', KEYS[1] .. ':' .. b, ARGV[i]) == 1 then
+      if redis.call('SISMEMBER', KEYS[1] .. ':' .. b, ARGV[i]) == 1 then
         hit = 1
         break
       end
