@@ -157,7 +157,7 @@ class WorkerSettings(ProcessSettings):
     # run on its Context and the effects applied, the timers queued, in Rust
     # (runtime/effects.py); the Python core ignores it
     native_effects: bool = True
-    # MW_SEEN_BUCKETS=1: new seen ids into hashes of 10 s of event time rather than the
+    # MW_SEEN_BUCKETS=1: new seen ids into sets of 5 s of event time rather than the
     # sorted set (store/scripts.py: a fraction of the store's work per record); reads
     # find both, so it can be turned on, and off, in a rolling deploy of this version
     seen_buckets: bool = False
