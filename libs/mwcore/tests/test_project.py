@@ -21,6 +21,7 @@ services = "app.flows"
 services = ["authority", "counter"]
 streams = {clicks = 4, counts = 2}
 pipeline = "app.up:Hooks"
+batch = ["counter"]
 
 [tool.mw.batch]
 computations = ["app.flows.counter.computation:Counter"]
@@ -42,7 +43,7 @@ def test_a_full_table_read_from_a_directory_below(tmp_path: Path) -> None:
         root=root,
         schemas=root / "avro",
         package="app.flows",
-        up=UpConfig(("authority", "counter"), {"clicks": 4, "counts": 2}, "app.up:Hooks"),
+        up=UpConfig(("authority", "counter"), {"clicks": 4, "counts": 2}, "app.up:Hooks", ("counter",)),
         batch=BatchConfig(("app.flows.counter.computation:Counter",), ("clicks",)),
     )
     assert find_project(below).services_dir == root / "app" / "flows"  # type: ignore[union-attr]
@@ -83,6 +84,8 @@ def test_no_table_anywhere(tmp_path: Path) -> None:
         ("[tool.mw.up]\nservices = ['a']\nstreams = ['q']", "streams must be a table"),
         ("[tool.mw.up]\nservices = ['a']\npipeline = 'services.up'", "expected module:attribute"),
         ("[tool.mw.up]\nservices = ['a']\nsevrices = ['b']", "[tool.mw.up]: unknown key 'sevrices'"),
+        ("[tool.mw.up]\nservices = ['a']\nbatch = ['b']", "batch: 'b' is not one of the services ['a']"),
+        ("[tool.mw.up]\nservices = ['a']\nbatch = 'a'", "batch must be a list of strings"),
         ("[tool.mw.batch]\ncomputations = ['Windower']", "'Windower' is not module:Class"),
         ("[tool.mw]\nschemas = [", "cannot read it as TOML"),
     ],

@@ -12,9 +12,9 @@ import pytest
 
 from mwcore.errors import ConfigError
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.project import find_project
+from mwcore.tools.project import Project, find_project
 from mwcore.tools.up.example import SCHEMAS, RunningSumPipeline
-from mwcore.tools.up.plan import NoHooks, Pipeline, Service, example_plan, load_pipeline, project_plan
+from mwcore.tools.up.plan import NoHooks, Pipeline, Plan, Service, example_plan, load_pipeline, project_plan
 from mwcore.tools.up.view import lag_s
 
 HOOKS = """
@@ -38,7 +38,7 @@ def app(tmp_path: Path) -> Iterator[Path]:
     (tmp_path / "pyproject.toml").write_text(
         "[tool.mw]\nservices = 'flows'\n"
         "[tool.mw.up]\nservices = ['authority', 'counter']\nstreams = {clicks = 2}\n"
-        "pipeline = 'demo_up_hooks:Hooks'\n"
+        "pipeline = 'demo_up_hooks:Hooks'\nbatch = ['counter']\n"
     )
     (tmp_path / "demo_up_hooks.py").write_text(HOOKS)
     yield tmp_path
@@ -53,7 +53,7 @@ def test_a_plan_from_the_table(app: Path) -> None:
     plan = project_plan(project)
     assert plan.services == (
         Service("authority", ("-m", "flows.authority")),
-        Service("counter", ("-m", "flows.counter")),
+        Service("counter", ("-m", "flows.counter"), batch=True),
     )
     assert plan.streams == {"clicks": 2} and plan.schemas == app / "schemas" and plan.root == app
     assert isinstance(plan.pipeline, Pipeline) and plan.pipeline.title == "demo"
@@ -103,3 +103,43 @@ def test_lag_is_none_while_the_watermark_is_held() -> None:
 
     assert lag_s(MIN_WATERMARK, 10_000) is None and lag_s(MAX_WATERMARK, 10_000) is None
     assert lag_s(7_500, 10_000) == 2.5
+
+
+def test_batch_jobs_start_at_a_lower_cpu_priority(tmp_path: Path) -> None:
+    """A service the table names in ``batch`` runs at BATCH_NICENESS more than ``mw up``
+    itself (and its children with it); the others at ``mw up``'s own."""
+    import os
+    import subprocess
+
+    from mwcore.tools.up import runner
+
+    says = (
+        "-c",
+        "import os, subprocess; print(os.getpriority(os.PRIO_PROCESS, 0)); subprocess.run(['nice'])",
+    )
+    plan = project_plan(_project_with_batch(tmp_path))
+    plan = Plan(
+        services=tuple(Service(s.name, says, s.batch) for s in plan.services),
+        streams=plan.streams,
+        schemas=plan.schemas,
+        pipeline=plan.pipeline,
+        root=plan.root,
+    )
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    runner._start_services(plan, dict(os.environ), tmp_path, procs)
+    assert all(p.wait(30) == 0 for p in procs.values())
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    said = {n: (tmp_path / f"{n}.log").read_text().split() for n in procs}
+    assert said == {
+        "stream": [str(own), str(own)],
+        "trainer": [str(own + runner.BATCH_NICENESS)] * 2,  # the job, and what it starts
+    }
+
+
+def _project_with_batch(root: Path) -> Project:
+    (root / "pyproject.toml").write_text(
+        "[tool.mw]\n[tool.mw.up]\nservices = ['stream', 'trainer']\nbatch = ['trainer']\n"
+    )
+    project = find_project(root)
+    assert project is not None
+    return project

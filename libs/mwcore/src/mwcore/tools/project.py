@@ -11,6 +11,7 @@ In the project's ``pyproject.toml`` (every key optional; paths relative to the f
     services = ["watermark_authority", "injector", "windower"]  # python -m <package>.<name>, in order
     streams = {queries = 4, window_counts = 4}                  # created first: stream = partitions
     pipeline = "services.up:Zeitgeist"                          # the hooks (mwcore.tools.up.plan.Pipeline)
+    batch = ["model_trainer"]   # batch jobs among the services: run at a lower CPU priority
 
     [tool.mw.batch]           # what `mw batch` runs by default
     computations = ["services.windower.computation:Windower"]
@@ -39,11 +40,14 @@ TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")  # module:attribute
 @dataclass(frozen=True)
 class UpConfig:
     """``[tool.mw.up]``: services started in order, streams created before them, and the
-    application's hooks (``module:attribute``; None: no hooks)."""
+    application's hooks (``module:attribute``; None: no hooks). ``batch``: the services
+    that are batch jobs (say, a Spark job), run at a lower CPU priority so that they take
+    only the cores the streaming services leave (and finishing is what they do)."""
 
     services: tuple[str, ...]
     streams: Mapping[str, int] = field(default_factory=dict)
     pipeline: str | None = None
+    batch: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,7 @@ def parse(table: Mapping[str, Any], root: Path, where: str = "pyproject.toml") -
 
 
 def _up(table: Mapping[str, Any], where: str) -> UpConfig:
-    _known(table, ("services", "streams", "pipeline"), where)
+    _known(table, ("services", "streams", "pipeline", "batch"), where)
     services = _strings(table, "services", where, NAME, "a module name under the services package")
     if not services:
         raise ConfigError(f"{where}: services: name at least one service to start")
@@ -134,7 +138,11 @@ def _up(table: Mapping[str, Any], where: str) -> UpConfig:
         raise ConfigError(
             f"{where}: pipeline = {pipeline!r}: expected module:attribute, e.g. 'services.up:App'"
         )
-    return UpConfig(services=services, streams=dict(streams), pipeline=pipeline)
+    batch = _strings(table, "batch", where, NAME, "a module name under the services package")
+    for name in batch:
+        if name not in services:
+            raise ConfigError(f"{where}: batch: {name!r} is not one of the services {list(services)}")
+    return UpConfig(services=services, streams=dict(streams), pipeline=pipeline, batch=batch)
 
 
 def _batch(table: Mapping[str, Any], where: str) -> BatchConfig:

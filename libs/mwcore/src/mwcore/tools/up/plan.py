@@ -88,6 +88,7 @@ class NoHooks:
 class Service:
     name: str
     args: tuple[str, ...]  # after the interpreter, e.g. ("-m", "services.windower")
+    batch: bool = False  # a batch job: run at a lower CPU priority (BATCH_NICENESS)
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,10 @@ def load_pipeline(target: str, root: Path) -> Pipeline:
 def project_plan(project: Project) -> Plan:
     assert project.up is not None
     return Plan(
-        services=tuple(Service(n, ("-m", f"{project.package}.{n}")) for n in project.up.services),
+        services=tuple(
+            Service(n, ("-m", f"{project.package}.{n}"), batch=n in project.up.batch)
+            for n in project.up.services
+        ),
         streams=project.up.streams,
         schemas=project.schemas,
         pipeline=load_pipeline(project.up.pipeline, project.root) if project.up.pipeline else NoHooks(),
