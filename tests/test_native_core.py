@@ -55,9 +55,9 @@ def run_on_native(
 def test_the_native_core_keeps_exactly_once_through_crashes(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path, seen: str
 ) -> None:
-    """Also with the seen ids in buckets (``MW_SEEN_BUCKETS=1``): the re-sent records
-    are found there, across the restarts."""
-    env = {"MW_SEEN_BUCKETS": "1"} if seen == "buckets" else {}
+    """With the seen ids in buckets (the default) and in the sorted set
+    (``MW_SEEN_BUCKETS=0``): the re-sent records are found there, across the restarts."""
+    env = {"MW_SEEN_BUCKETS": "1" if seen == "buckets" else "0"}
     problems, logs = run_on_native(stack, registry, namespace, tmp_path, **env)
     assert all('"core": "native"' in text for text in logs), logs[0][-2000:]
     assert problems == [], "\n".join(problems)

@@ -140,7 +140,7 @@ def test_the_native_switches_default_as_documented_and_act_only_on_the_native_co
         assert getattr(worker_config(settings, settings.signer()), switch) is False
 
 
-def test_seen_buckets_are_off_by_default_as_documented_and_on_with_mw_seen_buckets(
+def test_seen_buckets_are_on_by_default_as_documented_and_off_with_mw_seen_buckets_0(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from mwcore.process.settings import WorkerSettings
@@ -149,9 +149,9 @@ def test_seen_buckets_are_off_by_default_as_documented_and_on_with_mw_seen_bucke
                  "MW_SCHEMAS_DIR": str(tmp_path)}.items():  # fmt: skip
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("MW_SEEN_BUCKETS", raising=False)
-    assert WorkerSettings.load().seen_buckets is False
+    assert WorkerSettings.load().seen_buckets is True
     readme = (Path(__file__).resolve().parents[3] / "README.md").read_text().splitlines()
     row = next(line for line in readme if line.startswith("| `MW_SEEN_BUCKETS` | worker |"))
-    assert row.endswith("| `0` |"), row  # the README's default
-    monkeypatch.setenv("MW_SEEN_BUCKETS", "1")
-    assert WorkerSettings.load().seen_buckets is True
+    assert row.endswith("| `1` |"), row  # the README's default
+    monkeypatch.setenv("MW_SEEN_BUCKETS", "0")
+    assert WorkerSettings.load().seen_buckets is False

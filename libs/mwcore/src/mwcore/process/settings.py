@@ -157,10 +157,11 @@ class WorkerSettings(ProcessSettings):
     # run on its Context and the effects applied, the timers queued, in Rust
     # (runtime/effects.py); the Python core ignores it
     native_effects: bool = True
-    # MW_SEEN_BUCKETS=1: new seen ids into sets of 5 s of event time rather than the
-    # sorted set (store/scripts.py: a fraction of the store's work per record); reads
-    # find both, so it can be turned on, and off, in a rolling deploy of this version
-    seen_buckets: bool = False
+    # MW_SEEN_BUCKETS (on by default; 0 keeps the one sorted set): new seen ids into sets
+    # of 5 s of event time (store/scripts.py: a fraction of the store's work per record);
+    # reads find both, so it can be turned on, and off, in a rolling deploy of a version
+    # that reads both (not beside workers of an older one, which read only the sorted set)
+    seen_buckets: bool = True
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runtime.runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)
