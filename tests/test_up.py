@@ -38,17 +38,17 @@ def mw_up(cwd: Path, seconds: int) -> dict[str, Any]:
 
 
 def machine_load() -> str:
-    """The load average and the processes (not the kernel's) that have used the most CPU."""
-    ps = subprocess.run(
-        ["ps", "-eo", "pid,etime,time,pcpu,args", "--sort=-cputime"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    """The load average and the processes (not the kernel's) that have used the most CPU
+    in all (``%CPU``: their average over their lifetime)."""
+    load = "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    try:
+        ps = subprocess.run(
+            ["ps", "-eo", "pid,etime,time,pcpu,args", "--sort=-cputime"], capture_output=True, text=True
+        )
+    except OSError as exc:  # no procps
+        return f"{load}; ps: {exc}"
     top = [line[:160] for line in ps.stdout.splitlines() if not line.split(None, 4)[-1].startswith("[")][:9]
-    return "load average {:.2f} {:.2f} {:.2f}; the busiest processes:\n".format(*os.getloadavg()) + "\n".join(
-        top
-    )
+    return f"{load}; the busiest processes:\n" + "\n".join(top)
 
 
 @pytest.mark.slow
