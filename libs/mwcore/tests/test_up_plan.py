@@ -12,7 +12,7 @@ import pytest
 
 from mwcore.errors import ConfigError
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.tools.project import Project, find_project
+from mwcore.tools.project import find_project
 from mwcore.tools.up.example import SCHEMAS, RunningSumPipeline
 from mwcore.tools.up.plan import NoHooks, Pipeline, Plan, Service, example_plan, load_pipeline, project_plan
 from mwcore.tools.up.view import lag_s
@@ -117,14 +117,8 @@ def test_batch_jobs_start_at_a_lower_cpu_priority(tmp_path: Path) -> None:
         "-c",
         "import os, subprocess; print(os.getpriority(os.PRIO_PROCESS, 0)); subprocess.run(['nice'])",
     )
-    plan = project_plan(_project_with_batch(tmp_path))
-    plan = Plan(
-        services=tuple(Service(s.name, says, s.batch) for s in plan.services),
-        streams=plan.streams,
-        schemas=plan.schemas,
-        pipeline=plan.pipeline,
-        root=plan.root,
-    )
+    services = (Service("stream", says), Service("trainer", says, batch=True))
+    plan = Plan(services=services, streams={}, schemas=tmp_path, pipeline=NoHooks())
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
         runner._start_services(plan, dict(os.environ), tmp_path, procs)
@@ -140,12 +134,3 @@ def test_batch_jobs_start_at_a_lower_cpu_priority(tmp_path: Path) -> None:
         "stream": [str(own), str(own)],
         "trainer": [str(nicer), str(nicer)],  # the job, and what it starts
     }
-
-
-def _project_with_batch(root: Path) -> Project:
-    (root / "pyproject.toml").write_text(
-        "[tool.mw]\n[tool.mw.up]\nservices = ['stream', 'trainer']\nbatch = ['trainer']\n"
-    )
-    project = find_project(root)
-    assert project is not None
-    return project
