@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from mwcore.errors import ConfigError
-from mwcore.tools.cli import _batch_defaults, build_parser
+from mwcore.tools.cli import build_parser
+from mwcore.tools.commands import batch_defaults
 from mwcore.tools.project import Project
 from mwcore.tools.scaffold import computation_pattern, find, new_service
 
@@ -93,13 +94,13 @@ def test_batch_defaults_come_from_the_table(tmp_path: Path, monkeypatch: pytest.
         "[tool.mw.batch]\ncomputations = ['a.b:C', 'a.d:E']\ninputs = ['clicks', 'views']\n"
     )
     monkeypatch.chdir(tmp_path)
-    assert _batch_defaults(batch_args()) == (["a.b:C", "a.d:E"], "clicks,views")
-    assert _batch_defaults(batch_args("--computations", "x:Y", "--input", "q")) == (["x:Y"], "q")
+    assert batch_defaults(batch_args()) == (["a.b:C", "a.d:E"], "clicks,views")
+    assert batch_defaults(batch_args("--computations", "x:Y", "--input", "q")) == (["x:Y"], "q")
 
 
 def test_batch_without_defaults_asks_for_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match="pass --computations"):
-        _batch_defaults(batch_args("--input", "q"))
+        batch_defaults(batch_args("--input", "q"))
     with pytest.raises(ConfigError, match="pass --input"):
-        _batch_defaults(batch_args("--computations", "x:Y"))
+        batch_defaults(batch_args("--computations", "x:Y"))
