@@ -75,7 +75,7 @@ def output(got: dict[str, Any], name: str) -> int:
 def running_from(p: ComposeProject, seconds: int) -> int:
     """Event time ``seconds`` into the run, once the windower has passed it."""
     at = p.first_second() + seconds * 1000
-    p.wait_output("windower", at, 240)
+    p.wait_watermark("windower", at, 240)
     return at
 
 

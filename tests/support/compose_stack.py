@@ -106,27 +106,33 @@ class ComposeProject:
                 bad.append(f"{s['Service']}: {s['State']} {s.get('Health', '')}".strip())
         return bad
 
-    def probe(self) -> dict[str, Any]:
-        """What the pipeline wrote (``compose_probe.py``, run in the authority's container)."""
-        done = self.compose("exec", "-T", "watermark_authority", "python", "-", stdin=PROBE.read_text())
+    def probe(self, watermarks_only: bool = False) -> dict[str, Any]:
+        """What the pipeline wrote (``compose_probe.py``, run in the authority's container):
+        the watermarks, and unless ``watermarks_only`` the windows and anomalies."""
+        args = ["watermarks"] if watermarks_only else []
+        done = self.compose(
+            "exec", "-T", "watermark_authority", "python", "-", *args, stdin=PROBE.read_text()
+        )
         result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
         return result
 
-    def output_watermark(self, name: str) -> int:
-        wm = self.probe()["watermarks"].get(name)
-        return -(2**63) if wm is None else int(wm["output"])
-
-    def wait_output(self, name: str, at_least: int, timeout: float) -> dict[str, Any]:
-        """Probe until ``name``'s output watermark is at least ``at_least``; the probe."""
+    def wait_watermark(self, name: str, at_least: int, timeout: float) -> None:
+        """Poll the watermarks (only: cheap) until ``name``'s output watermark is at least
+        ``at_least``."""
         deadline = time.monotonic() + timeout
         while True:
-            got = self.probe()
-            wm = got["watermarks"].get(name, {}).get("output", -(2**63))
+            wm = self.probe(watermarks_only=True)["watermarks"].get(name, {}).get("output", -(2**63))
             if wm >= at_least:
-                return got
+                return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{name}'s output watermark is {wm}, not {at_least}, after {timeout} s")
             time.sleep(3)
+
+    def wait_output(self, name: str, at_least: int, timeout: float) -> dict[str, Any]:
+        """``wait_watermark``, then the whole probe: the windows and anomalies, read after
+        the watermark passed ``at_least``."""
+        self.wait_watermark(name, at_least, timeout)
+        return self.probe()
 
     def logs_dir(self) -> Path:
         """The generator's query logs and truth, copied out of its volume."""
