@@ -27,6 +27,13 @@ def test_a_leader_moving_is_asked_again() -> None:
     assert len(asked) == 3
 
 
+def test_a_topic_not_yet_known_to_its_leader_is_asked_again() -> None:
+    """A topic just created, asked of a broker whose metadata has not caught up."""
+    asked, call = failing([KafkaError.UNKNOWN_TOPIC_OR_PART] * 2)
+    assert through_transient(call, 5.0, pause_s=0.01) == 7  # type: ignore[arg-type]
+    assert len(asked) == 3
+
+
 def test_an_error_that_does_not_pass_is_raised_at_once() -> None:
     asked, call = failing([KafkaError.TOPIC_AUTHORIZATION_FAILED])
     with pytest.raises(KafkaException):

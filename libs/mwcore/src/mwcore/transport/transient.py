@@ -4,6 +4,12 @@ a broker restarting, a coordinator loading), and calls tried again through them.
 A one-off request to the cluster (a partition's end offset, say) that meets one of
 these is asked again, after a short pause, until its deadline: a broker's death must
 not stop a worker that merely asked at the wrong moment.
+
+An unknown topic or partition is among them: every caller asks of a partition it has
+seen in the cluster's metadata or been assigned, so a broker that does not know it is
+one that has not yet learnt of a topic just created (seen on three brokers: a service
+that found ``mw.schemas`` just created by another crashed on asking for its end). A
+topic really gone is still said, at the deadline.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ TRANSIENT = frozenset(
         KafkaError._TIMED_OUT,
         KafkaError._ALL_BROKERS_DOWN,
         KafkaError._WAIT_COORD,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
     }
 )
 
