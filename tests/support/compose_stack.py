@@ -119,13 +119,18 @@ class ComposeProject:
     def wait_watermark(self, name: str, at_least: int, timeout: float) -> None:
         """Poll the watermarks (only: cheap) until ``name``'s output watermark is at least
         ``at_least``."""
-        deadline = time.monotonic() + timeout
+        start = time.monotonic()
+        seen: list[str] = []  # when it moved (s after the start: ms short of the mark), for a failure
         while True:
             wm = self.probe(watermarks_only=True)["watermarks"].get(name, {}).get("output", -(2**63))
             if wm >= at_least:
                 return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{name}'s output watermark is {wm}, not {at_least}, after {timeout} s")
+            seen.append(f"{time.monotonic() - start:.0f}s: {at_least - wm}")
+            if time.monotonic() > start + timeout:
+                raise TimeoutError(
+                    f"{name}'s output watermark is {wm}, not {at_least}, after {timeout} s "
+                    f"(ms short of it, as polled: {', '.join(seen[-20:])})"
+                )
             time.sleep(3)
 
     def wait_output(self, name: str, at_least: int, timeout: float) -> dict[str, Any]:
