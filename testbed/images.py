@@ -5,9 +5,8 @@ the public images the compose file names are stood in for by local ones built fr
 Debian's packages (``compose/images/``), and the services' image is the repository's
 own Dockerfile built on the local Python image with wheels made on the host:
 
-1. the engine: a Docker engine that answers, else ``dockerd`` started here (Debian's
-   ``docker.io``, installed if missing; storage ``overlay2``, else ``vfs``), and Compose v2 as the
-   ``docker compose`` plugin (built from the Go module proxy if missing);
+1. the engine (``testbed/engine.py``): a Docker engine that answers, else ``dockerd``
+   started here, and Compose v2 as the ``docker compose`` plugin;
 2. ``mwlocal/debian:bookworm``: ``debootstrap --variant=minbase`` into a folder, then
    ``docker import`` (the tarball cached in ``~/.cache/mwcore/images``);
 3. ``mwlocal/python:3.11``, ``mwlocal/redis:7`` and ``mwlocal/kafka:4.1.1`` from it
@@ -28,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import itertools
 import os
 import shutil
 import subprocess
@@ -38,17 +36,16 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from testbed.engine import CACHE, Refused, apt_install, compose_plugin, run, say, start_engine
+
 ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "compose" / "images"
 WHEELS = ROOT / "build" / "wheels"
 LOCAL_ENV = ROOT / "compose" / "local-images.env"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mwcore" / "images"
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 KAFKA_VERSION = "4.1.1"  # as mwcore.tools.stack.kafka_broker (tests/test_compose_up.py checks)
-COMPOSE_MODULE = "github.com/docker/compose/v2"
-COMPOSE_VERSION = "v2.40.3"
 
 BASE = f"mwlocal/debian:{SUITE}"
 PYTHON = "mwlocal/python:3.11"
@@ -74,119 +71,6 @@ _KAFKA_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   </dependencies>
 </project>
 """
-
-
-class Refused(Exception):
-    """A step cannot be done here: the message says what to install or do."""
-
-
-def say(msg: str) -> None:
-    print(f"images: {msg}", flush=True)
-
-
-def run(cmd: Sequence[str], *, quiet: bool = True, env: dict[str, str] | None = None) -> str:
-    """Run ``cmd``; its output if it succeeds, else ``Refused`` with its last lines."""
-    proc = subprocess.run(
-        list(cmd), capture_output=True, text=True, env={**os.environ, **(env or {})}, check=False
-    )
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise Refused(f"{' '.join(cmd[:3])} failed ({proc.returncode}):\n{tail}")
-    if not quiet:
-        print(proc.stdout, end="")
-    return proc.stdout
-
-
-def _apt_install(*packages: str) -> None:
-    if os.geteuid() != 0:
-        raise Refused(f"install {' '.join(packages)} (apt-get install {' '.join(packages)}): needs root")
-    say(f"installing {' '.join(packages)} from Debian's packages")
-    run(["apt-get", "update", "-qq"])
-    run(["apt-get", "install", "-y", "-qq", *packages], env={"DEBIAN_FRONTEND": "noninteractive"})
-
-
-# -- the engine and Compose --------------------------------------------------------------
-
-
-def engine_answers() -> bool:
-    return (
-        shutil.which("docker") is not None
-        and subprocess.run(["docker", "info"], capture_output=True, check=False).returncode == 0
-    )
-
-
-def start_engine(log_dir: Path = CACHE) -> subprocess.Popen[bytes] | None:
-    """Start ``dockerd`` unless an engine answers; the process started, or None.
-
-    Storage ``overlay2`` where the kernel mounts overlays (a container shares its image's
-    layers), else ``vfs`` (a full copy of the image per layer and per container: a
-    three-broker project then takes some 10 GB). Without iptables (refused in some
-    sandboxes) it starts again with ``--iptables=false``."""
-    if engine_answers():
-        return None
-    if shutil.which("dockerd") is None:
-        _apt_install("docker.io")
-    log_dir.mkdir(parents=True, exist_ok=True)
-    for driver, extra in itertools.product(("overlay2", "vfs"), ([], ["--iptables=false"])):
-        log = open(log_dir / "dockerd.log", "ab")  # noqa: SIM115 - the daemon holds it
-        proc = subprocess.Popen(
-            ["dockerd", "--storage-driver", driver, *extra],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            if engine_answers():
-                say(f"started dockerd (pid {proc.pid}, storage {driver}{', no iptables' if extra else ''})")
-                return proc
-            time.sleep(0.5)
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(30)
-    raise Refused(f"dockerd did not start: see {log_dir / 'dockerd.log'}")
-
-
-def compose_plugin() -> None:
-    """``docker compose`` (v2): there, or built from the Go module proxy into the Docker
-    CLI's plugin folder."""
-    if subprocess.run(["docker", "compose", "version"], capture_output=True, check=False).returncode == 0:
-        return
-    plugins = Path.home() / ".docker" / "cli-plugins"
-    binary = CACHE / f"docker-compose-{COMPOSE_VERSION}"
-    if not binary.exists():
-        go = shutil.which("go")
-        if go is None:
-            raise Refused("Compose v2 is missing: install Docker's compose plugin, or Go to build it here")
-        say(f"building Compose {COMPOSE_VERSION} from the Go module proxy (the first time: a few minutes)")
-        info = run([go, "mod", "download", "-json", f"{COMPOSE_MODULE}@{COMPOSE_VERSION}"])
-        src_dir = Path(_json_field(info, "Dir"))
-        with tempfile.TemporaryDirectory() as tmp:
-            src = Path(tmp) / "compose"
-            shutil.copytree(src_dir, src)
-            for p in src.rglob("*"):
-                p.chmod(p.stat().st_mode | 0o200)
-            ldflags = f"-s -w -X {COMPOSE_MODULE}/internal.Version={COMPOSE_VERSION}"
-            proc = subprocess.run(
-                [go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(binary), "./cmd"],
-                cwd=src,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if proc.returncode != 0:
-                raise Refused(f"building Compose failed:\n{proc.stderr[-2000:]}")
-    plugins.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(binary, plugins / "docker-compose")
-    say(f"docker compose {COMPOSE_VERSION}: {plugins / 'docker-compose'}")
-
-
-def _json_field(raw: str, name: str) -> str:
-    import json
-
-    value = json.loads(raw)[name]
-    assert isinstance(value, str)
-    return value
 
 
 # -- images --------------------------------------------------------------------------------
@@ -261,7 +145,7 @@ def base_image() -> str:
     tarball = CACHE / f"debian-{SUITE}-minbase.tar"
     if not tarball.exists():
         if shutil.which("debootstrap") is None:
-            _apt_install("debootstrap")
+            apt_install("debootstrap")
         if os.geteuid() != 0:
             raise Refused("debootstrap needs root (make images as root, or import a Debian image yourself)")
         CACHE.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ from services.injector.logs import nominal_second
 from services.injector.scenario import Scenario
 from services.injector.truth import recount
 from testbed import images
+from testbed.engine import start_engine
 from tests.conftest import ROOT
 
 PROBE = Path(__file__).with_name("compose_probe.py")
@@ -37,7 +38,7 @@ LABEL = "com.docker.compose.project"
 @contextmanager
 def engine(log: Path) -> Iterator[None]:
     """A Docker engine with the images built; stops the engine if it started one."""
-    started = images.start_engine(log.parent)
+    started = start_engine(log.parent)
     try:
         with log.open("w") as out:
             done = subprocess.run(
