@@ -121,7 +121,7 @@ class ComposeProject:
         """Poll the watermarks (only: cheap) until ``name``'s output watermark is at least
         ``at_least``."""
         start = time.monotonic()
-        seen: list[str] = []  # when it moved (s after the start: ms short of the mark), for a failure
+        seen: list[str] = []  # at each poll, s after the start: ms short of the mark (for a failure)
         while True:
             wm = self.probe(watermarks_only=True)["watermarks"].get(name, {}).get("output", -(2**63))
             if wm >= at_least:
