@@ -90,6 +90,7 @@ class LogReader:
         inj.report()  # the promise is made before the file's records go out
         file_id = hashlib.blake2b(path.name.encode(), digest_size=16).digest()
         n = -1
+        name = path.name
         for n, raw in enumerate(_lines(path, file_id, inj)):
             rid = derive_id(file_id, n)
             try:
@@ -97,13 +98,13 @@ class LogReader:
                     raise ValueError(f"line of more than {MAX_LINE_BYTES} bytes")
                 rec = parse_line(raw.decode())
             except (ValueError, UnicodeDecodeError) as exc:
-                inj.dead_letter(raw, str(exc), rid, file=path.name, line=str(n + 1))
+                inj.dead_letter(raw, str(exc), rid, file=name, line=str(n + 1))
                 continue
             value = {
                 "query": rec["query"],
                 "lang": rec["lang"],
                 "user": rec["user"],
-                "source_file": path.name,
+                "source_file": name,
             }
             inj.send(self.cfg.stream, rec["query"], value, rec["ts"], rid)
         inj.flush()

@@ -59,6 +59,9 @@ from mwcore.transport.watermark_topic import WatermarkFeed
 from mwcore.watermarks.report_format import NodeSpec, Report, Segment
 
 Headers = list[tuple[str, str | bytes | None]]
+# sends between two polls of the producer (delivery reports, retries, a report due): a
+# poll per record cost as much as encoding it; librdkafka sends without being polled
+POLL_EVERY = 64
 Unsent = tuple[int | None, int, Headers, Any]
 
 
@@ -78,7 +81,7 @@ class Injector:
         report_interval_ms: int = 100,
         skew_ms: int | None = None,
         skew_of: str | None = None,  # computation whose input watermark bounds the skew
-        linger_ms: int = 5,
+        linger_ms: int = 20,  # bursts (a file, a batch): fewer, fuller requests (MW_INJECTOR_LINGER_MS)
         schemas: SchemaTopic | None = None,  # where start() publishes the writer schemas
         signer: Signer = UNSIGNED,  # MW_ID_SECRET: record ids signed
     ) -> None:
@@ -195,7 +198,8 @@ class Injector:
             callback = functools.partial(self._on_delivery, seq, timestamp, headers)
         self._sender.send(topic, data, key, timestamp=timestamp, headers=headers, on_delivery=callback)
         self.sent += 1
-        self.poll()
+        if not self.sent % POLL_EVERY:
+            self.poll()
         return late
 
     def _id_headers(self, record_id: bytes) -> Headers:

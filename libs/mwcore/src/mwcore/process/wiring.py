@@ -129,5 +129,6 @@ def build_injector(name: str, outputs: Mapping[str, str | None], settings: Injec
         namespace=settings.namespace,
         index=settings.injector_index,
         processes=settings.injector_processes,
+        linger_ms=settings.injector_linger_ms,
         signer=settings.signer(),
     )
