@@ -155,3 +155,27 @@ def test_seen_buckets_are_on_by_default_as_documented_and_off_with_mw_seen_bucke
     assert row.endswith("| `1` |"), row  # the README's default
     monkeypatch.setenv("MW_SEEN_BUCKETS", "0")
     assert WorkerSettings.load().seen_buckets is False
+
+
+def test_the_injector_lingers_as_documented_and_as_mw_injector_linger_ms_says(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from mwcore.process import wiring
+    from mwcore.process.settings import InjectorSettings
+
+    for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
+                 "MW_SCHEMAS_DIR": str(tmp_path)}.items():  # fmt: skip
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("MW_INJECTOR_LINGER_MS", raising=False)
+    assert InjectorSettings.load().injector_linger_ms == 20
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text().splitlines()
+    row = next(line for line in readme if line.startswith("| `MW_INJECTOR_LINGER_MS` | injector |"))
+    assert row.endswith("| 20 |"), row  # the README's default
+    built: dict[str, object] = {}
+    monkeypatch.setattr(wiring, "Injector", lambda **kw: built.update(kw))
+    monkeypatch.setenv("MW_INJECTOR_LINGER_MS", "50")
+    wiring.build_injector("injector", {}, InjectorSettings.load())
+    assert built["linger_ms"] == 50  # what the producer is built with
+    monkeypatch.setenv("MW_INJECTOR_LINGER_MS", "5000")
+    with pytest.raises(ConfigError, match="MW_INJECTOR_LINGER_MS"):
+        InjectorSettings.load()
