@@ -173,6 +173,7 @@ def test_the_injector_lingers_as_documented_and_as_mw_injector_linger_ms_says(
     assert row.endswith("| 20 |"), row  # the README's default
     built: dict[str, object] = {}
     monkeypatch.setattr(wiring, "Injector", lambda **kw: built.update(kw))
+    monkeypatch.setattr(wiring, "redis_client", lambda url: None)  # (no Redis asked)
     monkeypatch.setenv("MW_INJECTOR_LINGER_MS", "50")
     wiring.build_injector("injector", {}, InjectorSettings.load())
     assert built["linger_ms"] == 50  # what the producer is built with

@@ -27,6 +27,10 @@ fault): only one refused alone is a dead letter. With a pipeline secret
 
 A delivery report carries no headers, so each record's headers (its id) travel with
 its delivery callback: a record sent again keeps its id.
+
+``send`` polls the producer (delivery reports, retries, a report due) only every
+``POLL_EVERY`` sends: a source that sends and then waits calls ``advance``, ``poll``
+or ``flush`` as it goes, as the query-log reader and ``mw replay`` do.
 """
 
 from __future__ import annotations
