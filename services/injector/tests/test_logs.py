@@ -42,7 +42,18 @@ def test_generated_files_parse_and_carry_their_second(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "line", ["{", "[]", '{"ts": "x", "query": "q", "lang": "en", "user": 1}', '{"ts": 1}']
+    "line",
+    [
+        "{",
+        "[]",
+        '{"ts": "x", "query": "q", "lang": "en", "user": 1}',
+        '{"ts": 1}',
+        '{"ts": 1, "query": "q", "lang": "en", "user": true}',  # a bool is not an int
+        '{"ts": 1, "query": "q", "lang": "en", "user": 1, "x": NaN}',  # strict JSON, any field
+        '{"ts": 1, "query": "\\ud800", "lang": "en", "user": 1}',  # a lone surrogate
+        '{"ts": 1, "query": "q", "lang": "en", "user": 18446744073709551616}',  # past 64 bits
+        "[" * 2000 + "]" * 2000,  # nested too deep
+    ],
 )
 def test_malformed_lines_are_explained(line: str) -> None:
     with pytest.raises(ValueError):
