@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import resource
 import sys
 import tempfile
 import time
@@ -50,11 +49,6 @@ NS = "injbench"
 PARTITIONS = 4
 
 
-def cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 def run(seconds: int, rate: float, profile: Path | None, linger_ms: int | None = None) -> dict[str, Any]:
     scenario = Scenario(seed=1, rate=rate)
     with tempfile.TemporaryDirectory() as tmp, LocalStack() as stack:
@@ -74,7 +68,7 @@ def run(seconds: int, rate: float, profile: Path | None, linger_ms: int | None =
         reader = LogReader(inj, ReaderConfig(directory, lambda: scenario.jitter_ms))
         prof = cProfile.Profile() if profile else None
         broker = stack.broker.proc.pid  # type: ignore[attr-defined]  # (one local broker)
-        t0, c0, th0, b0 = time.perf_counter(), cpu_s(), time.thread_time(), cpu_seconds(broker)
+        t0, c0, th0, b0 = time.perf_counter(), time.process_time(), time.thread_time(), cpu_seconds(broker)
         if prof is not None:
             prof.enable()
         while reader.files < seconds:
@@ -82,7 +76,7 @@ def run(seconds: int, rate: float, profile: Path | None, linger_ms: int | None =
         if prof is not None:
             prof.disable()
             prof.dump_stats(profile)
-        elapsed, cpu, thread = time.perf_counter() - t0, cpu_s() - c0, time.thread_time() - th0
+        elapsed, cpu, thread = time.perf_counter() - t0, time.process_time() - c0, time.thread_time() - th0
         b1 = cpu_seconds(broker)
         written = sum(end_offsets(stack.bootstrap, {topic_name(NS, "queries"): PARTITIONS}).values())
         inj.close()

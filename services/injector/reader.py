@@ -88,9 +88,9 @@ class LogReader:
         jitter = self.cfg.jitter_ms()
         inj.advance(second - jitter)
         inj.report()  # the promise is made before the file's records go out
-        file_id = hashlib.blake2b(path.name.encode(), digest_size=16).digest()
-        n = -1
         name = path.name
+        file_id = hashlib.blake2b(name.encode(), digest_size=16).digest()
+        n = -1
         for n, raw in enumerate(_lines(path, file_id, inj)):
             rid = derive_id(file_id, n)
             try:

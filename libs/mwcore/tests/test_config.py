@@ -9,6 +9,19 @@ from mwcore.process.settings import WorkerSettings
 from mwcore.runtime.faults import Faults
 
 
+def _required_settings(monkeypatch: pytest.MonkeyPatch, schemas: Path) -> None:
+    """What every process must be given, set to values that load (nothing is asked)."""
+    monkeypatch.setenv("MW_BOOTSTRAP", "127.0.0.1:9092")
+    monkeypatch.setenv("MW_REDIS_URL", "redis://127.0.0.1:6379/0")
+    monkeypatch.setenv("MW_SCHEMAS_DIR", str(schemas))
+
+
+def _readme_row(start: str) -> str:
+    """README.md's settings-table row that starts with ``start``."""
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text().splitlines()
+    return next(line for line in readme if line.startswith(start))
+
+
 def test_missing_settings_name_the_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("MW_BOOTSTRAP", "MW_REDIS_URL", "MW_SCHEMAS_DIR"):
         monkeypatch.delenv(var, raising=False)
@@ -84,9 +97,8 @@ def test_a_native_core_that_is_not_installed_is_refused_with_what_to_do(
     from mwcore.process.settings import WorkerSettings
 
     monkeypatch.setitem(sys.modules, "mwcore_native", None)  # as if never built
-    for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
-                 "MW_SCHEMAS_DIR": str(tmp_path), "MW_CORE": "native"}.items():  # fmt: skip
-        monkeypatch.setenv(k, v)
+    _required_settings(monkeypatch, tmp_path)
+    monkeypatch.setenv("MW_CORE", "native")
     with pytest.raises(
         ConfigError, match=r"MW_CORE=native: the native core is not installed.*make bootstrap"
     ):
@@ -106,9 +118,7 @@ def test_the_native_core_is_the_default_where_it_is_installed(
 
     if shutil.which("cargo") is None:
         pytest.skip("no Rust toolchain: the native core is not built here")
-    for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
-                 "MW_SCHEMAS_DIR": str(tmp_path)}.items():  # fmt: skip
-        monkeypatch.setenv(k, v)
+    _required_settings(monkeypatch, tmp_path)
     monkeypatch.delenv("MW_CORE", raising=False)
     assert WorkerSettings.load().core == "native"
     monkeypatch.setenv("MW_CORE", "python")
@@ -122,9 +132,8 @@ def test_the_native_switches_default_as_documented_and_act_only_on_the_native_co
     from mwcore.process.settings import WorkerSettings
     from mwcore.process.wiring import worker_config
 
-    for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
-                 "MW_SCHEMAS_DIR": str(tmp_path), "MW_CORE": "python"}.items():  # fmt: skip
-        monkeypatch.setenv(k, v)
+    _required_settings(monkeypatch, tmp_path)
+    monkeypatch.setenv("MW_CORE", "python")
     assert getattr(WorkerSettings.load(), switch) is default
     monkeypatch.setenv(f"MW_{switch.upper()}", "1")
     settings = WorkerSettings.load()
@@ -145,13 +154,10 @@ def test_seen_buckets_are_on_by_default_as_documented_and_off_with_mw_seen_bucke
 ) -> None:
     from mwcore.process.settings import WorkerSettings
 
-    for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
-                 "MW_SCHEMAS_DIR": str(tmp_path)}.items():  # fmt: skip
-        monkeypatch.setenv(k, v)
+    _required_settings(monkeypatch, tmp_path)
     monkeypatch.delenv("MW_SEEN_BUCKETS", raising=False)
     assert WorkerSettings.load().seen_buckets is True
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text().splitlines()
-    row = next(line for line in readme if line.startswith("| `MW_SEEN_BUCKETS` | worker |"))
+    row = _readme_row("| `MW_SEEN_BUCKETS` | worker |")
     assert row.endswith("| `1` |"), row  # the README's default
     monkeypatch.setenv("MW_SEEN_BUCKETS", "0")
     assert WorkerSettings.load().seen_buckets is False
@@ -163,13 +169,10 @@ def test_the_injector_lingers_as_documented_and_as_mw_injector_linger_ms_says(
     from mwcore.process import wiring
     from mwcore.process.settings import InjectorSettings
 
-    for k, v in {"MW_BOOTSTRAP": "127.0.0.1:9092", "MW_REDIS_URL": "redis://127.0.0.1:6379/0",
-                 "MW_SCHEMAS_DIR": str(tmp_path)}.items():  # fmt: skip
-        monkeypatch.setenv(k, v)
+    _required_settings(monkeypatch, tmp_path)
     monkeypatch.delenv("MW_INJECTOR_LINGER_MS", raising=False)
     assert InjectorSettings.load().injector_linger_ms == 20
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text().splitlines()
-    row = next(line for line in readme if line.startswith("| `MW_INJECTOR_LINGER_MS` | injector |"))
+    row = _readme_row("| `MW_INJECTOR_LINGER_MS` | injector |")
     assert row.endswith("| 20 |"), row  # the README's default
     built: dict[str, object] = {}
     monkeypatch.setattr(wiring, "Injector", lambda **kw: built.update(kw))

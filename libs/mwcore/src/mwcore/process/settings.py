@@ -17,6 +17,7 @@ from mwcore.api.signing import MIN_SECRET_CHARS, Signer
 from mwcore.controls import SAFE, NegativeControls, variable
 from mwcore.core import Core, default_core, native
 from mwcore.errors import ConfigError
+from mwcore.injector.injector import LINGER_MS
 from mwcore.limits import NAMESPACE_PATTERN
 
 
@@ -202,11 +203,7 @@ class InjectorSettings(ProcessSettings):
     schemas_dir: Path = Field(description="directory of the Avro .avsc files")
     injector_index: int = Field(default=0, ge=0)
     injector_processes: int = Field(default=1, ge=1)
-    # the producer's linger.ms: an injector sends in bursts (a file, a batch of input),
-    # where 20 ms makes fewer, fuller requests than 5 ms did (a third less of the
-    # broker's CPU per record, bench/injector.py), for a delay that a watermark moving
-    # a second at a time does not see
-    injector_linger_ms: int = Field(default=20, ge=0, le=1000)
+    injector_linger_ms: int = Field(default=LINGER_MS, ge=0, le=1000)  # the producer's linger.ms
 
     def check(self) -> None:
         if self.injector_index >= self.injector_processes:
