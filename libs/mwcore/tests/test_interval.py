@@ -103,7 +103,7 @@ def test_productions_leave_only_after_the_commit_and_are_deleted_after_acks(regi
     assert report.segments == tuple(segments)
     assert interval.outbox.oldest(handing_over=True) == MAX_WATERMARK  # what the report counts
     assert interval.outbox.oldest() == batch.productions[0].timestamp  # until the report is written
-    interval.reported(draft)
+    interval.reports.reported(draft)
     assert interval.outbox.oldest() == MAX_WATERMARK  # left the oldest work with the report
     commit(interval, store)
     assert store.recover(IV, "").segments == {}
@@ -198,13 +198,13 @@ def test_watermark_holds_count_as_oldest_work_never_fire_and_survive_recovery(
     interval = Interval(IV, store.recover(IV, store.grant(IV, "a")), deps)
     interval.process([message(registry, 0, "a", 1, b"1" * 16), message(registry, 1, "b", 1, b"2" * 16)])
     commit(interval, store)
-    assert interval.oldest_work() == 1000  # message timestamps are 1000 + offset
+    assert interval.reports.oldest_work() == 1000  # message timestamps are 1000 + offset
     assert interval.fire_timers(watermark=MAX_WATERMARK, now_ms=MAX_WATERMARK - 1) == 0
     again = Interval(IV, store.recover(IV, store.grant(IV, "b")), deps)
-    assert again.oldest_work() == 1000
+    assert again.reports.oldest_work() == 1000
     again.process([message(registry, 2, "a", 0, b"3" * 16)])  # releases key a's hold
     commit(again, store)
-    assert again.oldest_work() == 1001
+    assert again.reports.oldest_work() == 1001
 
 
 def test_a_held_report_goes_out_once_witnessed_even_when_the_witness_is_slower_than_reports(
@@ -218,7 +218,7 @@ def test_a_held_report_goes_out_once_witnessed_even_when_the_witness_is_slower_t
     store = MemoryCheckpointStore()
     deps = dataclasses.replace(make_deps(registry, store), witness_gated=True)
     interval = Interval(IV, store.recover(IV, store.grant(IV, "a")), deps)
-    interval.witness(0)
+    interval.reports.witness(0)
     sent = []
     for n in range(6):  # a commit, a report due, then the witness of an earlier commit
         interval.process([message(registry, n, "k", 1, bytes([n + 1]) * 16)])
@@ -227,7 +227,7 @@ def test_a_held_report_goes_out_once_witnessed_even_when_the_witness_is_slower_t
         draft = interval.report(now_ms=n)
         if draft is not None:
             sent.append(draft)
-        released = interval.witness(interval.commits - 1)  # always one commit behind
+        released = interval.reports.witness(interval.commits - 1)  # always one commit behind
         if released is not None:
             sent.append(released)
     assert sent, "no report went out: starved"

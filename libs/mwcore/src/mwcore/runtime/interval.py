@@ -8,7 +8,7 @@ A batch goes: ``process`` (records) and ``fire_timers`` add effects (through the
 ``Applier``); ``prepare`` turns them into a ``PreparedCommit``; the worker commits its
 checkpoint; ``committed`` then queues the productions to send (``take_to_send``).
 Acknowledged productions are deleted in a later checkpoint; ``report`` builds the
-watermark report of the committed state.
+watermark report of the committed state (``reports.py``).
 """
 
 from __future__ import annotations
@@ -33,12 +33,13 @@ from mwcore.runtime.effects import Applier
 from mwcore.runtime.faults import NO_FAULTS, Faults
 from mwcore.runtime.intake import InputBinding, Intake, OpenBatch
 from mwcore.runtime.outbox import Outbox, OutboxBatch, OutboxCommit
+from mwcore.runtime.reports import ReportDraft, Reports
 from mwcore.runtime.state_cache import StateCache
 from mwcore.runtime.timers import timer_queue
 from mwcore.store.checkpoint import Checkpoint, Snapshot, TimerEntry, position_field
 from mwcore.store.interface import CheckpointStore, IntervalId
 from mwcore.transport.message import Message
-from mwcore.watermarks.report_format import Report, encode_segments
+from mwcore.watermarks.report_format import encode_segments
 
 
 @dataclass
@@ -76,16 +77,6 @@ class PreparedCommit:
 
     checkpoint: Checkpoint
     outbox: OutboxCommit  # what the checkpoint does to the outbox
-
-
-@dataclass(frozen=True, slots=True)
-class ReportDraft:
-    """A watermark report of a committed state; ``segment_keys`` are the stored segments
-    it hands to the backlog (``Interval.reported`` once the report is written)."""
-
-    commits: int  # the checkpoint it shows
-    report: Report
-    segment_keys: list[bytes]
 
 
 class Interval:
@@ -149,7 +140,7 @@ class Interval:
             gated=deps.witness_gated,
             refuse=self._refused,
         )
-        self._held_report: ReportDraft | None = None  # waiting for the commit witness
+        self.reports = Reports(iid.index, self.token, self.outbox, self.timers)
         self._batch_seq = 0
         self.watermark = MIN_WATERMARK  # the input watermark timers last fired on
         self.seen_gc_done = MIN_WATERMARK
@@ -225,63 +216,16 @@ class Interval:
         self._batch_seq += 1
         return ids.derive(self.token.encode(), self._batch_seq)
 
-    # -- watermark reports -------------------------------------------------------------
-
-    def oldest_work(self, handing_over: bool = False) -> int:
-        """Oldest timestamp this interval may still produce at or hold back: pending
-        productions not yet handed to the backlog, pending timers and watermark holds
-        (``TimeDomain.HOLD``: state the computation will produce from later). Only
-        meaningful when ``idle()`` (an open batch's records are still in the input backlog)."""
-        oldest = self.outbox.oldest(handing_over)
-        for domain in (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD):
-            ts = self.timers.oldest(domain)
-            if ts is not None and ts < oldest:
-                oldest = ts
-        return oldest
+    # -- watermark reports (``reports.py``) -------------------------------------------
 
     def is_witnessed(self) -> bool:
-        """The commit witness covers the last checkpoint (always, when not gated): a
-        watermark report may show its state."""
-        return not self.outbox.gated or self.outbox.witnessed_commits >= self.commits
+        """The commit witness covers the last checkpoint: a watermark report may show it."""
+        return self.reports.witnessed(self.commits)
 
     def report(self, now_ms: int) -> ReportDraft | None:
         """The watermark report of the committed state (call only when ``idle()``), or
-        None while the commit witness does not cover it: then it is held, and ``witness``
-        hands it out once it does. Its segments leave the oldest work in the same report
-        that hands them over. While a report is held no newer one is made: under load a
-        newer commit is always ahead of the witness, and a held report replaced by each
-        newer one would never be covered (the interval's reports starved)."""
-        if self._held_report is not None:
-            return None
-        keys, segments = self.outbox.handed()
-        report = Report(
-            index=self.id.index,
-            token=self.token,
-            oldest=self.oldest_work(handing_over=True),
-            positions=dict(self.committed_positions),
-            segments=tuple(segments),
-            sent_ms=now_ms,
-        )
-        draft = ReportDraft(self.commits, report, keys)
-        if self.is_witnessed():
-            self._held_report = None
-            return draft
-        self._held_report = draft
-        return None
-
-    def reported(self, draft: ReportDraft) -> None:
-        """The report is written: its segments are deleted by the next checkpoint."""
-        self.outbox.reported(draft.segment_keys)
-
-    def witness(self, commits: int) -> ReportDraft | None:
-        """The commit witness covers ``commits``: release the productions it covers, and
-        the held report if it now may be sent."""
-        self.outbox.witness(commits)
-        held = self._held_report
-        if held is not None and held.commits <= commits:
-            self._held_report = None
-            return held
-        return None
+        None while it is held for the commit witness (``Reports.draft``)."""
+        return self.reports.draft(self.commits, self.committed_positions, now_ms)
 
     # -- records -----------------------------------------------------------------------
 
@@ -295,13 +239,6 @@ class Interval:
         return self.open.timestamps, self.open.arrivals
 
     # -- timers --------------------------------------------------------------------------
-
-    def _refused(self, production: Production, why: str, error: str) -> Production:
-        """The dead letter that replaces a production the broker refuses for good."""
-        self.deps.counters.dead_letters += 1
-        dead = dead_letters.refused(self.deps.dead_letter_topic, production, why, error, self.deps.clock())
-        self.deps.on_error("production_refused", {"topic": production.topic, "error": error})
-        return dead
 
     def _dead_letter_timer(self, entry: TimerEntry, firing_id: bytes, exc: Exception) -> None:
         self.deps.counters.dead_letters += 1
@@ -390,6 +327,13 @@ class Interval:
             self.applier.careful = False
 
     # -- sending -------------------------------------------------------------------------
+
+    def _refused(self, production: Production, why: str, error: str) -> Production:
+        """The dead letter that replaces a production the broker refuses for good."""
+        self.deps.counters.dead_letters += 1
+        dead = dead_letters.refused(self.deps.dead_letter_topic, production, why, error, self.deps.clock())
+        self.deps.on_error("production_refused", {"topic": production.topic, "error": error})
+        return dead
 
     def flush_weak(self) -> None:
         """Hand the weak productions of the last calls to the outbox for sending."""

@@ -135,7 +135,7 @@ class Ownership:
         witnessed_commits = self._witnessed_commits(iid, snapshot.commits)
         t2 = time.monotonic()
         interval = Interval(iid, snapshot, self.deps, careful_until=self.careful.pop(index, None))
-        interval.witness(witnessed_commits)
+        interval.reports.witness(witnessed_commits)
         self.intervals[index] = interval
         self.health.progressed(index)
         if witnessed_commits < snapshot.commits:  # re-sent productions wait for the witness to catch up

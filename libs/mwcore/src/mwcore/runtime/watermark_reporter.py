@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from mwcore.runtime.interval import Interval, ReportDraft
+from mwcore.runtime.interval import Interval
+from mwcore.runtime.reports import ReportDraft
 from mwcore.store.report_sink import ReportSink
 from mwcore.watermarks.report_format import NodeSpec
 
@@ -78,4 +79,4 @@ class WatermarkReporter:
             return
         self.sink.send(self.spec.name, [draft.report for _, draft in ready])
         for interval, draft in ready:
-            interval.reported(draft)
+            interval.reports.reported(draft)

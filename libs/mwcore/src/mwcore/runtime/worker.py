@@ -35,10 +35,11 @@ from mwcore.runtime.counters import Counters
 from mwcore.runtime.effects import RedoCareful
 from mwcore.runtime.faults import NO_FAULTS, Faults
 from mwcore.runtime.health import Health, group_state
-from mwcore.runtime.interval import Interval, IntervalDeps, PreparedCommit, ReportDraft
+from mwcore.runtime.interval import Interval, IntervalDeps, PreparedCommit
 from mwcore.runtime.latency import LatencyRecorder
 from mwcore.runtime.layout import Layout
 from mwcore.runtime.ownership import Ownership
+from mwcore.runtime.reports import ReportDraft
 from mwcore.runtime.watermark_reporter import WatermarkReporter
 from mwcore.runtime.witness import Witness
 from mwcore.serde.avro import SchemaRegistry
@@ -290,7 +291,7 @@ class Worker:
         for index in self.witness.newly_confirmed:
             interval = self.intervals.get(index)
             if interval is not None:
-                held = interval.witness(confirmed[index])
+                held = interval.reports.witness(confirmed[index])
                 if held is not None:
                     reports.append((interval, held))
         self.witness.newly_confirmed.clear()
