@@ -5,8 +5,9 @@ published by one, the forward and window stages by the other).
 
 injector -> forward -> stage_count (1 s windows) -> rollup (5 s windows), with
 several seconds of timestamp jitter and some records the injector lets through late.
-Twelve SIGKILLs, each of a live worker or authority (the forward stage kept down 3 s
-each time, its input waiting in Kafka). Afterwards:
+Twelve SIGKILLs, each of a live worker or authority; a killed forward stage stays down
+3 s, its input waiting in Kafka (with one authority it is four of the kills; the
+two-shard run's kills fall on the other processes). Afterwards:
 
 - every published watermark is at least the one published before it (I-7);
 - no event-time timer fired early: no window saw a record after its timer (I-8);
@@ -58,7 +59,7 @@ T0 = 1_000_000
 
 
 def generate(inj: Injector, stop: threading.Event, result: dict[str, object]) -> None:
-    """Event time advances 1 ms per record; each record is up to JITTER_MS older than
+    """Event time advances 4 ms per record; each record is up to JITTER_MS older than
     that; every LATE_EVERY-th record is made late (older than the reported watermark)."""
     rng = random.Random(7)
     truth: Counter[tuple[str, int]] = Counter()

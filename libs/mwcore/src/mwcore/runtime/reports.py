@@ -1,4 +1,4 @@
-"""The watermark reports of one key interval (semantics I-7).
+"""The watermark reports of one key interval (semantics section 4, I-7 and I-8).
 
 A report shows the interval's committed state: its positions, and its oldest work
 (pending productions not yet handed to the backlog, pending timers, watermark holds).
