@@ -51,9 +51,9 @@ KILLS = 12
 # Longer than the generator takes to send the input's jitter (4 s of event time, 1.25 s
 # of its wall time): while forward is down, records wait in Kafka that the injector's
 # watermark has passed, and only the authority's backlog accounting keeps the window
-# stage's watermark behind them. Restarted at once, on a fast host, forward was often
-# back in time: the negative control found 3 early windows in one run (560 and 613 in
-# others), and none in a CI run (2026-11-28).
+# stage's watermark behind them. Restarted at once on a fast host, forward was often
+# back in time, and the negative control could find no early window
+# (docs/benchmarks.md, "A fast hour").
 FORWARD_DOWN_S = 3.0
 T0 = 1_000_000
 

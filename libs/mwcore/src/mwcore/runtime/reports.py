@@ -1,10 +1,8 @@
 """The watermark reports of one key interval (semantics section 4, I-7 and I-8).
 
-A report shows the interval's committed state: its positions, and its oldest work
-(pending productions not yet handed to the backlog, pending timers, watermark holds).
+A report shows the interval's committed state: its positions and its oldest work.
 When productions wait for the commit witness (``witness_gated``), so does the report
-of a checkpoint the witness does not cover yet: it is held, and handed out by
-``witness`` once it is covered.
+of a checkpoint the witness does not cover yet (``Reports.draft``).
 """
 
 from __future__ import annotations

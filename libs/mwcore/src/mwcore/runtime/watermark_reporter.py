@@ -5,10 +5,7 @@ Every ``interval_ms`` each owned interval is reported as soon as it has no open 
 in the checkpoint by then; they leave the oldest work in the report that hands them to
 the backlog, and are deleted from the checkpoint only once that report is written. A
 report shows only witnessed state (``witness.py``): one made before the witness covers
-its checkpoint is held by its interval and sent once it does, and no newer report of
-that interval is made meanwhile (under load a newer commit is always in flight: waiting
-for an idle, witnessed moment, or replacing the held report by each newer one, starved
-the reports).
+its checkpoint is held by its interval until it does (``reports.py``).
 
 The worker also declares its computation (what it reads and writes) at start and every
 ``declare_s``: the authority picks up new computations from declarations, and
