@@ -65,6 +65,7 @@ def worker_config(settings: WorkerSettings, signer: Signer) -> WorkerConfig:
         core=settings.core,
         native_consumer=settings.native_consumer and settings.core == "native",
         native_effects=settings.native_effects and settings.core == "native",
+        overlap_commits=settings.overlap_commits,
     )
 
 

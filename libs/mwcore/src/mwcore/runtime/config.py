@@ -40,4 +40,7 @@ class WorkerConfig:
     # MW_NATIVE_EFFECTS (with the native core): user code run on the native Context and its
     # effects applied in Rust (runtime/effects.py), the timers on the native queue
     native_effects: bool = False
+    # MW_OVERLAP_COMMITS: each commit turn's checkpoints are written while the next batch
+    # is built (worker.py, "commits"); off: the worker waits for the store's reply
+    overlap_commits: bool = False
     core: Core = "python"  # MW_CORE (mwcore/core.py): the store's packing, the dedup filter

@@ -5,10 +5,18 @@ in flight) is valid only while the interval's token is current (semantics I-5); 
 ``FencedError`` the worker drops the whole object.
 
 A batch goes: ``process`` (records) and ``fire_timers`` add effects (through the
-``Applier``); ``prepare`` turns them into a ``PreparedCommit``; the worker commits its
-checkpoint; ``committed`` then queues the productions to send (``take_to_send``).
-Acknowledged productions are deleted in a later checkpoint; ``report`` builds the
-watermark report of the committed state (``reports.py``).
+``Applier``); ``prepare`` turns them into a ``PreparedCommit`` and opens the next batch;
+the worker commits its checkpoint; ``committed`` then queues the productions to send
+(``take_to_send``). Acknowledged productions are deleted in a later checkpoint;
+``report`` builds the watermark report of the committed state (``reports.py``).
+
+Between ``prepare`` and ``committed`` the checkpoint is *in flight* (``in_flight``), and
+with overlapping commits (``MW_OVERLAP_COMMITS``) the next batch is built meanwhile.
+What it reads of the batch before stays right: its record ids count as seen (the next
+batch's seen ids start with them), a key's state missing from the cache is read from
+the checkpoint in flight before the store (``_load``), and a report shows the last
+durable checkpoint, with the timers as they were when it was made (``Reports.draft``).
+If the commit fails, the worker drops the interval, next batch and all.
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mwcore.api import ids
-from mwcore.api.clock import MIN_WATERMARK
+from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.api.codecs import StateCodec
 from mwcore.api.computation import Computation
 from mwcore.api.record import Production, TimeDomain
@@ -68,6 +76,7 @@ class IntervalDeps:
     core: Core = "python"  # MW_CORE: which core's dedup filter (mwcore/core.py)
     native_messages: bool = False  # the native consumer's: the record path's steps 1-2 in Rust
     native_effects: bool = False  # MW_NATIVE_EFFECTS: user code run and its effects applied in Rust
+    overlap_commits: bool = False  # MW_OVERLAP_COMMITS: the next batch is built while one commits
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +86,10 @@ class PreparedCommit:
 
     checkpoint: Checkpoint
     outbox: OutboxCommit  # what the checkpoint does to the outbox
+    opened_at: float | None = None  # when its batch opened (monotonic)
+    timestamps: list[int] = field(default_factory=list)  # its records' timestamps and
+    arrivals: list[int] = field(default_factory=list)  # arrivals, when latency is recorded
+    oldest_timer: int = MAX_WATERMARK  # the oldest pending timer or hold when it was made
 
 
 class Interval:
@@ -142,6 +155,9 @@ class Interval:
         )
         self.reports = Reports(iid.index, self.token, self.outbox, self.timers)
         self._batch_seq = 0
+        self.in_flight: PreparedCommit | None = None  # prepared, not yet durable
+        self.durable_oldest_timer = MAX_WATERMARK  # ``oldest_timer`` of the last durable one
+        self._committed_here = False  # a checkpoint of this owner's is durable
         self.watermark = MIN_WATERMARK  # the input watermark timers last fired on
         self.seen_gc_done = MIN_WATERMARK
         self._reset_batch()
@@ -149,7 +165,14 @@ class Interval:
     # -- the store, for the state cache and dedup --------------------------------------
 
     def _load(self, keys: Sequence[bytes]) -> list[bytes | None]:
-        return self.deps.store.load_state(self.id, keys)
+        """The keys' state: the checkpoint in flight's where it has it, else the store's."""
+        flight = self.in_flight
+        if flight is None:
+            return self.deps.store.load_state(self.id, keys)
+        written = flight.checkpoint.state
+        missing = [k for k in keys if k not in written]
+        stored = iter(self.deps.store.load_state(self.id, missing) if missing else ())
+        return [written[k] if k in written else next(stored) for k in keys]
 
     def _lookup_seen(self, rids: list[bytes]) -> list[bool]:
         return self.deps.store.seen(self.id, rids)
@@ -159,8 +182,8 @@ class Interval:
 
     # -- batch bookkeeping -------------------------------------------------------------
 
-    def _reset_batch(self) -> None:
-        self.open = OpenBatch()
+    def _reset_batch(self, seen: set[bytes] | None = None) -> None:
+        self.open = OpenBatch(seen=seen if seen is not None else set())
         self.batch = self.open.checkpoint  # what the batch will commit
 
     @property
@@ -180,8 +203,22 @@ class Interval:
         return now - started >= max_delay_s
 
     def idle(self) -> bool:
-        """No batch open: the soft state is exactly the last committed checkpoint."""
-        return self.open.opened_at is None and self.batch.is_empty() and not self.applier.dirty
+        """No batch open or in flight: the soft state is exactly the last committed
+        checkpoint."""
+        return (
+            self.in_flight is None
+            and self.open.opened_at is None
+            and self.batch.is_empty()
+            and not self.applier.dirty
+        )
+
+    def reportable(self) -> bool:
+        """A watermark report of the last durable checkpoint may be made now: when idle;
+        with overlapping commits, also once this owner made one durable (its first batch
+        holds where newly assigned partitions start), whatever batches follow it:
+        ``report`` counts the timers as they were when it was made, so a timer a later
+        batch fired, its productions not in the outbox yet, is not missed."""
+        return self.idle() or (self.deps.overlap_commits and self._committed_here)
 
     @property
     def has_cleanup(self) -> bool:
@@ -223,9 +260,9 @@ class Interval:
         return self.reports.witnessed(self.commits)
 
     def report(self, now_ms: int) -> ReportDraft | None:
-        """The watermark report of the committed state (call only when ``idle()``), or
-        None while it is held for the commit witness (``Reports.draft``)."""
-        return self.reports.draft(self.commits, self.committed_positions, now_ms)
+        """The watermark report of the committed state (call only when ``reportable()``),
+        or None while it is held for the commit witness (``Reports.draft``)."""
+        return self.reports.draft(self.commits, self.committed_positions, now_ms, self.durable_oldest_timer)
 
     # -- records -----------------------------------------------------------------------
 
@@ -233,10 +270,6 @@ class Interval:
         """Deduplicate, decode and run user code on messages of this interval, in order
         (``intake.py``)."""
         self.intake.process(messages, self.open, self.positions)
-
-    def latency_samples(self) -> tuple[list[int], list[int]]:
-        """The open batch's record timestamps and arrival times (when recorded)."""
-        return self.open.timestamps, self.open.arrivals
 
     # -- timers --------------------------------------------------------------------------
 
@@ -294,17 +327,27 @@ class Interval:
         if cp.is_empty():
             self._reset_batch()
             return None
-        cp.records = self.open.records
+        batch = self.open
+        cp.records = batch.records
         cp.commit_id = self._new_batch_key()
         floor = self.watermark - self.deps.seen_gc_slack_ms
         if self.watermark > MIN_WATERMARK and floor >= self.seen_gc_done + 1000:
             cp.seen_gc_below = floor
-        return PreparedCommit(cp, handover)
+        prepared = PreparedCommit(
+            cp, handover, batch.opened_at, batch.timestamps, batch.arrivals, self.reports.oldest_timer()
+        )
+        self.in_flight = prepared
+        self._reset_batch(seen=set(cp.seen))  # the next batch: its ids are seen until durable
+        self.cache.trim()  # (no key is dirty now; one forgotten is read back from ``_load``)
+        return prepared
 
     def committed(self, prepared: PreparedCommit, commits: int) -> None:
         """The checkpoint is durable (the interval's ``commits``-th): its productions may
         be sent (once the witness covers it, when gated)."""
         cp = prepared.checkpoint
+        self.in_flight = None
+        self.durable_oldest_timer = prepared.oldest_timer
+        self._committed_here = True
         self.commits = commits
         self.committed_positions.update(cp.positions)
         if cp.seen_gc_below is not None:
@@ -314,9 +357,7 @@ class Interval:
             for batch_key, productions in cp.pending.items():
                 if productions is cp.productions:
                     self.outbox.committed(batch_key, productions, commits)
-        self._reset_batch()
         self.seen.committed(cp.seen)
-        self.cache.trim()
         until = self.careful_until
         if (
             until is not None

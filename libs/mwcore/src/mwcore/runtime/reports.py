@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.record import TimeDomain
 from mwcore.runtime.outbox import Outbox
 from mwcore.runtime.timers import Timers
@@ -35,25 +36,34 @@ class Reports:
         self.timers = timers
         self._held: ReportDraft | None = None  # waiting for the commit witness
 
-    def oldest_work(self, handing_over: bool = False) -> int:
-        """Oldest timestamp the interval may still produce at or hold back: pending
-        productions not yet handed to the backlog, pending timers and watermark holds
-        (``TimeDomain.HOLD``: state the computation will produce from later). Only
-        meaningful when the interval is idle (an open batch's records are still in
-        the input backlog)."""
-        oldest = self.outbox.oldest(handing_over)
+    def oldest_timer(self) -> int:
+        """The oldest pending timer or watermark hold (``TimeDomain.HOLD``: state the
+        computation will produce from later), of any domain."""
+        oldest = MAX_WATERMARK
         for domain in (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD):
             ts = self.timers.oldest(domain)
             if ts is not None and ts < oldest:
                 oldest = ts
         return oldest
 
+    def oldest_work(self, handing_over: bool = False, timers_then: int = MAX_WATERMARK) -> int:
+        """Oldest timestamp the interval may still produce at or hold back: pending
+        productions not yet handed to the backlog, pending timers and holds, and
+        ``timers_then`` (the oldest timer when the reported checkpoint was made).
+        Without ``timers_then``, only meaningful when the interval is idle (an open
+        batch's records are still in the input backlog, but a timer it fired is gone from
+        the queue while its productions are not in the outbox yet)."""
+        return min(self.outbox.oldest(handing_over), self.oldest_timer(), timers_then)
+
     def witnessed(self, commits: int) -> bool:
         """The commit witness covers checkpoint ``commits`` (always, when not gated)."""
         return not self.outbox.gated or self.outbox.witnessed_commits >= commits
 
-    def draft(self, commits: int, positions: dict[str, int], now_ms: int) -> ReportDraft | None:
-        """The report of checkpoint ``commits`` at ``positions``, or None while the
+    def draft(
+        self, commits: int, positions: dict[str, int], now_ms: int, timers_then: int = MAX_WATERMARK
+    ) -> ReportDraft | None:
+        """The report of checkpoint ``commits`` at ``positions`` (``timers_then``: see
+        ``oldest_work``), or None while the
         commit witness does not cover it: then it is held, and ``witness`` hands it out
         once it does. Its segments leave the oldest work in the same report that hands
         them over. While a report is held no newer one is made: under load a newer
@@ -65,7 +75,7 @@ class Reports:
         report = Report(
             index=self.index,
             token=self.token,
-            oldest=self.oldest_work(handing_over=True),
+            oldest=self.oldest_work(handing_over=True, timers_then=timers_then),
             positions=dict(positions),
             segments=tuple(segments),
             sent_ms=now_ms,

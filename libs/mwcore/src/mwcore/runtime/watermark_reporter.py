@@ -62,7 +62,7 @@ class WatermarkReporter:
             interval = intervals.get(index)
             if interval is None:
                 self._wanted.discard(index)
-            elif interval.idle():
+            elif interval.reportable():
                 draft = interval.report(now_ms)  # None: held until witnessed
                 if draft is not None:
                     ready.append((interval, draft))

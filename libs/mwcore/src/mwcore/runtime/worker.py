@@ -8,7 +8,14 @@ Loop, each turn (``step``):
    their backlog segments; the next watermark report hands those over);
 4. commit every interval whose batch is full or whose deadline passed: one fenced
    checkpoint each, all in one round trip, then send its productions;
-5. report idle intervals to the watermark authority when a report is due.
+5. report the intervals' committed state to the watermark authority when a report is due.
+
+With overlapping commits (``MW_OVERLAP_COMMITS``), step 4 only sends the round trip, on a
+thread of its own, and the loop goes on: the turns after it build the next batches
+while the store writes (``interval.py`` says what stays right meanwhile). The commit's
+results are taken (its productions sent, the witness written) as soon as it is done,
+and always before the next commit, a redo, a drain or an abort: at most one commit
+turn is in flight, and a failed one drops its intervals as a failed wait would.
 
 On assignment an interval is taken over (``ownership.py``: a fresh token, recovery, the
 commit witness check), its pending productions are re-sent, and its partitions start at
@@ -22,7 +29,8 @@ import functools
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -53,6 +61,16 @@ from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.watermarks.source import WatermarkSource
 
 log = structlog.get_logger("mwcore.runtime.worker")
+
+Prepared = list[tuple[Interval, PreparedCommit]]
+
+
+class InFlight(NamedTuple):
+    """A commit turn sent to the store and not yet taken (overlapping commits)."""
+
+    prepared: Prepared
+    results: Future[list[int | FencedError]]
+    began: float
 
 
 class Worker:
@@ -125,6 +143,10 @@ class Worker:
         self.input_watermark = MIN_WATERMARK  # as last read, for metrics
         # (batch seconds, commit seconds) of each commit, when metrics are on
         self.on_commit: Callable[[float, float], None] | None = None
+        self._in_flight: InFlight | None = None
+        self._committer = (
+            ThreadPoolExecutor(1, thread_name_prefix="mw-commit") if config.overlap_commits else None
+        )
 
     # -- membership ------------------------------------------------------------------------
 
@@ -164,8 +186,10 @@ class Worker:
         cfg = self.cfg
         # Timers first: what the watermark says is complete fires before more input is
         # read (with an exact watermark either order is correct).
+        self._settle(wait=False)
         self._fire_timers()
         messages = consumer.poll(cfg.poll_records, self._poll_timeout())
+        self._settle(wait=False)
         if messages:
             self.schemas.polled()  # a writer schema these need was published before them
             self._route(messages)
@@ -183,7 +207,7 @@ class Worker:
         delay = cfg.max_batch_delay_ms / 1000
         due = [i for i in self.intervals.values() if i.due(now, cfg.max_batch_records, delay)]
         if due:
-            self._commit(*due)
+            self._commit(*due, overlap=self._committer is not None)
         self.reporter.step(now, self.intervals)
         self.witness.flush(consumer)  # e.g. an interval recovered ahead of its witness
         if self.health.due(now):
@@ -244,11 +268,13 @@ class Worker:
 
     # -- commits ---------------------------------------------------------------------------
 
-    def _commit(self, *intervals: Interval, witness: bool = True) -> None:
+    def _commit(self, *intervals: Interval, witness: bool = True, overlap: bool = False) -> None:
         """Commit the intervals' batches: one fenced, atomic checkpoint each, all in one
         round trip to the store; write the witness (``witness``: now, asynchronously;
-        else the caller does) and send what it covers."""
-        prepared: list[tuple[Interval, PreparedCommit]] = []
+        else the caller does) and send what it covers. ``overlap``: send the round trip
+        and return; ``_settle`` takes its results."""
+        self._settle()
+        prepared: Prepared = []
         for interval in intervals:
             if interval.open_production_ids():  # the zombie test pauses on a batch that has some
                 self.faults.point("before_commit", functools.partial(self._describe, interval))
@@ -262,20 +288,42 @@ class Worker:
         if not prepared:
             return
         began = time.monotonic()
-        results = self.store.commit_many([(i.id, i.token, p.checkpoint) for i, p in prepared])
+        commits = [(i.id, i.token, p.checkpoint) for i, p in prepared]
+        if overlap and self._committer is not None:
+            results = self._committer.submit(self.store.commit_many, commits)
+            self._in_flight = InFlight(prepared, results, began)
+            return
+        self._committed(prepared, self.store.commit_many(commits), began, witness)
+
+    def _settle(self, wait: bool = True) -> None:
+        """Take the results of the commit turn in flight, if there is one (``wait``:
+        else only if it is done)."""
+        flight = self._in_flight
+        if flight is None or not (wait or flight.results.done()):
+            return
+        self._in_flight = None
+        self._committed(flight.prepared, flight.results.result(), flight.began, witness=True)
+
+    def _committed(
+        self, prepared: Prepared, results: list[int | FencedError], began: float, witness: bool
+    ) -> None:
+        """A commit turn's results: each durable checkpoint's productions sent (and the
+        witness written, ``witness``); each fenced interval dropped."""
         done = time.monotonic()
         now_ms = self.clock.now_ms()
         for (interval, ready), result in zip(prepared, results, strict=True):
+            if self.intervals.get(interval.id.index) is not interval:
+                continue  # dropped while its commit was in flight (the partition was lost)
             if isinstance(result, FencedError):
                 self._fenced(interval, result)
                 continue
             self.counters.commits += 1
             self.health.progressed(interval.id.index, done)
             if self.on_commit is not None:
-                opened = interval.opened_at
+                opened = ready.opened_at
                 self.on_commit(done - (began if opened is None else opened), done - began)
             if self.latencies is not None:
-                self.latencies.add(now_ms, *interval.latency_samples())
+                self.latencies.add(now_ms, ready.timestamps, ready.arrivals)
             self.faults.point("after_commit", functools.partial(dict, interval=str(interval.id)))
             interval.committed(ready, result)
             self.witness.want(interval.id.index, result, dict(interval.committed_positions))
@@ -298,7 +346,9 @@ class Worker:
         self.reporter.send(reports)
 
     def _redo(self, interval: Interval, exc: RedoCareful) -> None:
-        """The open batch cannot be committed as built (``effects.py``): redo it."""
+        """The open batch cannot be committed as built (``effects.py``): redo it (from
+        the store, so once a commit in flight is durable)."""
+        self._settle()
         self.counters.redone += 1
         self.ownership.redo(interval, exc)
 
@@ -372,6 +422,12 @@ class Worker:
     def abort(self) -> None:
         """After an error: drop every interval uncommitted (its batch may be half built),
         leave the group. The checkpoints in the store are what the next owner resumes."""
+        flight, self._in_flight = self._in_flight, None
+        if flight is not None:  # let it end (or fail) before anything else talks to the store
+            try:
+                flight.results.result(timeout=30)
+            except Exception as exc:
+                log.warning("commit_in_flight_failed", error=str(exc))
         self.ownership.clear()
         if self.consumer is not None:
             try:
@@ -385,6 +441,7 @@ class Worker:
     def shutdown(self) -> None:
         """Commit every batch, wait for acks, commit their deletion, leave the group."""
         if self.cfg.controls.skip_drain:
+            self._settle()
             self.ownership.clear()  # nothing committed or drained, not even on revocation
         else:
             self._drain(list(self.intervals.values()), 10.0)
