@@ -36,7 +36,9 @@ def store() -> MemoryCheckpointStore:
     return MemoryCheckpointStore()
 
 
-def test_a_duplicate_of_a_record_in_flight_is_dropped(registry: SchemaRegistry, store: MemoryCheckpointStore) -> None:
+def test_a_duplicate_of_a_record_in_flight_is_dropped(
+    registry: SchemaRegistry, store: MemoryCheckpointStore
+) -> None:
     """The next batch's seen ids start with the ids in flight (neither the filter nor
     the store has them yet)."""
     interval = owner(registry, store)
@@ -107,7 +109,9 @@ def test_a_report_counts_the_timers_of_its_checkpoint_that_a_later_batch_fired(
     assert draft.report.oldest == 1100  # the production now waits in the outbox
 
 
-def test_without_overlap_only_an_idle_interval_reports(registry: SchemaRegistry, store: MemoryCheckpointStore) -> None:
+def test_without_overlap_only_an_idle_interval_reports(
+    registry: SchemaRegistry, store: MemoryCheckpointStore
+) -> None:
     interval = Interval(IV, store.recover(IV, store.grant(IV, "a")), make_deps(registry, store))
     interval.process([message(registry, 0, "k", 1, b"1" * 16)])
     assert not interval.reportable()
