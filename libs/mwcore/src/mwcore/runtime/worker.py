@@ -125,6 +125,7 @@ class Worker:
             core=config.core,
             native_messages=config.native_consumer,
             native_effects=config.native_effects,
+            overlap_commits=config.overlap_commits,
         )
         self.reporter = WatermarkReporter(
             reports or NullReportSink(), self.layout.spec(), self.clock.now_ms, config.report_interval_ms
@@ -273,7 +274,7 @@ class Worker:
         round trip to the store; write the witness (``witness``: now, asynchronously;
         else the caller does) and send what it covers. ``overlap``: send the round trip
         and return; ``_settle`` takes its results."""
-        self._settle()
+        self._settle(witness=witness)
         prepared: Prepared = []
         for interval in intervals:
             if interval.open_production_ids():  # the zombie test pauses on a batch that has some
@@ -295,14 +296,14 @@ class Worker:
             return
         self._committed(prepared, self.store.commit_many(commits), began, witness)
 
-    def _settle(self, wait: bool = True) -> None:
+    def _settle(self, wait: bool = True, witness: bool = True) -> None:
         """Take the results of the commit turn in flight, if there is one (``wait``:
-        else only if it is done)."""
+        else only if it is done; ``witness``: as ``_commit``'s)."""
         flight = self._in_flight
         if flight is None or not (wait or flight.results.done()):
             return
         self._in_flight = None
-        self._committed(flight.prepared, flight.results.result(), flight.began, witness=True)
+        self._committed(flight.prepared, flight.results.result(), flight.began, witness)
 
     def _committed(
         self, prepared: Prepared, results: list[int | FencedError], began: float, witness: bool
