@@ -51,13 +51,21 @@ def run_on_native(
 
 
 @pytest.mark.exactly_once
-@pytest.mark.parametrize("seen", ["sorted-set", "buckets"])
+@pytest.mark.parametrize(
+    ("seen", "commits"),
+    [("sorted-set", "waited"), ("buckets", "waited"), ("buckets", "overlapped")],
+)
 def test_the_native_core_keeps_exactly_once_through_crashes(
-    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path, seen: str
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: Path, seen: str, commits: str
 ) -> None:
     """With the seen ids in buckets (the default) and in the sorted set
-    (``MW_SEEN_BUCKETS=0``): the re-sent records are found there, across the restarts."""
-    env = {"MW_SEEN_BUCKETS": "1" if seen == "buckets" else "0"}
+    (``MW_SEEN_BUCKETS=0``): the re-sent records are found there, across the restarts.
+    With overlapping commits (``MW_OVERLAP_COMMITS``) too: the workers are killed with
+    a commit in flight as often as not."""
+    env = {
+        "MW_SEEN_BUCKETS": "1" if seen == "buckets" else "0",
+        "MW_OVERLAP_COMMITS": "1" if commits == "overlapped" else "0",
+    }
     problems, logs = run_on_native(stack, registry, namespace, tmp_path, **env)
     assert all('"core": "native"' in text for text in logs), logs[0][-2000:]
     assert problems == [], "\n".join(problems)

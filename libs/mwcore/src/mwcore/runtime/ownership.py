@@ -174,8 +174,14 @@ class Ownership:
     # -- fencing -----------------------------------------------------------------------------
 
     def fenced(self, interval: Interval, exc: FencedError) -> None:
-        """Drop the interval's soft state, stop reading it, try to take it back later."""
+        """Drop the interval's soft state, stop reading it, try to take it back later
+        (only said, if it was dropped already while its commit was in flight)."""
         index = interval.id.index
+        if self.intervals.get(index) is not interval:
+            log.warning(
+                "fenced", interval=str(interval.id), token=interval.token, reason=exc.reason, dropped=True
+            )
+            return
         self.intervals.pop(index, None)
         self.witness.forget(index)
         if self.consumer is not None:

@@ -313,11 +313,11 @@ class Worker:
         done = time.monotonic()
         now_ms = self.clock.now_ms()
         for (interval, ready), result in zip(prepared, results, strict=True):
-            if self.intervals.get(interval.id.index) is not interval:
-                continue  # dropped while its commit was in flight (the partition was lost)
             if isinstance(result, FencedError):
                 self._fenced(interval, result)
                 continue
+            if self.intervals.get(interval.id.index) is not interval:
+                continue  # dropped while its commit was in flight (its partitions were lost)
             self.counters.commits += 1
             self.health.progressed(interval.id.index, done)
             if self.on_commit is not None:
