@@ -132,7 +132,8 @@ def test_a_self_rearming_timer_fires_max_batch_records_times_a_turn_and_its_batc
     registry = SchemaRegistry.from_directory(SCHEMAS)
     store = MemoryCheckpointStore()
     limit = 37
-    config = WorkerConfig(bootstrap="127.0.0.1:9", max_batch_records=limit)
+    # commits waited for: the store shows each turn's commit when the turn ends
+    config = WorkerConfig(bootstrap="127.0.0.1:9", max_batch_records=limit, overlap_commits=False)
     worker = Worker(Probe(), config, store, registry, FixedWatermark(MAX_WATERMARK))
     worker.consumer = FakeConsumer([[msg(registry, 0, 1)]])  # type: ignore[assignment]
     worker.acquire(0)
