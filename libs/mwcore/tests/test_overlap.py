@@ -133,3 +133,36 @@ def test_a_new_owner_reports_only_once_a_checkpoint_of_its_own_is_durable(
     assert interval.reportable()
     draft = interval.report(now_ms=1)
     assert draft is not None and draft.report.positions == {"numbers:0": 42}
+
+
+class Early(RunningSum):
+    """Sets an event timer below its record's time, and produces at the timer's."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        ctx.timers.set("early", 50, TimeDomain.EVENT)
+
+    def process_timer(self, ctx: Context, timer: Timer) -> None:
+        ctx.produce("sums", {"key": ctx.key, "total": 1, "count": 1}, timer.timestamp)
+
+
+def test_a_report_counts_a_timer_set_and_fired_after_its_checkpoint(
+    registry: SchemaRegistry, store: MemoryCheckpointStore
+) -> None:
+    """A later batch sets a timer below its record's time (the record, in the input
+    backlog, holds only at its own) and fires it: its production, in the open batch or
+    the one in flight, is in neither the queue nor the outbox
+    (``Interval._after_durable`` counts it)."""
+    interval = owner(registry, store, computation=Early())
+    interval.start_at("numbers", 0, 0)
+    land(interval, store, interval.prepare())  # durable: nothing read yet
+    interval.process([message(registry, 0, "k", 1, b"1" * 16)])  # timestamp 1000, a timer at 50
+    assert interval.fire_timers(watermark=60, now_ms=0) == 1
+    assert interval.reports.oldest_work() == MAX_WATERMARK  # the queue and outbox: empty
+    draft = interval.report(now_ms=1)
+    assert draft is not None and draft.report.oldest == 50 and draft.commits == 1
+    flying = interval.prepare()
+    draft = interval.report(now_ms=2)
+    assert draft is not None and draft.report.oldest == 50 and draft.commits == 1
+    land(interval, store, flying)
+    draft = interval.report(now_ms=3)
+    assert draft is not None and draft.commits == 2 and draft.report.oldest == 50  # in the outbox

@@ -15,7 +15,8 @@ with overlapping commits (``MW_OVERLAP_COMMITS``) the next batch is built meanwh
 What it reads of the batch before stays right: its record ids count as seen (the next
 batch's seen ids start with them), a key's state missing from the cache is read from
 the checkpoint in flight before the store (``_load``), and a report shows the last
-durable checkpoint, with the timers as they were when it was made (``Reports.draft``).
+durable checkpoint, holding back for what the batches after it may still produce
+(``_after_durable``).
 If the commit fails, the worker drops the interval, next batch and all.
 """
 
@@ -90,6 +91,7 @@ class PreparedCommit:
     timestamps: list[int] = field(default_factory=list)  # its records' timestamps and
     arrivals: list[int] = field(default_factory=list)  # arrivals, when latency is recorded
     oldest_timer: int = MAX_WATERMARK  # the oldest pending timer or hold when it was made
+    oldest_production: int = MAX_WATERMARK  # the oldest of its batch's productions
 
 
 class Interval:
@@ -216,8 +218,7 @@ class Interval:
         """A watermark report of the last durable checkpoint may be made now: when idle;
         with overlapping commits, also once this owner made one durable (its first batch
         holds where newly assigned partitions start), whatever batches follow it:
-        ``report`` counts the timers as they were when it was made, so a timer a later
-        batch fired, its productions not in the outbox yet, is not missed."""
+        ``report`` counts what they may still produce (``_after_durable``)."""
         return self.idle() or (self.deps.overlap_commits and self._committed_here)
 
     @property
@@ -262,7 +263,25 @@ class Interval:
     def report(self, now_ms: int) -> ReportDraft | None:
         """The watermark report of the committed state (call only when ``reportable()``),
         or None while it is held for the commit witness (``Reports.draft``)."""
-        return self.reports.draft(self.commits, self.committed_positions, now_ms, self.durable_oldest_timer)
+        return self.reports.draft(self.commits, self.committed_positions, now_ms, self._after_durable())
+
+    def _after_durable(self) -> int:
+        """What the batches after the last durable checkpoint may still produce at, that
+        the queue and the outbox do not show: the timers queued when that checkpoint was
+        made (a later batch may have fired them), and the productions no durable
+        checkpoint holds yet (the one in flight's, the open batch's, weak ones not yet
+        handed to the outbox: a timer set and fired after it, below its records' times)."""
+        oldest = self.durable_oldest_timer
+        flight = self.in_flight
+        if flight is not None and flight.oldest_production < oldest:
+            oldest = flight.oldest_production
+        for p in self.batch.productions:
+            if p.timestamp < oldest:
+                oldest = p.timestamp
+        for p in self.applier.weak or ():
+            if p.timestamp < oldest:
+                oldest = p.timestamp
+        return oldest
 
     # -- records -----------------------------------------------------------------------
 
@@ -334,7 +353,13 @@ class Interval:
         if self.watermark > MIN_WATERMARK and floor >= self.seen_gc_done + 1000:
             cp.seen_gc_below = floor
         prepared = PreparedCommit(
-            cp, handover, batch.opened_at, batch.timestamps, batch.arrivals, self.reports.oldest_timer()
+            cp,
+            handover,
+            batch.opened_at,
+            batch.timestamps,
+            batch.arrivals,
+            self.reports.oldest_timer(),
+            min([p.timestamp for p in cp.productions], default=MAX_WATERMARK),
         )
         self.in_flight = prepared
         self._reset_batch(seen=set(cp.seen))  # the next batch: its ids are seen until durable

@@ -46,23 +46,24 @@ class Reports:
                 oldest = ts
         return oldest
 
-    def oldest_work(self, handing_over: bool = False, timers_then: int = MAX_WATERMARK) -> int:
+    def oldest_work(self, handing_over: bool = False, after: int = MAX_WATERMARK) -> int:
         """Oldest timestamp the interval may still produce at or hold back: pending
         productions not yet handed to the backlog, pending timers and holds, and
-        ``timers_then`` (the oldest timer when the reported checkpoint was made).
-        Without ``timers_then``, only meaningful when the interval is idle (an open
-        batch's records are still in the input backlog, but a timer it fired is gone from
-        the queue while its productions are not in the outbox yet)."""
-        return min(self.outbox.oldest(handing_over), self.oldest_timer(), timers_then)
+        ``after`` (what batches after the reported checkpoint may still produce at, that
+        neither shows: ``Interval._after_durable``). Without ``after``, only meaningful
+        when the interval is idle (an open batch's records are still in the input
+        backlog, but a timer it fired is gone from the queue while its productions are
+        not in the outbox yet)."""
+        return min(self.outbox.oldest(handing_over), self.oldest_timer(), after)
 
     def witnessed(self, commits: int) -> bool:
         """The commit witness covers checkpoint ``commits`` (always, when not gated)."""
         return not self.outbox.gated or self.outbox.witnessed_commits >= commits
 
     def draft(
-        self, commits: int, positions: dict[str, int], now_ms: int, timers_then: int = MAX_WATERMARK
+        self, commits: int, positions: dict[str, int], now_ms: int, after: int = MAX_WATERMARK
     ) -> ReportDraft | None:
-        """The report of checkpoint ``commits`` at ``positions`` (``timers_then``: see
+        """The report of checkpoint ``commits`` at ``positions`` (``after``: see
         ``oldest_work``), or None while the
         commit witness does not cover it: then it is held, and ``witness`` hands it out
         once it does. Its segments leave the oldest work in the same report that hands
@@ -75,7 +76,7 @@ class Reports:
         report = Report(
             index=self.index,
             token=self.token,
-            oldest=self.oldest_work(handing_over=True, timers_then=timers_then),
+            oldest=self.oldest_work(handing_over=True, after=after),
             positions=dict(positions),
             segments=tuple(segments),
             sent_ms=now_ms,

@@ -1,7 +1,8 @@
 """A worker's watermark reports to the authority (semantics section 4).
 
-Every ``interval_ms`` each owned interval is reported as soon as it has no open batch
-(its committed state is then its soft state). Acknowledged productions' segments are
+Every ``interval_ms`` each owned interval's last durable checkpoint is reported, as soon
+as ``Interval.reportable``: with no open batch (its committed state is then its soft
+state), or, with overlapping commits, once its owner made one durable. Acknowledged productions' segments are
 in the checkpoint by then; they leave the oldest work in the report that hands them to
 the backlog, and are deleted from the checkpoint only once that report is written. A
 report shows only witnessed state (``witness.py``): one made before the witness covers

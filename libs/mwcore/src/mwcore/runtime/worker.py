@@ -13,8 +13,9 @@ Loop, each turn (``step``):
 With overlapping commits (``MW_OVERLAP_COMMITS``), step 4 only sends the round trip, on a
 thread of its own, and the loop goes on: the turns after it build the next batches
 while the store writes (``interval.py`` says what stays right meanwhile). The commit's
-results are taken (its productions sent, the witness written) as soon as it is done,
-and always before the next commit, a redo, a drain or an abort: at most one commit
+results are taken (its productions sent, the witness written) at the first turn after
+it is done (a turn polls for at most 1 ms meanwhile), and always before the next
+commit, a redo or a drain; an abort waits for it and drops them. At most one commit
 turn is in flight, and a failed one drops its intervals as a failed wait would.
 
 On assignment an interval is taken over (``ownership.py``: a fresh token, recovery, the
@@ -218,6 +219,8 @@ class Worker:
         """How long to wait for input: half the batch deadline, and shorter when an
         open batch is due sooner."""
         cap = self.cfg.max_batch_delay_ms / 2000
+        if self._in_flight is not None:  # look again soon: its productions wait for it
+            cap = min(cap, 0.001)
         opened = [i.opened_at for i in self.intervals.values() if i.opened_at is not None]
         if not opened:
             return cap
@@ -277,6 +280,8 @@ class Worker:
         self._settle(witness=witness)
         prepared: Prepared = []
         for interval in intervals:
+            if self.intervals.get(interval.id.index) is not interval:
+                continue  # fenced by the commit just taken
             if interval.open_production_ids():  # the zombie test pauses on a batch that has some
                 self.faults.point("before_commit", functools.partial(self._describe, interval))
             try:
@@ -302,8 +307,12 @@ class Worker:
         flight = self._in_flight
         if flight is None or not (wait or flight.results.done()):
             return
-        self._in_flight = None
-        self._committed(flight.prepared, flight.results.result(), flight.began, witness)
+        try:
+            results = flight.results.result()
+        finally:  # (an interrupted wait leaves it to ``abort``)
+            if flight.results.done():
+                self._in_flight = None
+        self._committed(flight.prepared, results, flight.began, witness)
 
     def _committed(
         self, prepared: Prepared, results: list[int | FencedError], began: float, witness: bool
@@ -350,6 +359,8 @@ class Worker:
         """The open batch cannot be committed as built (``effects.py``): redo it (from
         the store, so once a commit in flight is durable)."""
         self._settle()
+        if self.intervals.get(interval.id.index) is not interval:
+            return  # fenced by the commit just taken: dropped, taken back after the backoff
         self.counters.redone += 1
         self.ownership.redo(interval, exc)
 
