@@ -5,16 +5,26 @@ in-memory store. Each test fails if its mechanism is taken out (named in its doc
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
+from collections.abc import Sequence
 
 import pytest
+from test_failures import FakeConsumer
 from test_interval import IV, make_deps, message, registry
 
 from mwcore import Context, Record, TimeDomain, Timer
 from mwcore.api.clock import MAX_WATERMARK
+from mwcore.errors import FencedError
 from mwcore.examples.running_sum import RunningSum
+from mwcore.runtime.config import WorkerConfig
 from mwcore.runtime.interval import Interval, PreparedCommit
+from mwcore.runtime.worker import Worker
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.store.checkpoint import Checkpoint
+from mwcore.store.interface import IntervalId
 from mwcore.store.memory_store import MemoryCheckpointStore
+from mwcore.watermarks.source import FixedWatermark
 
 
 def land(interval: Interval, store: MemoryCheckpointStore, prepared: PreparedCommit | None) -> None:
@@ -166,3 +176,42 @@ def test_a_report_counts_a_timer_set_and_fired_after_its_checkpoint(
     land(interval, store, flying)
     draft = interval.report(now_ms=3)
     assert draft is not None and draft.commits == 2 and draft.report.oldest == 50  # in the outbox
+
+
+class HeldStore(MemoryCheckpointStore):
+    """Holds each commit turn until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def commit_many(self, commits: Sequence[tuple[IntervalId, str, Checkpoint]]) -> list[int | FencedError]:
+        self.release.wait(10)
+        return super().commit_many(commits)
+
+
+def test_the_worker_builds_the_next_batch_while_a_commit_is_in_flight_and_sends_after_it(
+    registry: SchemaRegistry,
+) -> None:
+    """The worker's loop goes on while the store holds a commit turn; the turn's
+    productions leave only once it is durable."""
+    store = HeldStore()
+    config = WorkerConfig(
+        bootstrap="127.0.0.1:9", max_batch_records=2, max_batch_delay_ms=60_000, witness_gate=False
+    )
+    worker = Worker(RunningSum(), config, store, registry, FixedWatermark())
+    msgs = [message(registry, i, "k", i + 1, bytes([i + 1]) * 16) for i in range(3)]
+    worker.consumer = FakeConsumer([msgs[:2], msgs[2:]])  # type: ignore[assignment]
+    worker.acquire(0)
+    iv = IntervalId("default", "running_sum", 0)
+    worker.step()  # two records: the batch is full, its commit sent
+    worker.step()  # the third record, into the next batch, while the store holds the commit
+    assert worker.intervals[0].cache.get("k").total == 6
+    assert store.recover(iv, "").commits == 0 and worker.counters.productions == 0
+    store.release.set()
+    deadline = time.monotonic() + 5
+    while store.recover(iv, "").commits == 0 or worker.counters.commits == 0:
+        assert time.monotonic() < deadline, "the commit was never taken"
+        worker.step()
+    assert worker.counters.productions == 2  # the durable batch's, not the open one's
+    assert store.recover(iv, "").positions == {"numbers:0": 2}
