@@ -195,11 +195,14 @@ class Interval:
 
     def due(self, now: float, max_records: int, max_delay_s: float) -> bool:
         """Whether the batch should be committed now (full, or open for ``max_delay_s``;
-        or acknowledgements waiting that long for their deletion)."""
+        or acknowledgements waiting that long for their deletion, unless a checkpoint in
+        flight may carry it: the worker would wait for it for nothing)."""
         if self.open.records >= max_records:
             return True
         started = self.open.opened_at
         if started is None:
+            if self.in_flight is not None:
+                return False
             outbox = self.outbox
             return outbox.has_cleanup and now - outbox.first_acked_at >= max_delay_s
         return now - started >= max_delay_s

@@ -2,9 +2,11 @@
 
 Every ``interval_ms`` each owned interval's last durable checkpoint is reported, as soon
 as ``Interval.reportable``: with no open batch (its committed state is then its soft
-state), or, with overlapping commits, once its owner made one durable. Acknowledged productions' segments are
-in the checkpoint by then; they leave the oldest work in the report that hands them to
-the backlog, and are deleted from the checkpoint only once that report is written. A
+state), or, with overlapping commits, once its owner made one durable. A report hands
+over the segments of acknowledged productions that durable checkpoints stored (those
+acknowledged since still count as oldest work); they leave the oldest work in the report
+that hands them to the backlog, and are deleted from the checkpoint only once that
+report is written. A
 report shows only witnessed state (``witness.py``): one made before the witness covers
 its checkpoint is held by its interval until it does (``reports.py``).
 
