@@ -197,7 +197,11 @@ def test_the_worker_builds_the_next_batch_while_a_commit_is_in_flight_and_sends_
     productions leave only once it is durable."""
     store = HeldStore()
     config = WorkerConfig(
-        bootstrap="127.0.0.1:9", max_batch_records=2, max_batch_delay_ms=60_000, witness_gate=False
+        bootstrap="127.0.0.1:9",
+        max_batch_records=2,
+        max_batch_delay_ms=60_000,
+        witness_gate=False,
+        overlap_commits=True,
     )
     worker = Worker(RunningSum(), config, store, registry, FixedWatermark())
     msgs = [message(registry, i, "k", i + 1, bytes([i + 1]) * 16) for i in range(3)]
