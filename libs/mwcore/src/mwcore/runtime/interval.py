@@ -365,7 +365,8 @@ class Interval:
             min([p.timestamp for p in cp.productions], default=MAX_WATERMARK),
         )
         self.in_flight = prepared
-        self._reset_batch(seen=set(cp.seen))  # the next batch: its ids are seen until durable
+        # the next batch; built while this one is in flight, its ids count as seen until durable
+        self._reset_batch(seen=set(cp.seen) if self.deps.overlap_commits else None)
         self.cache.trim()  # (no key is dirty now; one forgotten is read back from ``_load``)
         return prepared
 
