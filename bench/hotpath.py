@@ -61,7 +61,8 @@ from bench.keyed_count import KeyedCount  # noqa: E402
 from bench.windowed_count import WindowedCount  # noqa: E402
 from mwcore.core import CORES, Core, default_core, native  # noqa: E402
 from mwcore.runtime.intake import InputBinding  # noqa: E402
-from mwcore.runtime.interval import Interval, IntervalDeps  # noqa: E402
+from mwcore.runtime.interval import Interval  # noqa: E402
+from mwcore.runtime.interval_deps import IntervalDeps  # noqa: E402
 from mwcore.runtime.native_codecs import decoding, encoding  # noqa: E402
 from mwcore.serde.avro import AvroSerde, SchemaRegistry  # noqa: E402
 from mwcore.store.fast_script import pack_call  # noqa: E402

@@ -14,7 +14,8 @@ from mwcore import Computation, Context, DataclassCodec, Input, JsonCodec, Optio
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.record import TimeDomain
 from mwcore.runtime.intake import InputBinding
-from mwcore.runtime.interval import Interval, IntervalDeps
+from mwcore.runtime.interval import Interval
+from mwcore.runtime.interval_deps import IntervalDeps
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.checkpoint import TimerEntry, decode_entry, encode_entry, field_of
 from mwcore.store.interface import IntervalId

@@ -13,7 +13,8 @@ from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.examples.running_sum import RunningSum
 from mwcore.runtime.intake import InputBinding
-from mwcore.runtime.interval import Interval, IntervalDeps
+from mwcore.runtime.interval import Interval
+from mwcore.runtime.interval_deps import IntervalDeps
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.checkpoint import field_of
 from mwcore.store.interface import IntervalId

@@ -26,7 +26,8 @@ from mwcore.errors import FencedError
 from mwcore.runtime.config import WorkerConfig
 from mwcore.runtime.effects import RedoCareful
 from mwcore.runtime.health import Health
-from mwcore.runtime.interval import Interval, IntervalDeps
+from mwcore.runtime.interval import Interval
+from mwcore.runtime.interval_deps import IntervalDeps
 from mwcore.runtime.witness import Witness
 from mwcore.store.interface import IntervalId
 from mwcore.transport.consumer import BEGINNING, Part

@@ -44,7 +44,8 @@ from mwcore.runtime.counters import Counters
 from mwcore.runtime.effects import RedoCareful
 from mwcore.runtime.faults import NO_FAULTS, Faults
 from mwcore.runtime.health import Health, group_state
-from mwcore.runtime.interval import Interval, IntervalDeps, PreparedCommit
+from mwcore.runtime.interval import Interval, PreparedCommit
+from mwcore.runtime.interval_deps import IntervalDeps
 from mwcore.runtime.latency import LatencyRecorder
 from mwcore.runtime.layout import Layout
 from mwcore.runtime.ownership import Ownership
