@@ -8,7 +8,10 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long `flush` waits for reports at a time.
+const FLUSH_STEP: Duration = Duration::from_millis(1);
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -123,6 +126,20 @@ pub struct Producer {
 }
 
 impl Producer {
+    /// Serve the delivery reports already queued, without waiting (rdkafka's `poll`
+    /// serves one event a call): whether there was any.
+    fn serve_ready(&self) -> bool {
+        let mut served = false;
+        loop {
+            let before = self.inner.in_flight_count();
+            self.inner.poll(Duration::ZERO);
+            if self.inner.in_flight_count() == before {
+                return served;
+            }
+            served = true;
+        }
+    }
+
     fn settled<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let settled = std::mem::take(&mut self.inner.context().reports.lock().expect("reports").settled);
         let out = PyList::empty(py);
@@ -249,17 +266,32 @@ impl Producer {
         Ok(n)
     }
 
-    /// Serve delivery reports (waiting up to `timeout` seconds for one); the batches
-    /// settled since: `(batch, ends, counts, failures)` each.
+    /// Serve delivery reports: every one already there, else wait up to `timeout`
+    /// seconds for one; the batches settled since: `(batch, ends, counts, failures)` each.
     fn poll<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Bound<'py, PyList>> {
-        py.allow_threads(|| self.inner.poll(Duration::from_secs_f64(timeout.max(0.0))));
+        py.allow_threads(|| {
+            if !self.serve_ready() {
+                self.inner.poll(Duration::from_secs_f64(timeout.max(0.0)));
+                self.serve_ready();
+            }
+        });
         self.settled(py)
     }
 
     /// Wait until everything queued is reported or `timeout` seconds pass: how many
-    /// are left, and the batches settled.
+    /// are left, and the batches settled. (rdkafka's own `flush` serves reports in
+    /// spans of 100 ms, so a hand-over waited that long for acknowledgements that had
+    /// come in the first millisecond.)
     fn flush<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<(i32, Bound<'py, PyList>)> {
-        let _ = py.allow_threads(|| self.inner.flush(Duration::from_secs_f64(timeout.max(0.0))));
+        let deadline = Instant::now() + Duration::from_secs_f64(timeout.max(0.0));
+        py.allow_threads(|| loop {
+            self.serve_ready();
+            let now = Instant::now();
+            if self.inner.in_flight_count() == 0 || now >= deadline {
+                break;
+            }
+            self.inner.poll((deadline - now).min(FLUSH_STEP));
+        });
         Ok((self.inner.in_flight_count(), self.settled(py)?))
     }
 }

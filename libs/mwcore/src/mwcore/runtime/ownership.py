@@ -45,7 +45,7 @@ class Ownership:
         witness: Witness,
         health: Health,
         on_acquired: Callable[[Interval], None],  # re-send its pending productions
-        on_revoked: Callable[[list[Interval]], None],  # drain them: commit, flush, release
+        on_revoked: Callable[[list[Interval]], dict[str, int]],  # drain: commit, flush, release
     ) -> None:
         self.deps = deps
         self.cfg = config
@@ -104,10 +104,10 @@ class Ownership:
         indexes = {p.partition for p in parts}
         for index in indexes:
             self._forget(index)
-        self._on_revoked([self.intervals[i] for i in sorted(indexes) if i in self.intervals])
+        took = self._on_revoked([self.intervals[i] for i in sorted(indexes) if i in self.intervals])
         for index in indexes:
             self.intervals.pop(index, None)
-        log.info("revoked", computation=self.name, intervals=sorted(indexes))
+        log.info("revoked", computation=self.name, intervals=sorted(indexes), **took)
 
     def _on_lost(self, parts: list[Part]) -> None:
         for p in parts:

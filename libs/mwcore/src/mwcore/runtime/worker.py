@@ -66,6 +66,13 @@ log = structlog.get_logger("mwcore.runtime.worker")
 
 Prepared = list[tuple[Interval, PreparedCommit]]
 
+# How long a revocation waits for Kafka's acknowledgements. Every member's revocation
+# holds up the group's rebalance, and what is not acknowledged by then the next owner
+# re-sends (their ids make that harmless). The fault suite found a broker just back
+# from a restart taking 1.4 to 2.9 s to acknowledge a worker's backlog, and takeovers
+# of 3.2 to 4 s waiting for it (docs/benchmarks.md, "Takeovers and the drain").
+REVOKE_ACKS_S = 0.5
+
 
 class InFlight(NamedTuple):
     """A commit turn sent to the store and not yet taken (overlapping commits)."""
@@ -176,10 +183,12 @@ class Worker:
         """Take the interval over (``ownership.py``) and re-send its pending productions."""
         return self.ownership.acquire(index)
 
-    def _revoked(self, intervals: list[Interval]) -> None:
-        """Handed over: commit, wait for acknowledgements, release what is still ours."""
-        self._drain(intervals, 3.0)
+    def _revoked(self, intervals: list[Interval]) -> dict[str, int]:
+        """Handed over: commit, wait for acknowledgements (briefly: the group waits),
+        release what is still ours. Returns where the time went (milliseconds, logged)."""
+        took = self._drain(intervals, REVOKE_ACKS_S)
         self._release([i for i in intervals if self.intervals.get(i.id.index) is i])
+        return took
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -394,20 +403,29 @@ class Worker:
 
     # -- stopping --------------------------------------------------------------------------
 
-    def _drain(self, intervals: list[Interval], flush_s: float) -> None:
+    def _drain(self, intervals: list[Interval], flush_s: float) -> dict[str, int]:
         """Commit the intervals' batches, wait (once, for all) for Kafka's
         acknowledgements, then commit their deletion. Unacknowledged batches stay
-        pending in the checkpoint and are re-sent by the next owner."""
+        pending in the checkpoint and are re-sent by the next owner. Returns each
+        stage's milliseconds: the commit (with the one in flight), the witness, the
+        acknowledgements, the deletion."""
+        marks = [time.monotonic()]
         self._commit(*intervals, witness=False)
+        marks.append(time.monotonic())
         self._witness_now(intervals)
+        marks.append(time.monotonic())
         self.sender.flush(flush_s)
         self.sender.poll(0)
+        marks.append(time.monotonic())
         live = [i for i in intervals if i.id.index in self.intervals]
         self._commit(*[i for i in live if i.has_cleanup], witness=False)  # delete the acknowledged
         self._witness_now(live)  # (reports show witnessed state only)
         self.reporter.step(time.monotonic(), self.intervals, force=True)
         # delete the segments just reported
         self._commit(*[i for i in live if i.has_cleanup and i.id.index in self.intervals])
+        marks.append(time.monotonic())
+        stages = ("commit_ms", "witness_ms", "acks_ms", "cleanup_ms")
+        return {k: round((b - a) * 1000) for k, a, b in zip(stages, marks[:-1], marks[1:], strict=True)}
 
     def _witness_now(self, intervals: list[Interval]) -> None:
         """Write the witness and wait for it (no callback is served in a hand-over),
@@ -453,15 +471,18 @@ class Worker:
 
     def shutdown(self) -> None:
         """Commit every batch, wait for acks, commit their deletion, leave the group."""
+        took: dict[str, int] = {}
         if self.cfg.controls.skip_drain:
             self._settle()
             self.ownership.clear()  # nothing committed or drained, not even on revocation
         else:
-            self._drain(list(self.intervals.values()), 10.0)
+            took = self._drain(list(self.intervals.values()), 10.0)
             self._release(list(self.intervals.values()))
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
-        log.info("stopped", computation=self.comp.name, worker=self.cfg.worker_id, **vars(self.counters))
+        log.info(
+            "stopped", computation=self.comp.name, worker=self.cfg.worker_id, **vars(self.counters), **took
+        )
         if self.latencies is not None:
             self.latencies.write(self.cfg.latency_out)
