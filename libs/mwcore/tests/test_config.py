@@ -163,6 +163,25 @@ def test_seen_buckets_are_on_by_default_as_documented_and_off_with_mw_seen_bucke
     assert WorkerSettings.load().seen_buckets is False
 
 
+def test_commits_overlap_by_default_as_documented_and_not_with_mw_overlap_commits_0(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from mwcore.process.settings import WorkerSettings
+    from mwcore.process.wiring import worker_config
+    from mwcore.runtime.config import WorkerConfig
+
+    _required_settings(monkeypatch, tmp_path)
+    monkeypatch.delenv("MW_OVERLAP_COMMITS", raising=False)
+    settings = WorkerSettings.load()
+    assert worker_config(settings, settings.signer()).overlap_commits is True
+    assert WorkerConfig(bootstrap="127.0.0.1:9").overlap_commits is True  # a worker made in code, too
+    row = _readme_row("| `MW_OVERLAP_COMMITS` | worker |")
+    assert row.endswith("| `1` |"), row  # the README's default
+    monkeypatch.setenv("MW_OVERLAP_COMMITS", "0")
+    settings = WorkerSettings.load()
+    assert worker_config(settings, settings.signer()).overlap_commits is False
+
+
 def test_the_injector_lingers_as_documented_and_as_mw_injector_linger_ms_says(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -163,11 +163,10 @@ class WorkerSettings(ProcessSettings):
     # reads find both, so it can be turned on, and off, in a rolling deploy of a version
     # that reads both (not beside workers of an older one, which read only the sorted set)
     seen_buckets: bool = True
-    # MW_OVERLAP_COMMITS=1: a batch's checkpoint is written to the store while the worker goes
-    # on with the next batch (runtime/worker.py: at most one commit turn in flight; its
-    # productions are sent, and the next one made, once it is durable). Off by default: in
-    # two fault-suite runs of three with it on, a takeover took 2.8 and 3.2 s (docs/benchmarks.md)
-    overlap_commits: bool = False
+    # MW_OVERLAP_COMMITS (on by default; 0 turns it off): a batch's checkpoint is written to
+    # the store while the worker goes on with the next batch (runtime/worker.py: at most one
+    # commit turn in flight; its productions are sent, and the next one made, once it is durable)
+    overlap_commits: bool = True
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runtime.runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)

@@ -42,5 +42,5 @@ class WorkerConfig:
     native_effects: bool = False
     # MW_OVERLAP_COMMITS: each commit turn's checkpoints are written while the next batch
     # is built (worker.py, "commits"); off: the worker waits for the store's reply
-    overlap_commits: bool = False
+    overlap_commits: bool = True
     core: Core = "python"  # MW_CORE (mwcore/core.py): the store's packing, the dedup filter
