@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long `flush` waits for reports at a time.
+/// How long `flush` sleeps between looks at the reports.
 const FLUSH_STEP: Duration = Duration::from_millis(1);
 
 use pyo3::exceptions::PyValueError;
@@ -266,8 +266,9 @@ impl Producer {
         Ok(n)
     }
 
-    /// Serve delivery reports: every one already there, else wait up to `timeout`
-    /// seconds for one; the batches settled since: `(batch, ends, counts, failures)` each.
+    /// Serve delivery reports: every one already there, else those that come within
+    /// `timeout` seconds (rdkafka's `poll` waits all of it); the batches settled since:
+    /// `(batch, ends, counts, failures)` each.
     fn poll<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Bound<'py, PyList>> {
         py.allow_threads(|| {
             if !self.serve_ready() {
@@ -290,7 +291,9 @@ impl Producer {
             if self.inner.in_flight_count() == 0 || now >= deadline {
                 break;
             }
-            self.inner.poll((deadline - now).min(FLUSH_STEP));
+            // (not rdkafka's `poll(1 ms)`: it would ask librdkafka to wait the whole
+            // milliseconds left, none, and spin until its deadline)
+            std::thread::sleep((deadline - now).min(FLUSH_STEP));
         });
         Ok((self.inner.in_flight_count(), self.settled(py)?))
     }
