@@ -127,16 +127,14 @@ pub struct Producer {
 
 impl Producer {
     /// Serve the delivery reports already queued, without waiting (rdkafka's `poll`
-    /// serves one event a call): whether there was any.
-    fn serve_ready(&self) -> bool {
-        let mut served = false;
+    /// serves one event a call).
+    fn serve_ready(&self) {
         loop {
             let before = self.inner.in_flight_count();
             self.inner.poll(Duration::ZERO);
             if self.inner.in_flight_count() == before {
-                return served;
+                return;
             }
-            served = true;
         }
     }
 
@@ -266,16 +264,12 @@ impl Producer {
         Ok(n)
     }
 
-    /// Serve delivery reports: every one already there, else those that come within
-    /// `timeout` seconds (rdkafka's `poll` waits all of it); the batches settled since:
-    /// `(batch, ends, counts, failures)` each.
+    /// Serve delivery reports (rdkafka's `poll`: one event, or those that come within
+    /// `timeout` seconds); the batches settled since: `(batch, ends, counts, failures)`
+    /// each. (Serving every event already in, as `flush` does, cost the windowed
+    /// workload a sixth of its rate in a same-run A/B: docs/benchmarks.md.)
     fn poll<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Bound<'py, PyList>> {
-        py.allow_threads(|| {
-            if !self.serve_ready() {
-                self.inner.poll(Duration::from_secs_f64(timeout.max(0.0)));
-                self.serve_ready();
-            }
-        });
+        py.allow_threads(|| self.inner.poll(Duration::from_secs_f64(timeout.max(0.0))));
         self.settled(py)
     }
 
