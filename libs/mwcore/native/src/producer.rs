@@ -10,9 +10,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long `flush` sleeps between looks at the reports.
-const FLUSH_STEP: Duration = Duration::from_millis(1);
-
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -21,6 +18,9 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer as _, ProducerContext};
 use rdkafka::ClientContext;
+
+/// How long `flush` sleeps between looks at the reports.
+const FLUSH_STEP: Duration = Duration::from_millis(1);
 
 type Part = (String, i32);
 type Failure = (i32, String, Option<Vec<u8>>, Option<Vec<u8>>); // code, topic, key, value
