@@ -54,6 +54,7 @@ def _broken(doc: dict[str, Any], change: Any) -> dict[str, Any]:
         (lambda s: s["generator"].update(command=["python", "-m", "services.injector", "gen"]), "arguments"),
         (lambda s: s["injector"].update(volumes=["logs:/data"]), "volume 'logs' is not declared"),
         (lambda s: s["windower"]["depends_on"].update(zookeeper={}), "depends on 'zookeeper'"),
+        (lambda s: s["injector"]["depends_on"].pop("generator"), "share volume 'querylogs'"),
         (
             lambda s: s["windower"].update(command=["python", "-m", "tests.support.stale_service"]),
             "does not load",

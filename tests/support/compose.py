@@ -214,6 +214,35 @@ def _check_closed(services: dict[str, Any]) -> list[str]:
     return out
 
 
+def _check_shared_volumes(services: dict[str, Any]) -> list[str]:
+    """Services mounting one named volume must be ordered by ``depends_on``: the first
+    container to mount a new volume fills it from its image, and two created at once race
+    at that copy (``failed to mkdir ...: file exists``)."""
+    users: dict[str, list[str]] = {}
+    for name, svc in services.items():
+        for vol in svc.get("volumes") or []:
+            source = str(vol).split(":", 1)[0]
+            if not source.startswith((".", "/")):
+                users.setdefault(source, []).append(name)
+
+    def after(name: str, other: str, seen: frozenset[str] = frozenset()) -> bool:
+        deps = services[name].get("depends_on") or []
+        return other in deps or any(
+            after(d, other, seen | {name}) for d in deps if d in services and d not in seen
+        )
+
+    out = []
+    for source, names in sorted(users.items()):
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                if not (after(a, b) or after(b, a)):
+                    out.append(
+                        f"{a} and {b} share volume {source!r} but may be created at once"
+                        " (order them by depends_on)"
+                    )
+    return out
+
+
 def problems(
     root: Path, doc: dict[str, Any], data: Path, dockerfile: str | None = None, profiles: tuple[str, ...] = ()
 ) -> list[str]:
@@ -247,6 +276,7 @@ def problems(
             out.append(f"{module} has no service in the compose file")
     out += _check_kafka(services, profiles)
     out += _check_closed(services)
+    out += _check_shared_volumes(services)
     if dockerfile is None:
         dockerfile = (root / "Dockerfile").read_text() if (root / "Dockerfile").exists() else ""
     for needed in ("COPY build/wheels", "COPY schemas", "COPY services", f"PYTHONPATH={IMAGE_ROOT}"):
