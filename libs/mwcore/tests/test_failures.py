@@ -280,7 +280,7 @@ def test_a_batch_that_cannot_be_undone_is_redone_carefully_and_commits_the_same(
     assert worker.counters.redone == 1 and store.recover(iv, "").commits == 0
     for _ in range(6):
         worker.step()
-        worker._commit(*worker.intervals.values())
+        worker.commit(*worker.intervals.values())
     snap = store.recover(iv, "")
     assert snap.positions == {"numbers:0": 6}
     assert store.load_state(iv, [b"k"]) == [b'{"total":106}']  # 1+100+2+3, each once

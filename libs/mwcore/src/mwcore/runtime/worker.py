@@ -16,7 +16,8 @@ while the store writes (``interval.py`` says what stays right meanwhile). The co
 results are taken (its productions sent, the witness written) at the first turn after
 it is done (a turn polls for at most 1 ms meanwhile), and always before the next
 commit, a redo or a drain; an abort waits for it and drops them. At most one commit
-turn is in flight, and a failed one drops its intervals as a failed wait would.
+turn is in flight (``commit_turns.py``), and a failed one drops its intervals as a
+failed wait would. How a worker lets intervals go is ``stopping.py``.
 
 On assignment an interval is taken over (``ownership.py``: a fresh token, recovery, the
 commit witness check), its pending productions are re-sent, and its partitions start at
@@ -30,8 +31,7 @@ import functools
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any
 
 import structlog
 
@@ -39,12 +39,14 @@ from mwcore.api.clock import MIN_WATERMARK, Clock
 from mwcore.api.computation import Computation
 from mwcore.api.record import ID_HEADER, Production
 from mwcore.errors import FencedError
+from mwcore.runtime import stopping
+from mwcore.runtime.commit_turns import CommitTurns, Turn
 from mwcore.runtime.config import WorkerConfig
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.effects import RedoCareful
 from mwcore.runtime.faults import NO_FAULTS, Faults
 from mwcore.runtime.health import Health, group_state
-from mwcore.runtime.interval import Interval, PreparedCommit
+from mwcore.runtime.interval import Interval
 from mwcore.runtime.interval_deps import IntervalDeps
 from mwcore.runtime.latency import LatencyRecorder
 from mwcore.runtime.layout import Layout
@@ -63,23 +65,6 @@ from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.watermarks.source import WatermarkSource
 
 log = structlog.get_logger("mwcore.runtime.worker")
-
-Prepared = list[tuple[Interval, PreparedCommit]]
-
-# How long a revocation waits for Kafka's acknowledgements. Every member's revocation
-# holds up the group's rebalance, and what is not acknowledged by then the next owner
-# re-sends (their ids make that harmless). The fault suite found a broker just back
-# from a restart taking 1.4 to 2.9 s to acknowledge a worker's backlog, and takeovers
-# of 3.2 to 4 s waiting for it (docs/benchmarks.md, "Takeovers and the drain").
-REVOKE_ACKS_S = 0.5
-
-
-class InFlight(NamedTuple):
-    """A commit turn sent to the store and not yet taken (overlapping commits)."""
-
-    prepared: Prepared
-    results: Future[list[int | FencedError]]
-    began: float
 
 
 class Worker:
@@ -147,16 +132,19 @@ class Worker:
         self.witness = Witness(self.topics, signer=config.signer)
         self.health = Health(config.health_stall_s)
         self.ownership = Ownership(
-            self.deps, config, list(self.topics), self.witness, self.health, self._send, self._revoked
+            self.deps,
+            config,
+            list(self.topics),
+            self.witness,
+            self.health,
+            self.send,
+            functools.partial(stopping.revoked, self),
         )
         self.intervals = self.ownership.intervals  # the intervals it owns, by index
         self.input_watermark = MIN_WATERMARK  # as last read, for metrics
         # (batch seconds, commit seconds) of each commit, when metrics are on
         self.on_commit: Callable[[float, float], None] | None = None
-        self._in_flight: InFlight | None = None
-        self._committer = (
-            ThreadPoolExecutor(1, thread_name_prefix="mw-commit") if config.overlap_commits else None
-        )
+        self.turns = CommitTurns(store, config.overlap_commits)
 
     # -- membership ------------------------------------------------------------------------
 
@@ -183,13 +171,6 @@ class Worker:
         """Take the interval over (``ownership.py``) and re-send its pending productions."""
         return self.ownership.acquire(index)
 
-    def _revoked(self, intervals: list[Interval]) -> dict[str, int]:
-        """Handed over: commit, wait for acknowledgements (briefly: the group waits),
-        release what is still ours. Returns where the time went (milliseconds, logged)."""
-        took = self._drain(intervals, REVOKE_ACKS_S)
-        self._release([i for i in intervals if self.intervals.get(i.id.index) is i])
-        return took
-
     # -- the loop --------------------------------------------------------------------------
 
     def step(self) -> None:
@@ -198,28 +179,28 @@ class Worker:
         cfg = self.cfg
         # Timers first: what the watermark says is complete fires before more input is
         # read (with an exact watermark either order is correct).
-        self._settle(wait=False)
+        self.settle(wait=False)
         self._fire_timers()
         messages = consumer.poll(cfg.poll_records, self._poll_timeout())
-        self._settle(wait=False)
+        self.settle(wait=False)
         if messages:
             self.schemas.polled()  # a writer schema these need was published before them
             self._route(messages)
         if self.witness.newly_confirmed:  # served by the poll: release what it covers
-            self._release_witnessed()
+            self.release_witnessed()
         self.sender.poll(0)
         for index, interval in list(self.intervals.items()):
             if interval.has_acked:  # acknowledged, their deletion not yet committed
                 self.faults.point("after_produce", functools.partial(dict, interval=index))
             if interval.has_to_send:  # new weak, or failed and re-queued
-                self._send(interval)
+                self.send(interval)
         if self.ownership.retakes:
             self.ownership.retake_due()
         now = time.monotonic()
         delay = cfg.max_batch_delay_ms / 1000
         due = [i for i in self.intervals.values() if i.due(now, cfg.max_batch_records, delay)]
         if due:
-            self._commit(*due, overlap=self._committer is not None)
+            self.commit(*due, overlap=self.turns.overlapping)
         self.reporter.step(now, self.intervals)
         self.witness.flush(consumer)  # e.g. an interval recovered ahead of its witness
         if self.health.due(now):
@@ -229,7 +210,7 @@ class Worker:
         """How long to wait for input: half the batch deadline, and shorter when an
         open batch is due sooner."""
         cap = self.cfg.max_batch_delay_ms / 2000
-        if self._in_flight is not None:  # look again soon: its productions wait for it
+        if self.turns.in_flight:  # look again soon: its productions wait for it
             cap = min(cap, 0.001)
         opened = [i.opened_at for i in self.intervals.values() if i.opened_at is not None]
         if not opened:
@@ -282,13 +263,13 @@ class Worker:
 
     # -- commits ---------------------------------------------------------------------------
 
-    def _commit(self, *intervals: Interval, witness: bool = True, overlap: bool = False) -> None:
+    def commit(self, *intervals: Interval, witness: bool = True, overlap: bool = False) -> None:
         """Commit the intervals' batches: one fenced, atomic checkpoint each, all in one
         round trip to the store; write the witness (``witness``: now, asynchronously;
         else the caller does) and send what it covers. ``overlap``: send the round trip
-        and return; ``_settle`` takes its results."""
-        self._settle(witness=witness)
-        prepared: Prepared = []
+        and return; ``settle`` takes its results."""
+        self.settle(witness=witness)
+        prepared = []
         for interval in intervals:
             if self.intervals.get(interval.id.index) is not interval:
                 continue  # fenced by the commit just taken
@@ -303,35 +284,24 @@ class Worker:
                 prepared.append((interval, ready))
         if not prepared:
             return
-        began = time.monotonic()
-        commits = [(i.id, i.token, p.checkpoint) for i, p in prepared]
-        if overlap and self._committer is not None:
-            results = self._committer.submit(self.store.commit_many, commits)
-            self._in_flight = InFlight(prepared, results, began)
-            return
-        self._committed(prepared, self.store.commit_many(commits), began, witness)
+        turn = self.turns.run(prepared, overlap)
+        if turn is not None:
+            self._committed(turn, witness)
 
-    def _settle(self, wait: bool = True, witness: bool = True) -> None:
+    def settle(self, wait: bool = True, witness: bool = True) -> None:
         """Take the results of the commit turn in flight, if there is one (``wait``:
-        else only if it is done; ``witness``: as ``_commit``'s)."""
-        flight = self._in_flight
-        if flight is None or not (wait or flight.results.done()):
-            return
-        try:
-            results = flight.results.result()
-        finally:  # (an interrupted wait leaves it to ``abort``)
-            if flight.results.done():
-                self._in_flight = None
-        self._committed(flight.prepared, results, flight.began, witness)
+        else only if it is done; ``witness``: as ``commit``'s)."""
+        turn = self.turns.take(wait)
+        if turn is not None:
+            self._committed(turn, witness)
 
-    def _committed(
-        self, prepared: Prepared, results: list[int | FencedError], began: float, witness: bool
-    ) -> None:
+    def _committed(self, turn: Turn, witness: bool) -> None:
         """A commit turn's results: each durable checkpoint's productions sent (and the
         witness written, ``witness``); each fenced interval dropped."""
         done = time.monotonic()
         now_ms = self.clock.now_ms()
-        for (interval, ready), result in zip(prepared, results, strict=True):
+        began = turn.began
+        for (interval, ready), result in zip(turn.prepared, turn.results, strict=True):
             if isinstance(result, FencedError):
                 self._fenced(interval, result)
                 continue
@@ -347,11 +317,11 @@ class Worker:
             self.faults.point("after_commit", functools.partial(dict, interval=str(interval.id)))
             interval.committed(ready, result)
             self.witness.want(interval.id.index, result, dict(interval.committed_positions))
-            self._send(interval)
+            self.send(interval)
         if witness and self.consumer is not None:
             self.witness.flush(self.consumer)
 
-    def _release_witnessed(self) -> None:
+    def release_witnessed(self) -> None:
         """Hand each interval what the witness now covers (its held productions and
         report)."""
         confirmed = self.witness.confirmed
@@ -368,14 +338,15 @@ class Worker:
     def _redo(self, interval: Interval, exc: RedoCareful) -> None:
         """The open batch cannot be committed as built (``effects.py``): redo it (from
         the store, so once a commit in flight is durable)."""
-        self._settle()
+        self.settle()
         if self.intervals.get(interval.id.index) is not interval:
             return  # fenced by the commit just taken: dropped, taken back after the backoff
         self.counters.redone += 1
         self.ownership.redo(interval, exc)
 
     def _fenced(self, interval: Interval, exc: FencedError) -> None:
-        self.counters.fenced += 1
+        if self.intervals.get(interval.id.index) is interval:  # (not one dropped meanwhile)
+            self.counters.fenced += 1
         self.ownership.fenced(interval, exc)
 
     def _describe(self, interval: Interval) -> dict[str, Any]:
@@ -387,7 +358,7 @@ class Worker:
             "tokens": {str(i.id): i.token for i in self.intervals.values()},
         }
 
-    def _send(self, interval: Interval) -> None:
+    def send(self, interval: Interval) -> None:
         for batch in interval.outbox.take_to_isolate():  # a production refused for good
             interval.outbox.isolate(batch, self._send_alone)
         for batch in interval.take_to_send():
@@ -401,88 +372,13 @@ class Worker:
         self.counters.productions += 1
         return err
 
-    # -- stopping --------------------------------------------------------------------------
-
-    def _drain(self, intervals: list[Interval], flush_s: float) -> dict[str, int]:
-        """Commit the intervals' batches, wait (once, for all) for Kafka's
-        acknowledgements, then commit their deletion. Unacknowledged batches stay
-        pending in the checkpoint and are re-sent by the next owner. Returns each
-        stage's milliseconds: the commit (with the one in flight), the witness, the
-        acknowledgements, the deletion."""
-        marks = [time.monotonic()]
-        self._commit(*intervals, witness=False)
-        marks.append(time.monotonic())
-        self._witness_now(intervals)
-        marks.append(time.monotonic())
-        self.sender.flush(flush_s)
-        self.sender.poll(0)
-        marks.append(time.monotonic())
-        live = [i for i in intervals if i.id.index in self.intervals]
-        self._commit(*[i for i in live if i.has_cleanup], witness=False)  # delete the acknowledged
-        self._witness_now(live)  # (reports show witnessed state only)
-        self.reporter.step(time.monotonic(), self.intervals, force=True)
-        # delete the segments just reported
-        self._commit(*[i for i in live if i.has_cleanup and i.id.index in self.intervals])
-        marks.append(time.monotonic())
-        stages = ("commit_ms", "witness_ms", "acks_ms", "cleanup_ms")
-        return {k: round((b - a) * 1000) for k, a, b in zip(stages, marks[:-1], marks[1:], strict=True)}
-
-    def _witness_now(self, intervals: list[Interval]) -> None:
-        """Write the witness and wait for it (no callback is served in a hand-over),
-        then send what it releases."""
-        if self.consumer is None:
-            return
-        for interval in intervals:  # also what asynchronous writes in flight cover
-            if interval.id.index in self.intervals and not interval.is_witnessed():
-                self.witness.want(interval.id.index, interval.commits, dict(interval.committed_positions))
-        self.witness.flush_sync(self.consumer)
-        self._release_witnessed()
-        for interval in intervals:
-            if interval.id.index in self.intervals:
-                self._send(interval)
-
-    def _release(self, intervals: list[Interval]) -> None:
-        """Handed over cleanly: Redis no longer names this worker as their owner (best
-        effort: the next grant names the next owner anyway)."""
-        for interval in intervals:
-            try:
-                self.store.release(interval.id, interval.token)
-            except Exception as exc:
-                log.warning("release_failed", interval=str(interval.id), error=str(exc))
+    # -- stopping (``stopping.py``) ----------------------------------------------------------
 
     def abort(self) -> None:
         """After an error: drop every interval uncommitted (its batch may be half built),
         leave the group. The checkpoints in the store are what the next owner resumes."""
-        flight, self._in_flight = self._in_flight, None
-        if flight is not None:  # let it end (or fail) before anything else talks to the store
-            try:
-                flight.results.result(timeout=30)
-            except Exception as exc:
-                log.warning("commit_in_flight_failed", error=str(exc))
-        self.ownership.clear()
-        if self.consumer is not None:
-            try:
-                self.consumer.close()
-            except Exception as exc:  # leaving is best effort; the session timeout covers it
-                log.warning("close_failed", error=str(exc))
-            self.consumer = None
-        self.sender.flush(5)  # committed productions in flight; resent on recovery anyway
-        log.error("aborted", computation=self.comp.name, worker=self.cfg.worker_id, **vars(self.counters))
+        stopping.abort(self)
 
     def shutdown(self) -> None:
         """Commit every batch, wait for acks, commit their deletion, leave the group."""
-        took: dict[str, int] = {}
-        if self.cfg.controls.skip_drain:
-            self._settle()
-            self.ownership.clear()  # nothing committed or drained, not even on revocation
-        else:
-            took = self._drain(list(self.intervals.values()), 10.0)
-            self._release(list(self.intervals.values()))
-        if self.consumer is not None:
-            self.consumer.close()
-            self.consumer = None
-        log.info(
-            "stopped", computation=self.comp.name, worker=self.cfg.worker_id, **vars(self.counters), **took
-        )
-        if self.latencies is not None:
-            self.latencies.write(self.cfg.latency_out)
+        stopping.shutdown(self)
