@@ -41,6 +41,8 @@ RESERVED = frozenset(
         "group.instance.id",
         "partition.assignment.strategy",
         "transactional.id",
+        "message.timeout.ms",  # below the seen ids' slack (topics.py)
+        "delivery.timeout.ms",  # (its alias)
     }
 )
 

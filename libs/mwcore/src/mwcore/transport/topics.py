@@ -43,6 +43,9 @@ def admin_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, **client_properties(), **overrides}
 
 
+MESSAGE_TIMEOUT_MS = 30_000
+
+
 def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
@@ -53,6 +56,13 @@ def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
         "compression.type": "lz4",
         "partitioner": "murmur2_random",
         "queue.buffering.max.messages": 500_000,
+        # How long librdkafka keeps retrying a production (its default: 300 s). A worker
+        # that hands an interval over leaves what is unacknowledged to the next owner,
+        # which re-sends it; its own copy may still land until this runs out, and its
+        # consumers drop it only while the id is in their seen set. So it must stay
+        # well below MW_SEEN_GC_SLACK_MS (60 s by default). A production that times out
+        # is re-queued by its interval and sent again.
+        "message.timeout.ms": MESSAGE_TIMEOUT_MS,
     }
     conf.update(client_properties())  # security, or a tuning of the user's
     conf.update(overrides)
