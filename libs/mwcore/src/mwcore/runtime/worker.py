@@ -145,6 +145,8 @@ class Worker:
         # (batch seconds, commit seconds) of each commit, when metrics are on
         self.on_commit: Callable[[float, float], None] | None = None
         self.turns = CommitTurns(store, config.overlap_commits)
+        # how long a batch stays open: MW_MAX_BATCH_DELAY_MS, or shorter while caught up
+        self._delay_s = min(config.caught_up_batch_delay_ms, config.max_batch_delay_ms) / 1000
 
     # -- membership ------------------------------------------------------------------------
 
@@ -182,6 +184,13 @@ class Worker:
         self.settle(wait=False)
         self._fire_timers()
         messages = consumer.poll(cfg.poll_records, self._poll_timeout())
+        # Caught up (the poll took all there was): batches commit sooner, for latency;
+        # behind, they take the longer delay, fewer and larger commits for throughput.
+        caught_up = len(messages) < cfg.poll_records
+        delay_ms = (
+            min(cfg.caught_up_batch_delay_ms, cfg.max_batch_delay_ms) if caught_up else cfg.max_batch_delay_ms
+        )
+        self._delay_s = delay_ms / 1000
         self.settle(wait=False)
         if messages:
             self.schemas.polled()  # a writer schema these need was published before them
@@ -197,7 +206,7 @@ class Worker:
         if self.ownership.retakes:
             self.ownership.retake_due()
         now = time.monotonic()
-        delay = cfg.max_batch_delay_ms / 1000
+        delay = self._delay_s
         due = [i for i in self.intervals.values() if i.due(now, cfg.max_batch_records, delay)]
         if due:
             self.commit(*due, overlap=self.turns.overlapping)
@@ -215,7 +224,7 @@ class Worker:
         opened = [i.opened_at for i in self.intervals.values() if i.opened_at is not None]
         if not opened:
             return cap
-        remaining = min(opened) + self.cfg.max_batch_delay_ms / 1000 - time.monotonic()
+        remaining = min(opened) + self._delay_s - time.monotonic()
         return max(0.0, min(cap, remaining))
 
     def _route(self, messages: list[Any]) -> None:
