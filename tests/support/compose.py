@@ -221,8 +221,8 @@ def _check_shared_volumes(services: dict[str, Any]) -> list[str]:
     users: dict[str, list[str]] = {}
     for name, svc in services.items():
         for vol in svc.get("volumes") or []:
-            source = str(vol).split(":", 1)[0]
-            if not source.startswith((".", "/")):
+            source = str(vol.get("source", "")) if isinstance(vol, dict) else str(vol).split(":", 1)[0]
+            if source and not source.startswith((".", "/")):
                 users.setdefault(source, []).append(name)
 
     def after(name: str, other: str, seen: frozenset[str] = frozenset()) -> bool:

@@ -146,7 +146,8 @@ class Worker:
         self.on_commit: Callable[[float, float], None] | None = None
         self.turns = CommitTurns(store, config.overlap_commits)
         # how long a batch stays open: MW_MAX_BATCH_DELAY_MS, or shorter while caught up
-        self._delay_s = min(config.caught_up_batch_delay_ms, config.max_batch_delay_ms) / 1000
+        self._caught_up_s = min(config.caught_up_batch_delay_ms, config.max_batch_delay_ms) / 1000
+        self._delay_s = self._caught_up_s
 
     # -- membership ------------------------------------------------------------------------
 
@@ -187,10 +188,7 @@ class Worker:
         # Caught up (the poll took all there was): batches commit sooner, for latency;
         # behind, they take the longer delay, fewer and larger commits for throughput.
         caught_up = len(messages) < cfg.poll_records
-        delay_ms = (
-            min(cfg.caught_up_batch_delay_ms, cfg.max_batch_delay_ms) if caught_up else cfg.max_batch_delay_ms
-        )
-        self._delay_s = delay_ms / 1000
+        self._delay_s = self._caught_up_s if caught_up else cfg.max_batch_delay_ms / 1000
         self.settle(wait=False)
         if messages:
             self.schemas.polled()  # a writer schema these need was published before them
@@ -224,7 +222,8 @@ class Worker:
         opened = [i.opened_at for i in self.intervals.values() if i.opened_at is not None]
         if not opened:
             return cap
-        remaining = min(opened) + self._delay_s - time.monotonic()
+        # (the poll waits only when nothing has arrived: caught up, whatever the last said)
+        remaining = min(opened) + self._caught_up_s - time.monotonic()
         return max(0.0, min(cap, remaining))
 
     def _route(self, messages: list[Any]) -> None:

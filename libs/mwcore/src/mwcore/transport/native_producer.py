@@ -20,7 +20,7 @@ from mwcore.api.signing import MAC_HEADER
 from mwcore.core import native
 from mwcore.errors import ConfigError
 from mwcore.transport.message import Header
-from mwcore.transport.topics import producer_config
+from mwcore.transport.topics import MESSAGE_TIMEOUT_MS, producer_config
 
 ALONE = 2**63  # the batch number of a record sent alone
 
@@ -81,7 +81,7 @@ class NativeSender:
         *,
         timestamp: int,
         headers: Sequence[tuple[str, str | bytes | None]],
-        timeout: float = 30.0,
+        timeout: float = MESSAGE_TIMEOUT_MS / 1000 + 5,  # past librdkafka giving up
     ) -> tuple[Any, Any]:
         """One record in a request of its own (as ``Sender.send_alone``): its delivery
         error (None when it was written), and None for the message."""

@@ -25,7 +25,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from mwcore.api.record import ID_HEADER, Production
 from mwcore.api.signing import MAC_HEADER
 from mwcore.transport.message import Header
-from mwcore.transport.topics import producer_config
+from mwcore.transport.topics import MESSAGE_TIMEOUT_MS, producer_config
 
 log = structlog.get_logger("mwcore.transport")
 
@@ -161,7 +161,7 @@ class Sender:
         *,
         timestamp: int,
         headers: Sequence[tuple[str, str | bytes | None]],
-        timeout: float = 30.0,
+        timeout: float = MESSAGE_TIMEOUT_MS / 1000 + 5,  # past librdkafka giving up
     ) -> tuple[Any, Any]:
         """Send one record in a request of its own (everything queued before it is
         delivered first, its reports served) and wait for the broker's answer: the
