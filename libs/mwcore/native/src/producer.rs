@@ -16,7 +16,9 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer as _, ProducerContext};
+use rdkafka::producer::{
+    BaseProducer, BaseRecord, DeliveryResult, Producer as _, ProducerContext, PurgeConfig,
+};
 use rdkafka::ClientContext;
 
 /// How long `flush` sleeps between looks at the reports.
@@ -290,5 +292,16 @@ impl Producer {
             std::thread::sleep((deadline - now).min(FLUSH_STEP));
         });
         Ok((self.inner.in_flight_count(), self.settled(py)?))
+    }
+
+    /// Stop sending what is queued or waiting for the broker's answer: each such
+    /// production is reported failed (librdkafka's `_PURGE_QUEUE`, `_PURGE_INFLIGHT`) and
+    /// never retried; a request already sent may still be written. The batches settled.
+    fn purge<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        py.allow_threads(|| {
+            self.inner.purge(PurgeConfig::default().queue().inflight());
+            self.serve_ready();
+        });
+        self.settled(py)
     }
 }

@@ -67,11 +67,16 @@ SHUTDOWN_ACKS_S = 10.0
 
 
 def revoked(w: Worker, intervals: list[Interval]) -> dict[str, int]:
-    """Handed over: drain, release what is still ours. Returns where the time went
-    (milliseconds, logged with ``revoked``)."""
+    """Handed over: drain, release what is still ours, and stop the Kafka client
+    retrying what is still unacknowledged: the next owner re-sends it, and a copy of
+    ours landing later could come after consumers forgot its id. Returns where the time
+    went (milliseconds) and how many productions were purged, logged with ``revoked``."""
     took = drain(w, intervals, REVOKE_ACKS_S)
     release(w.store, [i for i in intervals if w.intervals.get(i.id.index) is i])
-    return took
+    left = w.sender.flush(0)
+    if left:  # (a production of an interval kept fails, and its interval sends it again)
+        w.sender.purge()
+    return {**took, "purged": left}
 
 
 def drain(w: Worker, intervals: list[Interval], flush_s: float) -> dict[str, int]:

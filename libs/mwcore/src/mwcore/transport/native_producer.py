@@ -104,6 +104,11 @@ class NativeSender:
         self._dispatch(settled)
         return int(left)
 
+    def purge(self) -> int:
+        """Stop sending what is queued or awaiting the broker's answer (as
+        ``Sender.purge``); how many batches were settled."""
+        return self._dispatch(self._p.purge())
+
     def _dispatch(self, settled: list[Any]) -> int:
         for batch, ends, counts, failures in settled:
             errors = [(KafkaError(code), topic, key, value) for code, topic, key, value in failures]

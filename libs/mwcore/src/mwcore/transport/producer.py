@@ -192,6 +192,13 @@ class Sender:
         """Wait until every queued record is delivered or ``timeout`` passes; how many are left."""
         return int(self._p.flush(timeout))
 
+    def purge(self) -> int:
+        """Stop sending what is queued or awaiting the broker's answer: each such record
+        is reported failed (``_PURGE_QUEUE``, ``_PURGE_INFLIGHT``) and never retried; a
+        request already sent may still be written. How many reports were served."""
+        self._p.purge(in_queue=True, in_flight=True, blocking=True)
+        return int(self._p.poll(0))
+
 
 def production_headers(
     p: Production, id_header: str, extra: Sequence[Header], sign: Callable[[bytes], bytes] | None

@@ -57,11 +57,12 @@ def producer_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
         "partitioner": "murmur2_random",
         "queue.buffering.max.messages": 500_000,
         # How long librdkafka keeps retrying a production (its default: 300 s). A worker
-        # that hands an interval over leaves what is unacknowledged to the next owner,
-        # which re-sends it; its own copy may still land until this runs out, and its
-        # consumers drop it only while the id is in their seen set. So it must stay
-        # well below MW_SEEN_GC_SLACK_MS (60 s by default). A production that times out
-        # is re-queued by its interval and sent again.
+        # that lost its intervals without a revocation (a paused process whose session
+        # ran out) leaves what is unacknowledged to the next owner, which re-sends it; its
+        # own copy may still land until this runs out, and consumers drop it only while
+        # its id is in their seen set (MW_SEEN_GC_SLACK_MS of event time behind their
+        # watermark). A revocation purges its leftovers (runtime/stopping.py). A
+        # production that times out is re-queued by its interval and sent again.
         "message.timeout.ms": MESSAGE_TIMEOUT_MS,
     }
     conf.update(client_properties())  # security, or a tuning of the user's
