@@ -118,10 +118,6 @@ class WorkerSettings(ProcessSettings):
     instance_id: str | None = None
     max_batch_records: int = Field(default=5000, ge=1)
     max_batch_delay_ms: int = Field(default=10, ge=0)
-    # while the worker is caught up (its last read took all there was), a batch commits
-    # this soon instead (at most MW_MAX_BATCH_DELAY_MS): latency when there is no backlog,
-    # fewer and larger commits when there is
-    caught_up_batch_delay_ms: int = Field(default=10, ge=0)
     # how soon a dead worker's intervals move on; the broker's group.min.session.timeout.ms
     # must allow it (1 s in the local stack and compose, 6 s by Kafka's default)
     session_timeout_ms: int = Field(default=1500, ge=500, le=300_000)

@@ -53,7 +53,6 @@ def worker_config(settings: WorkerSettings, signer: Signer) -> WorkerConfig:
         instance_id=settings.instance_id,
         max_batch_records=settings.max_batch_records,
         max_batch_delay_ms=settings.max_batch_delay_ms,
-        caught_up_batch_delay_ms=settings.caught_up_batch_delay_ms,
         session_timeout_ms=settings.session_timeout_ms,
         latency_out=settings.latency_out,
         witness_gate=settings.witness_gate,

@@ -17,7 +17,6 @@ class WorkerConfig:
     instance_id: str | None = None  # static group membership: fast restarts
     max_batch_records: int = 5000
     max_batch_delay_ms: int = 10
-    caught_up_batch_delay_ms: int = 10  # a batch's delay while the last poll took all there was
     # productions and watermark reports of a checkpoint wait until the commit witness
     # covers it (witness.py); off: the witness only detects (no added latency)
     witness_gate: bool = True

@@ -145,9 +145,6 @@ class Worker:
         # (batch seconds, commit seconds) of each commit, when metrics are on
         self.on_commit: Callable[[float, float], None] | None = None
         self.turns = CommitTurns(store, config.overlap_commits)
-        # how long a batch stays open: MW_MAX_BATCH_DELAY_MS, or shorter while caught up
-        self._caught_up_s = min(config.caught_up_batch_delay_ms, config.max_batch_delay_ms) / 1000
-        self._delay_s = self._caught_up_s
 
     # -- membership ------------------------------------------------------------------------
 
@@ -185,10 +182,6 @@ class Worker:
         self.settle(wait=False)
         self._fire_timers()
         messages = consumer.poll(cfg.poll_records, self._poll_timeout())
-        # Caught up (the poll took all there was): batches commit sooner, for latency;
-        # behind, they take the longer delay, fewer and larger commits for throughput.
-        caught_up = len(messages) < cfg.poll_records
-        self._delay_s = self._caught_up_s if caught_up else cfg.max_batch_delay_ms / 1000
         self.settle(wait=False)
         if messages:
             self.schemas.polled()  # a writer schema these need was published before them
@@ -204,7 +197,7 @@ class Worker:
         if self.ownership.retakes:
             self.ownership.retake_due()
         now = time.monotonic()
-        delay = self._delay_s
+        delay = cfg.max_batch_delay_ms / 1000
         due = [i for i in self.intervals.values() if i.due(now, cfg.max_batch_records, delay)]
         if due:
             self.commit(*due, overlap=self.turns.overlapping)
@@ -222,8 +215,7 @@ class Worker:
         opened = [i.opened_at for i in self.intervals.values() if i.opened_at is not None]
         if not opened:
             return cap
-        # (the poll waits only when nothing has arrived: caught up, whatever the last said)
-        remaining = min(opened) + self._caught_up_s - time.monotonic()
+        remaining = min(opened) + self.cfg.max_batch_delay_ms / 1000 - time.monotonic()
         return max(0.0, min(cap, remaining))
 
     def _route(self, messages: list[Any]) -> None:
