@@ -202,3 +202,18 @@ def test_the_injector_lingers_as_documented_and_as_mw_injector_linger_ms_says(
     monkeypatch.setenv("MW_INJECTOR_LINGER_MS", "5000")
     with pytest.raises(ConfigError, match="MW_INJECTOR_LINGER_MS"):
         InjectorSettings.load()
+
+
+def test_batches_commit_after_5_ms_as_documented_and_as_mw_max_batch_delay_ms_says(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from mwcore.api.signing import UNSIGNED
+    from mwcore.process.wiring import worker_config
+
+    _required_settings(monkeypatch, tmp_path)
+    monkeypatch.delenv("MW_MAX_BATCH_DELAY_MS", raising=False)
+    assert worker_config(WorkerSettings.load(), UNSIGNED).max_batch_delay_ms == 5
+    row = _readme_row("| `MW_MAX_BATCH_RECORDS` / `MW_MAX_BATCH_DELAY_MS` | worker |")
+    assert row.endswith("| 5000 / 5 |"), row  # the README's default
+    monkeypatch.setenv("MW_MAX_BATCH_DELAY_MS", "10")
+    assert worker_config(WorkerSettings.load(), UNSIGNED).max_batch_delay_ms == 10

@@ -16,7 +16,7 @@ class WorkerConfig:
     worker_id: str = "worker"
     instance_id: str | None = None  # static group membership: fast restarts
     max_batch_records: int = 5000
-    max_batch_delay_ms: int = 10
+    max_batch_delay_ms: int = 5
     # productions and watermark reports of a checkpoint wait until the commit witness
     # covers it (witness.py); off: the witness only detects (no added latency)
     witness_gate: bool = True
