@@ -214,16 +214,24 @@ def _check_closed(services: dict[str, Any]) -> list[str]:
     return out
 
 
+def _named_volumes(svc: dict[str, Any]) -> list[str]:
+    """The named volumes a service mounts (short or long syntax; not bind mounts)."""
+    out = []
+    for vol in svc.get("volumes") or []:
+        source = str(vol.get("source", "")) if isinstance(vol, dict) else str(vol).split(":", 1)[0]
+        if source and not source.startswith((".", "/")):
+            out.append(source)
+    return out
+
+
 def _check_shared_volumes(services: dict[str, Any]) -> list[str]:
     """Services mounting one named volume must be ordered by ``depends_on``: the first
     container to mount a new volume fills it from its image, and two created at once race
     at that copy (``failed to mkdir ...: file exists``)."""
     users: dict[str, list[str]] = {}
     for name, svc in services.items():
-        for vol in svc.get("volumes") or []:
-            source = str(vol.get("source", "")) if isinstance(vol, dict) else str(vol).split(":", 1)[0]
-            if source and not source.startswith((".", "/")):
-                users.setdefault(source, []).append(name)
+        for source in _named_volumes(svc):
+            users.setdefault(source, []).append(name)
 
     def after(name: str, other: str, seen: frozenset[str] = frozenset()) -> bool:
         deps = services[name].get("depends_on") or []
@@ -261,9 +269,8 @@ def problems(
         for dep in svc.get("depends_on") or []:
             if dep not in services:
                 out.append(f"{name}: depends on {dep!r}, which is not a service")
-        for vol in svc.get("volumes") or []:
-            source = str(vol).split(":", 1)[0]
-            if not source.startswith((".", "/")) and source not in volumes:
+        for source in _named_volumes(svc):
+            if source not in volumes:
                 out.append(f"{name}: volume {source!r} is not declared")
         if _ours(svc):
             cmd = svc.get("command") or []

@@ -41,7 +41,7 @@ RESERVED = frozenset(
         "group.instance.id",
         "partition.assignment.strategy",
         "transactional.id",
-        "message.timeout.ms",  # below the seen ids' slack (topics.py)
+        "message.timeout.ms",  # how long a lost interval's copies may land (topics.py)
         "delivery.timeout.ms",  # (its alias)
     }
 )
