@@ -165,19 +165,28 @@ impl GroupConsumer {
         Ok(())
     }
 
-    fn to_python(&self, py: Python<'_>, m: Taken) -> PyResult<Py<Msg>> {
-        let topic = {
-            let mut topics = self.topics.lock().expect("topics");
-            match topics.get(&m.topic) {
-                Some(t) => t.clone_ref(py),
-                None => {
-                    let t = PyString::intern(py, &m.topic).unbind();
-                    topics.insert(m.topic.clone(), t.clone_ref(py));
-                    t
-                }
-            }
+    /// The Python side of `taken`, whose topics are `names` (one `str` per topic,
+    /// shared by its messages).
+    fn to_python(&self, py: Python<'_>, names: &[String], taken: Vec<Taken>) -> PyResult<Vec<Py<Msg>>> {
+        let topics: Vec<Py<PyString>> = {
+            let mut known = self.topics.lock().expect("topics");
+            names
+                .iter()
+                .map(|name| {
+                    known
+                        .entry(name.clone())
+                        .or_insert_with(|| PyString::intern(py, name).unbind())
+                        .clone_ref(py)
+                })
+                .collect()
         };
-        m.into_msg(py, topic)
+        taken
+            .into_iter()
+            .map(|m| {
+                let topic = topics[m.topic].clone_ref(py);
+                m.into_msg(py, topic)
+            })
+            .collect()
     }
 
     fn raise_kept(&self) -> PyResult<()> {
@@ -247,26 +256,28 @@ impl GroupConsumer {
         max_messages: usize,
         timeout: f64,
     ) -> PyResult<(Vec<Py<Msg>>, Vec<Failed>)> {
-        let (messages, errors) = py.allow_threads(|| {
+        let (messages, names, errors) = py.allow_threads(|| {
             let mut messages: Vec<Taken> = Vec::new();
+            let mut names: Vec<String> = Vec::new();
             let mut errors: Vec<(i32, String)> = Vec::new();
-            let drain = |messages: &mut Vec<Taken>, errors: &mut Vec<(i32, String)>| {
-                while messages.len() < max_messages {
-                    match self.inner.poll(Duration::ZERO) {
-                        None => break,
-                        Some(Ok(m)) => messages.push(Taken::of(&m)),
-                        Some(Err(e)) => {
-                            errors.push((e.rdkafka_error_code().map_or(-1, |c| c as i32), e.to_string()))
+            let drain =
+                |messages: &mut Vec<Taken>, names: &mut Vec<String>, errors: &mut Vec<(i32, String)>| {
+                    while messages.len() < max_messages {
+                        match self.inner.poll(Duration::ZERO) {
+                            None => break,
+                            Some(Ok(m)) => messages.push(Taken::of(&m, names)),
+                            Some(Err(e)) => {
+                                errors.push((e.rdkafka_error_code().map_or(-1, |c| c as i32), e.to_string()))
+                            }
                         }
                     }
-                }
-            };
-            drain(&mut messages, &mut errors);
+                };
+            drain(&mut messages, &mut names, &mut errors);
             if messages.is_empty() && max_messages > 0 {
                 match self.inner.poll(Duration::from_secs_f64(timeout.max(0.0))) {
                     Some(Ok(m)) => {
-                        messages.push(Taken::of(&m));
-                        drain(&mut messages, &mut errors);
+                        messages.push(Taken::of(&m, &mut names));
+                        drain(&mut messages, &mut names, &mut errors);
                     }
                     Some(Err(e)) => {
                         errors.push((e.rdkafka_error_code().map_or(-1, |c| c as i32), e.to_string()))
@@ -274,15 +285,11 @@ impl GroupConsumer {
                     None => {}
                 }
             }
-            (messages, errors)
+            (messages, names, errors)
         });
         self.raise_kept()?;
         self.serve_commits(py)?;
-        let out = messages
-            .into_iter()
-            .map(|m| self.to_python(py, m))
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok((out, errors))
+        Ok((self.to_python(py, &names, messages)?, errors))
     }
 
     fn pause(&self, parts: Vec<Part>) -> PyResult<()> {

@@ -48,17 +48,14 @@ pub fn read_ids<'py>(
     for (i, item) in messages.iter().enumerate() {
         let bound = item.downcast::<Msg>()?;
         let m = bound.get();
-        let marks = &m.body.marks;
-        let mut late = marks.late.as_ref().map(|v| v.as_deref().unwrap_or(b""));
-        let claimed = match &marks.id {
-            Some(Some(rid)) if rid.len() == ID_BYTES => Some(rid.as_slice()),
+        let body = &m.body;
+        let mut late = body.late().map(|v| v.unwrap_or(b""));
+        let claimed = match body.id() {
+            Some(Some(rid)) if rid.len() == ID_BYTES => Some(rid),
             _ => None,
         };
         let rid: Bound<'py, PyBytes> = match claimed {
-            Some(rid)
-                if mac_key
-                    .is_none_or(|k| verifies(k, rid, marks.mac.as_ref().and_then(|v| v.as_deref()))) =>
-            {
+            Some(rid) if mac_key.is_none_or(|k| verifies(k, rid, body.mac().flatten())) => {
                 PyBytes::new(py, rid)
             }
             Some(_) => {

@@ -113,7 +113,7 @@ impl Screener {
                 early.append((i, "late"))?;
                 continue;
             }
-            let key = m.body.key.as_deref();
+            let key = m.body.key();
             let text = key
                 .filter(|k| k.len() <= self.max_key)
                 .and_then(|k| std::str::from_utf8(k).ok());
@@ -131,7 +131,7 @@ impl Screener {
             let Some((stream, decode)) = &binding else {
                 unreachable!()
             };
-            let value = m.body.value.as_deref().unwrap_or(b"");
+            let value = m.body.value().unwrap_or(b"");
             let decoded = match decode {
                 Decode::Native(d) => d.borrow(py).decode_slice(py, value),
                 Decode::Call(f) => f.bind(py).call1((PyBytes::new(py, value),)),

@@ -1,0 +1,99 @@
+"""The native core's group consumer hands the runtime what confluent-kafka's hands it.
+
+Messages of every shape a topic may hold (no key, no value, empty ones, no headers, a
+header without a value, headers of one name repeated, more headers than fit inline,
+names that are not ASCII, a value of 256 KiB, several topics) are written to a real
+Kafka, then read by both members (``transport.consumer.GroupConsumer`` and
+``transport.native_consumer.NativeGroupConsumer``, each its own group): every message
+comes out of both with the same topic, partition, offset, key, value, timestamp and
+headers, and the record path's headers read in Rust (``envelope.rs``) give the ids and
+late marks the reference reads from the same messages.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from confluent_kafka import Producer
+
+from mwcore.api.signing import UNSIGNED
+from mwcore.core import native
+from mwcore.runtime.envelope import read_ids
+from mwcore.tools.stack.localstack import LocalStack
+from mwcore.transport.consumer import GroupConsumer, Part
+from mwcore.transport.native_consumer import NativeGroupConsumer
+from mwcore.transport.topics import ensure_topics
+
+BEGINNING = -2  # librdkafka's OFFSET_BEGINNING
+
+HEADERS: list[list[tuple[str, bytes | None]] | None] = [
+    None,
+    [],
+    [("mw-id", b"0123456789abcdef")],
+    [("mw-id", b"0123456789abcdef"), ("mw-late-ms", b"1500")],
+    [("mw-id", None), ("mw-late-ms", None)],
+    [("mw-id", b"short")],
+    [("mw-id", b"first-id-16bytes"), ("mw-id", b"second-id16bytes")],  # the last counts
+    [("x-\u00e9t\u00e9", b"\xff\x00"), ("", b""), ("mw-mac", b"m" * 16)],
+    [(f"h{i}", bytes([i]) * i) for i in range(9)] + [("mw-id", b"after-eight-hdrs")],
+]
+KEYS: list[bytes | None] = [None, b"", b"k", "cl\u00e9".encode(), b"\xff\xfe", b"x" * 300]
+VALUES: list[bytes | None] = [None, b"", b"v", b"\x00" * 17, b"w" * (256 * 1024)]
+
+
+def _write(bootstrap: str, topics: list[str]) -> int:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    n = 0
+    for i, headers in enumerate(HEADERS):
+        for j, key in enumerate(KEYS):
+            for k, value in enumerate(VALUES):
+                topic = topics[(i + j + k) % len(topics)]
+                kwargs: dict[str, Any] = {"key": key, "value": value, "timestamp": 1_700_000_000_000 + n}
+                if headers is not None:
+                    kwargs["headers"] = headers
+                p.produce(topic, partition=n % 2, **kwargs)
+                n += 1
+    assert p.flush(30) == 0
+    return n
+
+
+def _read(member: GroupConsumer | NativeGroupConsumer, topics: list[str], n: int) -> list[Any]:
+    member.subscribe(topics, lambda parts: dict.fromkeys(parts, BEGINNING), lambda _: None, lambda _: None)
+    got: list[Any] = []
+    deadline = time.monotonic() + 60
+    while len(got) < n and time.monotonic() < deadline:
+        got.extend(member.poll(500, 0.5))
+    member.close()
+    assert len(got) == n, f"read {len(got)} of {n}"
+    return sorted(got, key=lambda m: (m.topic(), m.partition(), m.offset()))
+
+
+def _fields(m: Any) -> tuple[Any, ...]:
+    headers = m.headers()
+    return (
+        m.topic(),
+        m.partition(),
+        m.offset(),
+        m.key(),
+        m.value(),
+        m.timestamp(),
+        None if headers is None else [tuple(h) for h in headers],
+        m.error(),
+    )
+
+
+def test_both_consumers_read_every_message_alike(stack: LocalStack, namespace: str) -> None:
+    native()  # the native core is installed (make bootstrap)
+    topics = [f"{namespace}.a", f"{namespace}.b-2", f"{namespace}.c_3"]
+    ensure_topics(stack.bootstrap, dict.fromkeys(topics, 2))
+    n = _write(stack.bootstrap, topics)
+
+    reference = _read(GroupConsumer(stack.bootstrap, f"{namespace}-ref"), topics, n)
+    ours = _read(NativeGroupConsumer(stack.bootstrap, f"{namespace}-native"), topics, n)
+
+    assert [_fields(m) for m in ours] == [_fields(m) for m in reference]
+    # what envelope.rs reads of the headers kept apart is what the reference reads of all
+    assert native().read_ids(ours) == read_ids(reference, UNSIGNED)
+    assert {type(m).__name__ for m in ours} == {"Msg"}
+    assert Part(topics[0], 0) in {Part(m.topic(), m.partition()) for m in ours}
