@@ -1,7 +1,7 @@
 """The per-record path of one worker, in-process: no broker, no Redis, none of their
 timing noise.
 
-Run: ``.venv/bin/python bench/hotpath.py [--records N] [--workload keyed|windowed]
+Run: ``.venv/bin/python bench/hotpath.py [--records N] [--workload keyed|windowed] [--floor]
 [--effects python|native]``; prints JSON last.
 
 Feeds ``KeyedCount`` (``bench/keyed_count.py``) batches of 5,000 real
@@ -30,6 +30,14 @@ numbers of records from the same messages, divided by the difference in records
     valgrind --tool=callgrind .venv/bin/python bench/hotpath.py --records 20000 --messages 25000
     # (Collected of the second - Collected of the first) / 10000
 
+``--floor`` runs the same workload's user code on the same messages with nothing of the
+kit around it: each value decoded (by the native core's decoder where installed),
+a ``Record`` made, ``process_record`` called on a context of plain dicts; the windowed
+workload's timers on a ``heapq``, fired as above, each production encoded; each chunk's
+dirty state encoded once. That is what any engine running this Python user code
+pays per record, whatever it does for exactly-once; ``cpu_us_per_record`` against the
+kit's says what the kit adds.
+
 ``--codecs`` times the Avro codecs instead: decode of ``mw.bench.Event`` and encode of
 ``mw.bench.Count``, the generated code (``mwcore.serde.codegen``) against fastavro
 (``AvroSerde(..., generated=False)``), and ``resolved_decode_event_us``: a record of a
@@ -43,6 +51,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
+import heapq
 import json
 import random
 import sys
@@ -184,6 +193,99 @@ def codecs(registry: SchemaRegistry) -> dict[str, Any]:
     return out
 
 
+class _State:
+    """``ctx.state`` on a dict of every key's value; the keys set are dirty."""
+
+    __slots__ = ("dirty", "key", "values")
+
+    def __init__(self) -> None:
+        self.key, self.values, self.dirty = "", {}, set()  # type: ignore[var-annotated]
+
+    def get(self) -> Any:
+        return self.values.get(self.key)
+
+    def set(self, value: Any) -> None:
+        self.values[self.key] = value
+        self.dirty.add(self.key)
+
+
+class _Context:
+    """``ctx`` as the workloads use it: ``key``, ``state``, ``timers.set``, ``produce``."""
+
+    def __init__(self, encode: Callable[[Any], bytes]) -> None:
+        self.key = ""
+        self.state = _State()
+        self.timers = self
+        self.due: list[tuple[int, str, str]] = []  # (timestamp, key, tag), a heap
+        self.out: list[tuple[str, bytes, int]] = []
+        self._encode = encode
+
+    def set(self, tag: str, timestamp: int, domain: Any) -> None:
+        heapq.heappush(self.due, (timestamp, self.key, tag))
+
+    def produce(self, stream: str, value: Any, timestamp: int) -> None:
+        self.out.append((self.key, self._encode(value), timestamp))
+
+
+def floor(
+    registry: SchemaRegistry, records: int, messages_n: int, core: Core, workload: str
+) -> dict[str, Any]:
+    """The workload's user code alone on the same messages (``--floor``)."""
+    from mwcore.api.record import Record, TimeDomain, Timer
+
+    windowed = workload == "windowed"
+    comp = WindowedCount() if windowed else KeyedCount()
+    comp.state.bind(registry)
+    event = AvroSerde(registry, "mw.bench.Event")
+    out = AvroSerde(registry, "mw.bench.ChaosWindow" if windowed else "mw.bench.Count")
+    on_native = core == "native"
+    decode = decoding(event) if on_native else event.decode
+    ctx = _Context(encoding(out) if on_native else out.encode)
+    state, due = ctx.state, ctx.due
+    rng = random.Random(1)
+    weights = [1 / (i + 1) ** 1.1 for i in range(KEYS)]
+    keys = rng.choices([f"query-{i}" for i in range(KEYS)], weights, k=messages_n)
+    messages = [
+        (k.encode(), event.encode({"query": k, "lang": "en", "latency_us": i % 997}), T0 + i, rid)
+        for i, (k, rid) in enumerate(zip(keys, (rng.randbytes(16) for _ in keys), strict=False))
+    ]
+    new_record = tuple.__new__
+    encode_state = comp.state.encode
+
+    def run(batch: list[Any], first: int) -> None:
+        for b in range(0, len(batch), BATCH):
+            chunk = batch[b : b + BATCH]
+            for i, (raw_key, raw_value, ts, rid) in enumerate(chunk, first + b):
+                key = raw_key.decode()
+                record = new_record(Record, (key, decode(raw_value), ts, rid, "events", 0, i))
+                ctx.key = state.key = key
+                comp.process_record(ctx, record)  # type: ignore[arg-type]
+            if windowed:  # the watermark 2 s behind the chunk's last record
+                watermark = chunk[-1][2] - 2_000
+                while due and due[0][0] <= watermark:
+                    ts, key, tag = heapq.heappop(due)
+                    ctx.key = state.key = key
+                    comp.process_timer(ctx, Timer(key, tag, ts, TimeDomain.EVENT))  # type: ignore[arg-type]
+            for key in state.dirty:
+                encode_state(state.values[key])
+            state.dirty.clear()
+            ctx.out.clear()
+
+    gc.collect()
+    gc.freeze()
+    run(messages[:BATCH], 0)
+    start = time.process_time()
+    run(messages[BATCH : BATCH + records], BATCH)
+    cpu = time.process_time() - start
+    return {
+        "records": records,
+        "floor": True,
+        "core": core,
+        "workload": workload,
+        "cpu_us_per_record": round(1e6 * cpu / records, 2),
+    }
+
+
 def _best_us(call: Callable[[], object], number: int = 100_000) -> float:
     """Microseconds per call, the best of 5 ``timeit`` repeats."""
     return round(1e6 * min(timeit.repeat(call, number=number, repeat=5)) / number, 2)
@@ -199,6 +301,7 @@ def main() -> None:
         "--gc-threshold", type=int, default=GC_THRESHOLD, help="as MW_GC_THRESHOLD (0: Python's)"
     )
     parser.add_argument("--codecs", action="store_true", help="time the Avro codecs instead")
+    parser.add_argument("--floor", action="store_true", help="the workload's user code alone")
     parser.add_argument("--core", choices=CORES, default=default_core(), help="as MW_CORE")
     parser.add_argument("--workload", choices=("keyed", "windowed"), default="keyed")
     parser.add_argument(
@@ -206,10 +309,12 @@ def main() -> None:
     )
     args = parser.parse_args()
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
+    messages_n = max(args.messages, args.records + BATCH)
     if args.codecs:
         result = codecs(registry)
+    elif args.floor:
+        result = floor(registry, args.records, messages_n, args.core, args.workload)
     else:
-        messages_n = max(args.messages, args.records + BATCH)
         result = interval_path(
             registry, args.records, messages_n, args.gc_threshold, args.core, args.workload, args.effects
         )
