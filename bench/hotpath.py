@@ -273,6 +273,9 @@ def floor(
 
     gc.collect()
     gc.freeze()
+    from mwcore.runtime.runner import tune_gc
+
+    tune_gc(GC_THRESHOLD)  # as the kit's path runs here, and a worker by default
     run(messages[:BATCH], 0)
     start = time.process_time()
     run(messages[BATCH : BATCH + records], BATCH)
