@@ -12,8 +12,8 @@ What the native core does: the worker's productions on librdkafka, reported per 
 (``runtime/native_codecs.py``); the dedup filter (``runtime/dedup.py``); packing each
 checkpoint into the commit script's call (``store/redis_store.py``); user code's
 context, its effects and the timer queue (``runtime/effects.py``; ``MW_NATIVE_EFFECTS=0``
-turns them off). Behind a switch until it passes everything: the group consumer and
-the record envelope (``MW_NATIVE_CONSUMER=1``).
+turns them off); the group consumer and the record envelope (``MW_NATIVE_CONSUMER=0``
+turns them off).
 """
 
 from __future__ import annotations

@@ -152,10 +152,10 @@ class WorkerSettings(ProcessSettings):
     # native: the Rust core (mwcore/core.py), the default where installed; python: the
     # pure-Python runtime (the reference), the default where the native core is not
     core: Core = Field(default_factory=default_core)
-    # MW_NATIVE_CONSUMER=1: with the native core, the group consumer on its librdkafka
-    # instead of confluent-kafka's (transport/native_consumer.py), the record envelope
-    # read in Rust; the Python core ignores it
-    native_consumer: bool = False
+    # MW_NATIVE_CONSUMER (on by default; 0 turns it off): with the native core, the group
+    # consumer on its librdkafka instead of confluent-kafka's (transport/native_consumer.py),
+    # the record envelope read in Rust; the Python core ignores it
+    native_consumer: bool = True
     # MW_NATIVE_EFFECTS (on by default; 0 turns it off): with the native core, user code
     # run on its Context and the effects applied, the timers queued, in Rust
     # (runtime/effects.py); the Python core ignores it

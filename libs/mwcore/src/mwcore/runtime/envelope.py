@@ -5,7 +5,7 @@ A message without an id gets one derived from its position, and so does one whos
 does not verify with the pipeline secret (``api/signing.py``): it is a dead letter
 ``bad_id``, never deduplicated under the id it claims, and its late mark is dropped.
 
-``read_ids`` is the reference; on the native consumer (``MW_NATIVE_CONSUMER=1``),
+``read_ids`` is the reference; on the native consumer (the default on the native core),
 whose messages carry these headers apart, ``mwcore_native.read_ids`` does the same
 work in Rust (``libs/mwcore/tests/test_native.py`` holds the two to identical output).
 """

@@ -16,7 +16,7 @@ duplicates (``dedup.py``), ``screen`` passes over the chunk once, in order:
   ``(index, error)`` for the caller to dead-letter; the keys of the items are collected
   to load their state in one read.
 
-``screen`` is the reference; on the native consumer (``MW_NATIVE_CONSUMER=1``)
+``screen`` is the reference; on the native consumer (the default on the native core)
 ``mwcore_native.Screener`` does the same work in Rust
 (``libs/mwcore/tests/test_native.py`` holds the two to identical output).
 """

@@ -1,5 +1,5 @@
-"""A worker's membership of its consumer group on the native core (``MW_CORE=native``
-with ``MW_NATIVE_CONSUMER=1``).
+"""A worker's membership of its consumer group on the native core (``MW_CORE=native``;
+the default, ``MW_NATIVE_CONSUMER=0`` turns it off).
 
 The same service as ``consumer.GroupConsumer`` (its methods, arguments and results),
 on the native core's librdkafka consumer: a poll's messages cross from Rust at once,
@@ -74,7 +74,7 @@ class NativeGroupConsumer:
         except native().KafkaFailure as exc:
             raise ConfigError(
                 f"MW_NATIVE_CONSUMER: the native core's consumer refuses its settings ({exc.args[1]}); "
-                "fix them, or unset MW_NATIVE_CONSUMER"
+                "fix them, or set MW_NATIVE_CONSUMER=0"
             ) from None
 
     # -- membership ------------------------------------------------------------------------
