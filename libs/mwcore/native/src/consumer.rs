@@ -29,6 +29,7 @@ use pyo3::types::{PyDict, PyString};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext};
 use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Message as _};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
@@ -134,6 +135,28 @@ impl ConsumerContext for Membership {
         } else {
             let _ = base.unassign();
         }
+    }
+}
+
+/// `m`'s parts into `messages`; or, for a message of more than 4 GiB (which librdkafka
+/// never takes: `receive.message.max.bytes` is at most 2^31 - 1), an error.
+fn take(
+    m: &BorrowedMessage<'_>,
+    messages: &mut Vec<Taken>,
+    names: &mut Vec<String>,
+    errors: &mut Vec<Failed>,
+) {
+    match Taken::of(m, names) {
+        Some(t) => messages.push(t),
+        None => errors.push((
+            -1,
+            format!(
+                "{}[{}] at {}: a message of more than 4 GiB",
+                m.topic(),
+                m.partition(),
+                m.offset()
+            ),
+        )),
     }
 }
 
@@ -265,7 +288,7 @@ impl GroupConsumer {
                     while messages.len() < max_messages {
                         match self.inner.poll(Duration::ZERO) {
                             None => break,
-                            Some(Ok(m)) => messages.push(Taken::of(&m, names)),
+                            Some(Ok(m)) => take(&m, messages, names, errors),
                             Some(Err(e)) => {
                                 errors.push((e.rdkafka_error_code().map_or(-1, |c| c as i32), e.to_string()))
                             }
@@ -276,7 +299,7 @@ impl GroupConsumer {
             if messages.is_empty() && max_messages > 0 {
                 match self.inner.poll(Duration::from_secs_f64(timeout.max(0.0))) {
                     Some(Ok(m)) => {
-                        messages.push(Taken::of(&m, &mut names));
+                        take(&m, &mut messages, &mut names, &mut errors);
                         drain(&mut messages, &mut names, &mut errors);
                     }
                     Some(Err(e)) => {

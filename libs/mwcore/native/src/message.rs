@@ -3,10 +3,24 @@
 //! confluent-kafka's), built once per message from librdkafka's. The three headers the
 //! record path reads (`mw-id`, `mw-mac`, `mw-late-ms`) are kept apart as well, so that
 //! `envelope::read_ids` reads them without touching Python objects.
+//!
+//! A message's key, value and headers are copied into one buffer (one allocation and
+//! one free a message; the header spans stay inline up to four headers). Header names
+//! are kept as the bytes Kafka carries: any producer may write one that is not UTF-8.
 
+use std::borrow::Cow;
+use std::ffi::{c_char, c_void, CStr};
+use std::marker::PhantomData;
+use std::ptr;
+
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
-use rdkafka::message::{Headers, Message, Timestamp};
+use rdkafka::bindings::{
+    rd_kafka_header_cnt, rd_kafka_header_get_all, rd_kafka_headers_t, rd_kafka_message_headers,
+};
+use rdkafka::message::{BorrowedMessage, Message, Timestamp};
+use rdkafka::types::RDKafkaRespErr;
 use smallvec::SmallVec;
 
 /// The record id's header (`mwcore.api.record.ID_HEADER`).
@@ -19,6 +33,11 @@ pub const MAC_HEADER: &str = "mw-mac";
 /// One header as the record path reads it: absent, present without a value, or bytes.
 /// As in the Python reference, the last of several headers of one name counts.
 pub type Header<'a> = Option<Option<&'a [u8]>>;
+
+/// The most a `Body`'s buffer holds, so that a span's start is below `u32::MAX` (which
+/// marks no part). librdkafka takes no message over `receive.message.max.bytes` (at
+/// most 2^31 - 1); a `Msg` made in Python is refused above it.
+const MAX_BUFFER: usize = u32::MAX as usize - 1;
 
 /// Where a part lies in a `Body`'s buffer (`u32::MAX` as the start: no part).
 #[derive(Clone, Copy)]
@@ -34,7 +53,8 @@ const NONE: Span = Span {
 
 impl Span {
     fn get(self, buf: &[u8]) -> Option<&[u8]> {
-        (self.start != u32::MAX).then(|| &buf[self.start as usize..(self.start + self.len) as usize])
+        let start = self.start as usize;
+        (self.start != u32::MAX).then(|| &buf[start..start + self.len as usize])
     }
 }
 
@@ -45,17 +65,17 @@ struct HeaderSpan {
     value: Span,
 }
 
-/// Which of a message's headers are the record path's (their index in its headers).
+/// Which of a message's headers are the record path's: their index among its headers
+/// (librdkafka reads at most 100,000 headers a message).
 #[derive(Default, Clone, Copy)]
 struct Marks {
-    id: Option<u16>,
-    mac: Option<u16>,
-    late: Option<u16>,
+    id: Option<u32>,
+    mac: Option<u32>,
+    late: Option<u32>,
 }
 
 /// A consumed message's parts but its topic, as Rust holds them: its key, value and
-/// headers back to back in one buffer (one allocation, one free, per message; the
-/// header spans stay inline for up to four headers).
+/// headers back to back in one buffer.
 pub struct Body {
     pub partition: i32,
     pub offset: i64,
@@ -67,40 +87,44 @@ pub struct Body {
     marks: Marks,
 }
 
-/// Builds a `Body`: the parts are copied in as given.
+/// Builds a `Body`'s buffer: each part appended as given.
 struct Builder {
     buf: Vec<u8>,
 }
 
 impl Builder {
+    /// `part` appended (the buffer's whole size was checked against `MAX_BUFFER`).
     fn put(&mut self, part: Option<&[u8]>) -> Span {
         let Some(part) = part else { return NONE };
         let start = self.buf.len();
         self.buf.extend_from_slice(part);
-        // librdkafka caps a message far below 4 GiB (message.max.bytes)
         Span {
-            start: u32::try_from(start).unwrap_or(u32::MAX - 1),
-            len: u32::try_from(part.len()).unwrap_or(0),
+            start: start as u32,
+            len: part.len() as u32,
         }
     }
 }
 
 impl Body {
-    /// `headers` as `(name, value)` pairs; the marks are read off them.
+    /// `headers` as `(name, value)` pairs, a name as the bytes Kafka carries; the marks
+    /// are read off them. None if the parts come to more than `MAX_BUFFER` bytes.
     fn new<'h>(
         partition: i32,
         offset: i64,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         timestamp: (i32, i64),
-        headers: Option<impl ExactSizeIterator<Item = (&'h str, Option<&'h [u8]>)> + Clone>,
-    ) -> Body {
+        headers: Option<impl ExactSizeIterator<Item = (&'h [u8], Option<&'h [u8]>)> + Clone>,
+    ) -> Option<Body> {
         let mut size = key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
         if let Some(hs) = &headers {
             size += hs
                 .clone()
                 .map(|(n, v)| n.len() + v.map_or(0, <[u8]>::len))
                 .sum::<usize>();
+        }
+        if size > MAX_BUFFER {
+            return None;
         }
         let mut b = Builder {
             buf: Vec::with_capacity(size),
@@ -111,21 +135,24 @@ impl Body {
         let headers = headers.map(|hs| {
             let mut spans = SmallVec::with_capacity(hs.len());
             for (i, (name, v)) in hs.enumerate() {
-                let slot = match name {
-                    ID_HEADER => &mut marks.id,
-                    LATE_HEADER => &mut marks.late,
-                    MAC_HEADER => &mut marks.mac,
-                    _ => &mut None,
+                let slot = if name == ID_HEADER.as_bytes() {
+                    &mut marks.id
+                } else if name == LATE_HEADER.as_bytes() {
+                    &mut marks.late
+                } else if name == MAC_HEADER.as_bytes() {
+                    &mut marks.mac
+                } else {
+                    &mut None
                 };
-                *slot = u16::try_from(i).ok().or(*slot);
+                *slot = u32::try_from(i).ok().or(*slot);
                 spans.push(HeaderSpan {
-                    name: b.put(Some(name.as_bytes())),
+                    name: b.put(Some(name)),
                     value: b.put(v),
                 });
             }
             spans
         });
-        Body {
+        Some(Body {
             partition,
             offset,
             timestamp,
@@ -134,7 +161,7 @@ impl Body {
             value,
             headers,
             marks,
-        }
+        })
     }
 
     pub fn key(&self) -> Option<&[u8]> {
@@ -145,9 +172,8 @@ impl Body {
         self.value.get(&self.buf)
     }
 
-    fn mark(&self, at: Option<u16>) -> Header<'_> {
-        let at = at?;
-        let h = self.headers.as_ref()?.get(usize::from(at))?;
+    fn mark(&self, at: Option<u32>) -> Header<'_> {
+        let h = self.headers.as_ref()?.get(at? as usize)?;
         Some(h.value.get(&self.buf))
     }
 
@@ -166,12 +192,13 @@ impl Body {
         self.mark(self.marks.late)
     }
 
-    fn header_list(&self) -> Option<impl Iterator<Item = (&str, Option<&[u8]>)>> {
+    /// Each header's name (U+FFFD for bytes that do not decode as UTF-8, where
+    /// confluent-kafka's message fails) and value.
+    fn header_list(&self) -> Option<impl Iterator<Item = (Cow<'_, str>, Option<&[u8]>)>> {
         self.headers.as_ref().map(|hs| {
             hs.iter().map(|h| {
                 let name = h.name.get(&self.buf).unwrap_or(b"");
-                // copied in from a &str
-                (std::str::from_utf8(name).unwrap_or(""), h.value.get(&self.buf))
+                (String::from_utf8_lossy(name), h.value.get(&self.buf))
             })
         })
     }
@@ -199,20 +226,22 @@ impl Msg {
         value: Option<Vec<u8>>,
         timestamp: (i32, i64),
         headers: Option<Vec<(String, Option<Vec<u8>>)>>,
-    ) -> Self {
-        Msg {
+    ) -> PyResult<Self> {
+        let body = Body::new(
+            partition,
+            offset,
+            key.as_deref(),
+            value.as_deref(),
+            timestamp,
+            headers
+                .as_ref()
+                .map(|hs| hs.iter().map(|(n, v)| (n.as_bytes(), v.as_deref()))),
+        )
+        .ok_or_else(|| PyValueError::new_err(format!("a message of more than {MAX_BUFFER} bytes")))?;
+        Ok(Msg {
             topic: topic.unbind(),
-            body: Body::new(
-                partition,
-                offset,
-                key.as_deref(),
-                value.as_deref(),
-                timestamp,
-                headers
-                    .as_ref()
-                    .map(|hs| hs.iter().map(|(n, v)| (n.as_str(), v.as_deref()))),
-            ),
-        }
+            body,
+        })
     }
 
     fn topic(&self, py: Python<'_>) -> Py<PyString> {
@@ -239,7 +268,7 @@ impl Msg {
         };
         let list = PyList::empty(py);
         for (name, value) in hs {
-            list.append((PyString::new(py, name), value.map(|v| PyBytes::new(py, v))))?;
+            list.append((PyString::new(py, &name), value.map(|v| PyBytes::new(py, v))))?;
         }
         Ok(Some(list))
     }
@@ -258,7 +287,8 @@ pub struct Taken {
 
 impl Taken {
     /// `topics`: the topics of the poll's messages so far (this one's is added if new).
-    pub fn of<M: Message>(m: &M, topics: &mut Vec<String>) -> Taken {
+    /// None for a message of more than `MAX_BUFFER` bytes, which librdkafka never takes.
+    pub fn of(m: &BorrowedMessage<'_>, topics: &mut Vec<String>) -> Option<Taken> {
         let name = m.topic();
         let topic = match topics.iter().position(|t| t == name) {
             Some(i) => i,
@@ -272,21 +302,16 @@ impl Taken {
             Timestamp::CreateTime(t) => (1, t),
             Timestamp::LogAppendTime(t) => (2, t),
         };
-        let headers = m.headers();
+        let headers = RawHeaders::of(m);
         let body = Body::new(
             m.partition(),
             m.offset(),
             m.key(),
             m.payload(),
             timestamp,
-            headers.map(|hs| {
-                (0..hs.count()).map(move |i| {
-                    let h = hs.get(i);
-                    (h.key, h.value)
-                })
-            }),
-        );
-        Taken { topic, body }
+            headers.as_ref().map(|hs| (0..hs.count()).map(|i| hs.get(i))),
+        )?;
+        Some(Taken { topic, body })
     }
 
     /// The Python side, its topic given (one `str` per topic, shared).
@@ -298,5 +323,50 @@ impl Taken {
                 body: self.body,
             },
         )
+    }
+}
+
+/// A consumed message's headers as librdkafka holds them, a name as its bytes. (rdkafka's
+/// `Headers::get` panics on a name that is not UTF-8.)
+struct RawHeaders<'a> {
+    ptr: *const rd_kafka_headers_t,
+    _message: PhantomData<&'a ()>,
+}
+
+impl<'a> RawHeaders<'a> {
+    /// None when the message has none (to librdkafka: no header list, or an empty one).
+    fn of(m: &'a BorrowedMessage<'_>) -> Option<RawHeaders<'a>> {
+        let mut headers: *mut rd_kafka_headers_t = ptr::null_mut();
+        // SAFETY: `m.ptr()` is the live message `m` borrows; librdkafka parses its headers
+        // once and keeps them, owned by the message, until the message is destroyed.
+        let err = unsafe { rd_kafka_message_headers(m.ptr(), &mut headers) };
+        (err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && !headers.is_null()).then_some(RawHeaders {
+            ptr: headers,
+            _message: PhantomData,
+        })
+    }
+
+    fn count(&self) -> usize {
+        // SAFETY: `ptr` is the message's header list (see `of`).
+        unsafe { rd_kafka_header_cnt(self.ptr) }
+    }
+
+    /// The `i`-th header (`i` below `count()`): its name's bytes, and its value (None
+    /// for a header without one).
+    fn get(&self, i: usize) -> (&'a [u8], Option<&'a [u8]>) {
+        let mut name: *const c_char = ptr::null();
+        let mut value: *const c_void = ptr::null();
+        let mut size: usize = 0;
+        // SAFETY: as in `of`; librdkafka points into the message's header list: a name
+        // NUL-terminated, a value of `size` bytes, or null.
+        unsafe {
+            let err = rd_kafka_header_get_all(self.ptr, i, &mut name, &mut value, &mut size);
+            if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR || name.is_null() {
+                return (b"", None);
+            }
+            let name = CStr::from_ptr(name).to_bytes();
+            let value = (!value.is_null()).then(|| std::slice::from_raw_parts(value.cast::<u8>(), size));
+            (name, value)
+        }
     }
 }
