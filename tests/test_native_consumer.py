@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 
 from mwcore.api.ids import random_id
@@ -137,3 +138,52 @@ def test_a_header_name_that_is_not_utf8_is_read_and_its_record_s_headers_found(
     assert (ours.key(), ours.value()) == (b"k", b"v")
     # confluent-kafka's consumer cannot read them: its headers() raises SystemError, or
     # (after a good header) hands over a list whose tuple holds NULL. Not asked here.
+
+
+@pytest.mark.parametrize("native_member", [False, True], ids=["confluent", "native"])
+def test_a_closing_member_takes_no_new_partitions(
+    stack: LocalStack, namespace: str, native_member: bool
+) -> None:
+    """A rebalance's assignment that waits in a member's queue when it closes is not
+    taken: ``on_assign`` (which acquires intervals) never runs once ``close`` began."""
+    if native_member:
+        native()
+    member_type = NativeGroupConsumer if native_member else GroupConsumer
+    topic = f"{namespace}.t"
+    ensure_topics(stack.bootstrap, {topic: 4})
+    group = f"{namespace}-g"
+    calls: list[tuple[str, bool]] = []
+    closing = False
+
+    def assigned(parts: list[Part]) -> dict[Part, int]:
+        calls.append(("assign", closing))
+        return dict.fromkeys(parts, BEGINNING)
+
+    def revoked(parts: list[Part]) -> None:
+        calls.append(("revoke", closing))
+
+    a = member_type(stack.bootstrap, group, session_timeout_ms=6000)
+    a.subscribe([topic], assigned, revoked, revoked)
+    deadline = time.monotonic() + 30
+    while not a.assignment() and time.monotonic() < deadline:
+        a.poll(10, 0.2)
+    assert a.assignment()
+    b = GroupConsumer(stack.bootstrap, group, session_timeout_ms=6000)
+    b.subscribe([topic], lambda parts: dict.fromkeys(parts, BEGINNING), lambda _: None, lambda _: None)
+    try:
+        # a serves the revocation, then stops polling while the group settles: the new
+        # assignment waits in its queue
+        seen = len(calls)
+        deadline = time.monotonic() + 30
+        while len(calls) == seen and time.monotonic() < deadline:
+            b.poll(10, 0.05)
+            a.poll(10, 0)  # no wait: the revocation alone, not what follows it
+        assert calls[-1] == ("revoke", False), calls
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            b.poll(10, 0.1)
+        closing = True
+        a.close()
+        assert ("assign", True) not in calls, calls
+    finally:
+        b.close()

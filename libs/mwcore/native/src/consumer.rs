@@ -17,6 +17,7 @@
 
 use std::collections::HashMap;
 use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -56,6 +57,7 @@ struct Callbacks {
 
 struct Membership {
     callbacks: Mutex<Option<Callbacks>>,
+    closing: AtomicBool, // set by close: an assignment still waiting in the queue is not taken
     on_committed: Option<Py<PyAny>>,
     raised: Mutex<Option<PyErr>>, // a callback's exception, raised by the call that polled
 }
@@ -101,6 +103,10 @@ impl ConsumerContext for Membership {
             .map(|e| (e.topic().to_owned(), e.partition()))
             .collect();
         let assigning = err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
+        if assigning && self.closing.load(Ordering::SeqCst) {
+            let _ = base.unassign(); // on_assign acquires intervals: never while closing
+            return;
+        }
         let revoking = err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS;
         let lost = revoking && base.assignment_lost();
         let ok = Python::with_gil(|py| {
@@ -233,6 +239,7 @@ impl GroupConsumer {
         }
         let context = Membership {
             callbacks: Mutex::new(None),
+            closing: AtomicBool::new(false),
             on_committed,
             raised: Mutex::new(None),
         };
@@ -415,8 +422,10 @@ impl GroupConsumer {
             .map_err(|e| failure(&e))
     }
 
-    /// Leave the group (revocation callbacks run) and close.
+    /// Leave the group (revocation callbacks run; an assignment still waiting in the
+    /// queue is not taken) and close.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.inner.context().closing.store(true, Ordering::SeqCst);
         py.allow_threads(|| {
             if self.inner.close_queue().is_ok() {
                 while !self.inner.closed() {

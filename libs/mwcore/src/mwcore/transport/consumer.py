@@ -91,6 +91,7 @@ class GroupConsumer:
         self.session_timeout_ms = session_timeout_ms
         self.group = group
         self._on_committed = on_committed
+        self._closing = False  # a closing member takes no new partitions
         conf = {
             **member_config(bootstrap, group, instance_id, session_timeout_ms),
             "on_commit": self._committed_cb,
@@ -103,6 +104,9 @@ class GroupConsumer:
         self, topics: Sequence[str], on_assign: OnAssign, on_revoke: OnRevoke, on_lost: OnRevoke
     ) -> None:
         def assigned(consumer: Consumer, tps: list[TopicPartition]) -> None:
+            if self._closing:  # an assignment that waited in the queue: not taken
+                consumer.unassign()
+                return
             starts = on_assign([_part(tp) for tp in tps])
             for tp in tps:
                 tp.offset = starts[_part(tp)]
@@ -205,4 +209,7 @@ class GroupConsumer:
             self._on_committed(ok)
 
     def close(self) -> None:
+        """Leave the group: revocations are served, and an assignment still waiting in
+        the queue is not taken (``on_assign`` acquires intervals: never while closing)."""
+        self._closing = True
         self._c.close()
