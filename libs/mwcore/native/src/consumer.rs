@@ -22,7 +22,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::commits::{CommitQueue, Committed};
-use crate::message::{Msg, Taken};
+use crate::message::Msg;
+use crate::polled::{Failed, Polled};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -30,7 +31,6 @@ use pyo3::types::{PyDict, PyString};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, Message as _};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
@@ -42,7 +42,6 @@ create_exception!(
 );
 
 type Part = (String, i32);
-type Failed = (i32, String); // librdkafka's code, its text
 
 fn failure(err: &KafkaError) -> PyErr {
     let code = err.rdkafka_error_code().map_or(-1, |c| c as i32);
@@ -144,28 +143,6 @@ impl ConsumerContext for Membership {
     }
 }
 
-/// `m`'s parts into `messages`; or, for a message of more than 4 GiB (which librdkafka
-/// never takes: `receive.message.max.bytes` is at most 2^31 - 1), an error.
-fn take(
-    m: &BorrowedMessage<'_>,
-    messages: &mut Vec<Taken>,
-    names: &mut Vec<String>,
-    errors: &mut Vec<Failed>,
-) {
-    match Taken::of(m, names) {
-        Some(t) => messages.push(t),
-        None => errors.push((
-            -1,
-            format!(
-                "{}[{}] at {}: a message of more than 4 GiB",
-                m.topic(),
-                m.partition(),
-                m.offset()
-            ),
-        )),
-    }
-}
-
 fn tpl_of(parts: &[Part]) -> TopicPartitionList {
     let mut tpl = TopicPartitionList::new();
     for (topic, partition) in parts {
@@ -192,30 +169,6 @@ impl GroupConsumer {
             }
         }
         Ok(())
-    }
-
-    /// The Python side of `taken`, whose topics are `names` (one `str` per topic,
-    /// shared by its messages).
-    fn to_python(&self, py: Python<'_>, names: &[String], taken: Vec<Taken>) -> PyResult<Vec<Py<Msg>>> {
-        let topics: Vec<Py<PyString>> = {
-            let mut known = self.topics.lock().expect("topics");
-            names
-                .iter()
-                .map(|name| {
-                    known
-                        .entry(name.clone())
-                        .or_insert_with(|| PyString::intern(py, name).unbind())
-                        .clone_ref(py)
-                })
-                .collect()
-        };
-        taken
-            .into_iter()
-            .map(|m| {
-                let topic = topics[m.topic].clone_ref(py);
-                m.into_msg(py, topic)
-            })
-            .collect()
     }
 
     fn raise_kept(&self) -> PyResult<()> {
@@ -286,40 +239,33 @@ impl GroupConsumer {
         max_messages: usize,
         timeout: f64,
     ) -> PyResult<(Vec<Py<Msg>>, Vec<Failed>)> {
-        let (messages, names, errors) = py.allow_threads(|| {
-            let mut messages: Vec<Taken> = Vec::new();
-            let mut names: Vec<String> = Vec::new();
-            let mut errors: Vec<(i32, String)> = Vec::new();
-            let drain =
-                |messages: &mut Vec<Taken>, names: &mut Vec<String>, errors: &mut Vec<(i32, String)>| {
-                    while messages.len() < max_messages {
-                        match self.inner.poll(Duration::ZERO) {
-                            None => break,
-                            Some(Ok(m)) => take(&m, messages, names, errors),
-                            Some(Err(e)) => {
-                                errors.push((e.rdkafka_error_code().map_or(-1, |c| c as i32), e.to_string()))
-                            }
-                        }
+        let polled = py.allow_threads(|| {
+            let mut polled = Polled::default();
+            let drain = |polled: &mut Polled| {
+                while polled.messages.len() < max_messages {
+                    match self.inner.poll(Duration::ZERO) {
+                        None => break,
+                        Some(Ok(m)) => polled.take(&m),
+                        Some(Err(e)) => polled.failed(&e),
                     }
-                };
-            drain(&mut messages, &mut names, &mut errors);
-            if messages.is_empty() && max_messages > 0 {
+                }
+            };
+            drain(&mut polled);
+            if polled.messages.is_empty() && max_messages > 0 {
                 match self.inner.poll(Duration::from_secs_f64(timeout.max(0.0))) {
                     Some(Ok(m)) => {
-                        take(&m, &mut messages, &mut names, &mut errors);
-                        drain(&mut messages, &mut names, &mut errors);
+                        polled.take(&m);
+                        drain(&mut polled);
                     }
-                    Some(Err(e)) => {
-                        errors.push((e.rdkafka_error_code().map_or(-1, |c| c as i32), e.to_string()))
-                    }
+                    Some(Err(e)) => polled.failed(&e),
                     None => {}
                 }
             }
-            (messages, names, errors)
+            polled
         });
         self.raise_kept()?;
         self.serve_commits(py)?;
-        Ok((self.to_python(py, &names, messages)?, errors))
+        polled.into_python(py, &self.topics)
     }
 
     fn pause(&self, parts: Vec<Part>) -> PyResult<()> {
