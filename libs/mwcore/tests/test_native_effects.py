@@ -14,6 +14,7 @@ undeclared output), user code raising before or after its effects.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from mwcore import Computation, Context, JsonCodec, Options, Record, TimeDomain, Timer
+from mwcore.api.record import Production
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.effects import Applier, RedoCareful
 from mwcore.runtime.state_cache import StateCache
@@ -230,6 +232,37 @@ def test_the_native_applier_does_what_the_reference_does(seed: int) -> None:
     want, _ = scenario(seed, native=False)
     got, _ = scenario(seed, native=True)
     assert got == want
+
+
+def test_the_native_core_makes_the_objects_python_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``Timer`` user code gets and the ``Production`` s it makes are made in Rust
+    without calling their types (``objects.rs``): they must be the very objects the
+    types' constructors make (type, fields, ``==``, hash, repr, frozenness)."""
+    timers: list[Timer] = []
+    fire = Drawn.process_timer
+
+    def keep(self: Drawn, ctx: Context, timer: Timer) -> None:
+        timers.append(timer)
+        fire(self, ctx, timer)
+
+    monkeypatch.setattr(Drawn, "process_timer", keep)
+    productions = [
+        p
+        for seed in range(12)
+        for step in scenario(seed, native=True)[0]
+        if isinstance(step, tuple) and len(step) == 4
+        for p in step[2]
+    ]
+    assert len(timers) > 50 and len(productions) > 50
+    for t in timers:
+        made = Timer(t.key, t.tag, t.timestamp, t.domain)
+        assert type(t) is Timer and t == made and hash(t) == hash(made) and repr(t) == repr(made)
+        assert dataclasses.asdict(t) == dataclasses.asdict(made)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            t.tag = "other"  # type: ignore[misc]
+    for p in productions:
+        assert type(p) is Production and p == Production(*p) and p._asdict() == Production(*p)._asdict()
+        assert repr(p) == repr(Production(*p))
 
 
 def test_the_drawn_scenarios_take_every_branch() -> None:

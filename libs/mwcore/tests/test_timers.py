@@ -38,3 +38,14 @@ def test_cleared_timers_never_fire_and_domains_are_separate() -> None:
 def test_encoding_round_trips() -> None:
     e = entry("k\u00e9y", "tag", -5, TimeDomain.WALL)
     assert decode_entry(field_of(e.key, e.tag), encode_entry(e)) == e
+
+
+def test_a_timer_moved_to_another_domain_fires_only_there() -> None:
+    """Set again in another domain at the same time by the same call (same set id): the
+    old domain's heap still holds it, and must not take it by the old domain's clock."""
+    q = TimerQueue()
+    q.set(entry("a", "x", 10, TimeDomain.EVENT))
+    q.set(entry("a", "x", 10, TimeDomain.WALL))
+    assert q.oldest(TimeDomain.EVENT) is None
+    assert list(q.due(TimeDomain.EVENT, 100)) == []
+    assert [e.domain for e in q.due(TimeDomain.WALL, 100)] == [TimeDomain.WALL]

@@ -1,7 +1,7 @@
 //! The Bloom filter of record ids (reference: `mwcore/runtime/bloom.py`), bit for bit:
 //! the same mixing (splitmix64), the same positions, the same words.
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

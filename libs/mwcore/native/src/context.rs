@@ -6,10 +6,11 @@
 
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::ids::derive;
+use crate::objects::TupleType;
 use crate::timers::{domain_index, EVENT};
 
 /// `mwcore.api.context.MAX_VALUE_BYTES`.
@@ -71,8 +72,7 @@ pub struct Context {
     load: Py<PyAny>,      // the state cache's get (a key not cached)
     clock: Py<PyAny>,
     domains: [Py<PyAny>; 3],
-    production: Py<PyAny>, // mwcore.api.record.Production
-    tuple_new: Py<PyAny>,  // tuple.__new__ (a Production without its Python __new__)
+    production: TupleType, // mwcore.api.record.Production
     state: Option<Py<StateHandle>>,
     timers: Option<Py<TimerHandle>>,
 }
@@ -102,8 +102,7 @@ impl Context {
                 load,
                 clock,
                 domains,
-                production,
-                tuple_new: py.get_type::<PyTuple>().getattr("__new__")?.unbind(),
+                production: TupleType::of(production.bind(py).downcast::<PyType>()?, 6)?,
                 state: None,
                 timers: None,
             },
@@ -208,18 +207,15 @@ impl Context {
         };
         let index = u32::try_from(self.effects.productions.len()).unwrap_or(u32::MAX);
         let pid = PyBytes::new(py, &derive(&self.cause, index));
-        let fields = PyTuple::new(
-            py,
-            [
-                pid.into_any(),
-                topic,
-                out_key.into_any(),
-                encoded,
-                ts.into_pyobject(py)?.into_any(),
-                PyTuple::empty(py).into_any(),
-            ],
-        )?;
-        let production = self.tuple_new.call1(py, (self.production.bind(py), fields))?;
+        let fields = [
+            pid.into_any(),
+            topic,
+            out_key.into_any(),
+            encoded,
+            ts.into_pyobject(py)?.into_any(),
+            PyTuple::empty(py).into_any(),
+        ];
+        let production = self.production.make(py, fields)?.unbind();
         self.effects.productions.push(production);
         Ok(())
     }

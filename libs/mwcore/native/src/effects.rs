@@ -11,11 +11,12 @@
 
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::context::{Context, Slot};
 use crate::ids::timer_firing_id;
+use crate::objects::SlotsType;
 use crate::timers::{Entry, TimerQueue, DOMAIN_CODES};
 
 /// A timer's hash field (`store.checkpoint.field_of`): the key length-prefixed, then the tag.
@@ -73,7 +74,7 @@ pub struct Applier {
     weak: bool,
     delete_fired: bool,
     record_type: Py<PyAny>, // mwcore.api.record.Record
-    timer_type: Py<PyAny>,  // mwcore.api.record.Timer
+    timer_type: SlotsType,  // mwcore.api.record.Timer
 }
 
 impl Applier {
@@ -204,7 +205,7 @@ impl Applier {
             delete_fired: owner.getattr("_delete_fired")?.extract()?,
             owner: owner.clone().unbind(),
             record_type,
-            timer_type,
+            timer_type: SlotsType::of(timer_type.bind(py).downcast::<PyType>()?)?,
         })
     }
 
@@ -302,10 +303,15 @@ impl Applier {
                     b.timers
                         .set_item(field_of(py, &entry.key, &entry.tag)?, py.None())?;
                 }
-                let timer = self
-                    .timer_type
-                    .bind(py)
-                    .call1((&key, &entry.tag, entry.timestamp, domain))?;
+                let timer = self.timer_type.make(
+                    py,
+                    [
+                        key.as_any(),
+                        PyString::new(py, &entry.tag).as_any(),
+                        entry.timestamp.into_pyobject(py)?.as_any(),
+                        domain,
+                    ],
+                )?;
                 if let Some(exc) = self.run(py, &self.process_timer, &timer, &key, &b)? {
                     let e = self.timers.bind(py).borrow().kinds.to_python(py, &entry)?;
                     failed.call1((e, PyBytes::new(py, &fid), exc.value(py)))?;

@@ -36,6 +36,7 @@ mod encode;
 mod envelope;
 mod ids;
 mod message;
+mod objects;
 mod polled;
 mod producer;
 mod resp;

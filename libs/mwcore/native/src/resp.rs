@@ -2,8 +2,6 @@
 //! header with the argument count, then each argument as a bulk string (integers in
 //! decimal).
 
-use std::io::Write;
-
 pub struct Resp {
     buf: Vec<u8>,
     expected: usize,
@@ -34,9 +32,7 @@ impl Resp {
     }
 
     pub fn int(&mut self, value: i64) {
-        let mut digits = Vec::with_capacity(20);
-        push_decimal(&mut digits, value);
-        self.bulk(&digits);
+        self.bulk(itoa::Buffer::new().format(value).as_bytes());
     }
 
     pub fn finish(self) -> Vec<u8> {
@@ -49,5 +45,5 @@ impl Resp {
 }
 
 fn push_decimal(buf: &mut Vec<u8>, value: i64) {
-    write!(buf, "{value}").expect("writing to a Vec cannot fail");
+    buf.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }

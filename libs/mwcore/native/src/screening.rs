@@ -13,6 +13,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
 use crate::avro::Decoder;
 use crate::message::Msg;
+use crate::objects::TupleType;
 
 /// What a topic's values are decoded by: a native `Decoder`, or any Python callable.
 enum Decode {
@@ -26,13 +27,12 @@ type Screened<'py> = (usize, Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, 
 /// The screening of one worker's chunks: the types and bounds it works with, given once.
 #[pyclass(module = "mwcore_native", frozen)]
 pub struct Screener {
-    record: Py<PyType>,
+    record: TupleType,
     serialization_error: Py<PyType>,
     key_error: PyObject,
     min_ts: i64,
     max_ts: i64,
     max_key: usize,
-    tuple_new: PyObject,
 }
 
 #[pymethods]
@@ -50,15 +50,13 @@ impl Screener {
         max_ts: i64,
         max_key: usize,
     ) -> PyResult<Self> {
-        let tuple_new = py.get_type::<PyTuple>().getattr("__new__")?.unbind();
         Ok(Screener {
-            record,
+            record: TupleType::of(record.bind(py), 7)?,
             serialization_error,
             key_error,
             min_ts,
             max_ts,
             max_key,
-            tuple_new,
         })
     }
 
@@ -82,9 +80,7 @@ impl Screener {
         let early = PyList::empty(py);
         let items = PyList::empty(py);
         let keys = PySet::empty(py)?;
-        let record = self.record.bind(py);
         let error_type = self.serialization_error.bind(py);
-        let tuple_new = self.tuple_new.bind(py);
         let check_forged = !forged.is_empty();
         let check_late = !lates.is_empty();
         let mut last_topic: Option<Py<PyString>> = None;
@@ -144,8 +140,16 @@ impl Screener {
                 }
                 Err(e) => return Err(e),
             };
-            let fields = (key, value, ts, rid, stream, m.body.partition, m.body.offset);
-            items.append(tuple_new.call1((record, fields))?)?;
+            let fields = [
+                key.into_any(),
+                value,
+                ts.into_pyobject(py)?.into_any(),
+                rid,
+                stream.clone(),
+                m.body.partition.into_pyobject(py)?.into_any(),
+                m.body.offset.into_pyobject(py)?.into_any(),
+            ];
+            items.append(self.record.make(py, fields)?)?;
         }
         Ok((duplicates, early, items, keys))
     }

@@ -1,15 +1,22 @@
 //! The timers of one key interval, in memory, ordered by time per domain (reference:
 //! `mwcore.runtime.timers.TimerQueue`, held to it by `libs/mwcore/tests/test_native.py`).
 //!
-//! A timer is identified by (key, tag): setting it again replaces it. Each domain's heap
-//! holds `(timestamp, key, tag, set_id)` and is pruned lazily of replaced or cleared
-//! entries, so due timers come out in the order the reference's do. Python sees
-//! `mwcore.store.checkpoint.TimerEntry` objects; inside the native core (`effects.rs`)
-//! timers stay Rust values.
+//! A timer is identified by (key, tag): setting it again replaces it. Due timers come
+//! out in the reference's order: by timestamp, then key, then tag.
+//!
+//! Each domain keeps its pending timers in buckets by timestamp, not in one heap: a
+//! windowed computation sets thousands of timers at the same timestamp (every key's
+//! window ends with the second), and a heap breaks those ties by comparing strings at
+//! every level of every pop. A bucket is sorted once, when it becomes the oldest, and
+//! then gives its timers up from the end. Buckets are pruned lazily of replaced or
+//! cleared timers: each setting has a number (`gen`) and only the live one counts.
+//! Python sees `mwcore.store.checkpoint.TimerEntry` objects; inside the native core
+//! (`effects.rs`) timers stay Rust values.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use foldhash::HashMap;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -29,57 +36,108 @@ pub struct Entry {
     pub set_id: Vec<u8>,
 }
 
-type Slot = (i64, String, String, Vec<u8>); // a heap's (timestamp, key, tag, set_id)
+/// A live timer, under its key and tag.
+struct Live {
+    timestamp: i64,
+    domain: u8,
+    set_id: Vec<u8>,
+    gen: u64,
+}
+
+/// A setting of a timer in its bucket: (key, tag, gen), the names shared with `live`.
+type Slot = (Arc<str>, Arc<str>, u64);
+
+/// The settings of one timestamp; once sorted, in reverse (key, tag) order (the next
+/// due at the end).
+#[derive(Default)]
+struct Bucket {
+    slots: Vec<Slot>,
+    sorted: bool,
+}
 
 /// The queue itself, without Python. `live` is by key, then tag (looked up without
 /// allocating).
 #[derive(Default)]
 pub struct Queue {
-    live: HashMap<String, HashMap<String, Entry>>,
+    live: HashMap<Arc<str>, HashMap<Arc<str>, Live>>,
     count: usize,
-    heaps: [BinaryHeap<Reverse<Slot>>; 3],
+    next_gen: u64,
+    buckets: [BTreeMap<i64, Bucket>; 3],
 }
 
 impl Queue {
     pub fn set(&mut self, entry: Entry) {
-        let slot = (
-            entry.timestamp,
-            entry.key.clone(),
-            entry.tag.clone(),
-            entry.set_id.clone(),
-        );
-        self.heaps[usize::from(entry.domain)].push(Reverse(slot));
-        let tags = self.live.entry(entry.key.clone()).or_default();
-        if tags.insert(entry.tag.clone(), entry).is_none() {
+        let gen = self.next_gen;
+        self.next_gen += 1;
+        let key: Arc<str> = match self.live.get_key_value(entry.key.as_str()) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(entry.key),
+        };
+        let tags = self.live.entry(key.clone()).or_default();
+        let tag: Arc<str> = match tags.get_key_value(entry.tag.as_str()) {
+            Some((t, _)) => t.clone(),
+            None => Arc::from(entry.tag),
+        };
+        let live = Live {
+            timestamp: entry.timestamp,
+            domain: entry.domain,
+            set_id: entry.set_id,
+            gen,
+        };
+        if tags.insert(tag.clone(), live).is_none() {
             self.count += 1;
         }
+        let bucket = self.buckets[usize::from(entry.domain)]
+            .entry(entry.timestamp)
+            .or_default();
+        bucket.slots.push((key, tag, gen));
+        bucket.sorted = false;
     }
 
     pub fn clear(&mut self, key: &str, tag: &str) -> Option<Entry> {
         let tags = self.live.get_mut(key)?;
-        let gone = tags.remove(tag)?;
-        if tags.is_empty() {
-            self.live.remove(key);
-        }
+        let (tag, gone) = tags.remove_entry(tag)?;
+        let key = if tags.is_empty() {
+            self.live.remove_entry(key)?.0
+        } else {
+            self.live.get_key_value(key)?.0.clone()
+        };
         self.count -= 1;
-        Some(gone)
+        Some(Entry {
+            key: key.to_string(),
+            tag: tag.to_string(),
+            timestamp: gone.timestamp,
+            domain: gone.domain,
+            set_id: gone.set_id,
+        })
     }
 
-    fn get(&self, key: &str, tag: &str) -> Option<&Entry> {
-        self.live.get(key)?.get(tag)
-    }
-
-    /// The timestamp of the domain's oldest live timer, the heap pruned down to it.
+    /// The timestamp of the domain's oldest live timer, its bucket sorted and pruned
+    /// down to it (the timer is then the bucket's last slot).
     fn prune(&mut self, domain: u8) -> Option<i64> {
+        let live = &self.live;
+        let is_live = |(key, tag, gen): &Slot| {
+            live.get(key)
+                .and_then(|tags| tags.get(tag))
+                .is_some_and(|l| l.gen == *gen)
+        };
+        let buckets = &mut self.buckets[usize::from(domain)];
         loop {
-            let Reverse((ts, key, tag, set_id)) = self.heaps[usize::from(domain)].peek()?;
-            if self
-                .get(key, tag)
-                .is_some_and(|e| e.timestamp == *ts && e.set_id == *set_id)
-            {
-                return Some(*ts);
+            let mut first = buckets.first_entry()?;
+            let bucket = first.get_mut();
+            if !bucket.sorted {
+                bucket
+                    .slots
+                    .sort_unstable_by(|a, b| (&b.0, &b.1).cmp(&(&a.0, &a.1)));
+                bucket.sorted = true;
             }
-            self.heaps[usize::from(domain)].pop(); // replaced or cleared since it was pushed
+            while let Some(slot) = bucket.slots.last() {
+                if is_live(slot) {
+                    return Some(*first.key());
+                }
+                bucket.slots.pop(); // replaced or cleared since it was set
+            }
+            first.remove();
         }
     }
 
@@ -92,7 +150,8 @@ impl Queue {
         if self.prune(domain)? >= limit {
             return None;
         }
-        let Reverse((_, key, tag, _)) = self.heaps[usize::from(domain)].pop()?;
+        let mut first = self.buckets[usize::from(domain)].first_entry()?;
+        let (key, tag, _) = first.get_mut().slots.pop()?;
         self.clear(&key, &tag)
     }
 
@@ -107,8 +166,8 @@ impl Queue {
     pub fn clear_all(&mut self) {
         self.live.clear();
         self.count = 0;
-        for heap in &mut self.heaps {
-            heap.clear();
+        for buckets in &mut self.buckets {
+            buckets.clear();
         }
     }
 }

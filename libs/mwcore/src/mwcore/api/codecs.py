@@ -44,7 +44,7 @@ class JsonCodec(Generic[T]):
     def encode(self, value: T) -> bytes:
         try:
             out = orjson.dumps(value, option=_ORJSON_OPTIONS)
-            if b"null" not in out:
+            if out.find(b"null") < 0:  # (`in` on bytes first tries an int, and raises)
                 return out
         except TypeError:
             pass  # beyond orjson (a big integer), or not JSON at all: the standard library says

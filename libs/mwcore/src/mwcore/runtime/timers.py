@@ -73,9 +73,9 @@ class TimerQueue:
         while heap:
             ts, key, tag, set_id = heap[0]
             live = self._live.get((key, tag))
-            if live is not None and live.timestamp == ts and live.set_id == set_id:
+            if live is not None and live.timestamp == ts and live.set_id == set_id and live.domain is domain:
                 return live
-            heapq.heappop(heap)  # replaced or cleared since it was pushed
+            heapq.heappop(heap)  # replaced (perhaps into another domain) or cleared since
         return None
 
     def oldest(self, domain: TimeDomain) -> int | None:
