@@ -328,6 +328,56 @@ impl Applier {
         Ok(fired)
     }
 
+    /// As the reference's `encode_dirty`: each dirty key's cached state encoded once,
+    /// into `state` (the open batch's, by the key's bytes), and the dirty keys cleared.
+    /// `encode`: the codec's; `first_try`: `JsonCodec.first_try()` (`(orjson.dumps,
+    /// option)`, whose output stands unless it raised or wrote `null`) or None. Returns
+    /// None, or `(key, error)` of the first state that cannot be encoded (the keys stay
+    /// dirty; the caller raises `RedoCareful`).
+    fn encode_dirty(
+        &self,
+        py: Python<'_>,
+        state: &Bound<'_, PyDict>,
+        encode: &Bound<'_, PyAny>,
+        first_try: Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)>,
+    ) -> PyResult<Option<(Py<PyString>, PyObject)>> {
+        let dirty = self.dirty.bind(py);
+        let values = self.values.bind(py);
+        for key in dirty.keys() {
+            let key = key.downcast_into::<PyString>()?;
+            let encoded = (|| -> PyResult<Bound<'_, PyBytes>> {
+                let value = values.as_any().get_item(&key)?; // KeyError, as values[key]
+                if let Some((dumps, option)) = &first_try {
+                    match dumps.call1((&value, option)) {
+                        Ok(out) => {
+                            if let Ok(bytes) = out.downcast_exact::<PyBytes>() {
+                                if !contains(bytes.as_bytes(), b"null") {
+                                    return Ok(bytes.clone());
+                                }
+                            }
+                        }
+                        Err(e) if !e.is_instance_of::<PyException>(py) => return Err(e),
+                        Err(_) => {} // encode decides (a big integer, or no JSON)
+                    }
+                }
+                let out = encode.call1((&value,))?;
+                match out.downcast_exact::<PyBytes>() {
+                    Ok(bytes) => Ok(bytes.clone()),
+                    Err(_) => Ok(py.get_type::<PyBytes>().call1((out,))?.downcast_into()?),
+                }
+            })();
+            match encoded {
+                Ok(bytes) => state.set_item(PyBytes::new(py, key.to_str()?.as_bytes()), bytes)?,
+                Err(e) if e.is_instance_of::<PyException>(py) => {
+                    return Ok(Some((key.unbind(), e.into_value(py).into_any())));
+                }
+                Err(e) => return Err(e), // as the reference: KeyboardInterrupt passes through
+            }
+        }
+        dirty.clear();
+        Ok(None)
+    }
+
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.ctx)?;
         visit.call(&self.owner)?;
@@ -335,4 +385,9 @@ impl Applier {
         visit.call(&self.process_timer)?;
         visit.call(&self.cache_get)
     }
+}
+
+/// Whether `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
@@ -40,6 +41,12 @@ class JsonCodec(Generic[T]):
 
     def bind(self, registry: SchemaRegistry) -> None:
         return None
+
+    def first_try(self) -> tuple[Callable[..., bytes], int]:
+        """``(orjson.dumps, option)``: what ``encode`` tries first. Its output stands
+        unless it raised or wrote ``null``; then ``encode`` decides. (The native core calls
+        it without the frame of ``encode``, for a batch's dirty keys.)"""
+        return orjson.dumps, _ORJSON_OPTIONS
 
     def encode(self, value: T) -> bytes:
         try:

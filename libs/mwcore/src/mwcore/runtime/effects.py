@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mwcore.api import ids
+from mwcore.api.codecs import JsonCodec
 from mwcore.api.computation import Computation
 from mwcore.api.context import UNSET, Context, Effects, Encoder
 from mwcore.api.record import Production, Record, TimeDomain, Timer
@@ -86,6 +87,8 @@ class Applier:
         self.weak: list[Production] | None = [] if computation.options.productions == "weak" else None
         self._values = cache.values
         self._encode = cache.codec.encode
+        # JsonCodec's first try, called by the native core without encode's frame
+        self._first_try = cache.codec.first_try() if type(cache.codec) is JsonCodec else None
         self._delete_fired = not controls.keep_fired_timers
         self.careful = careful
         self.dirty: dict[str, None] = {}  # keys whose cached state the batch has yet to encode (in order)
@@ -235,6 +238,12 @@ class Applier:
         """Write the state of each key the batch changed, encoded once; ``RedoCareful``
         if one cannot be encoded (the careful redo finds the call that made it)."""
         if not self.dirty:
+            return
+        if self._native is not None:
+            failed = self._native.encode_dirty(batch.state, self._encode, self._first_try)
+            if failed is not None:
+                key, exc = failed
+                raise RedoCareful(key, exc) from exc
             return
         encode, values, state = self._encode, self._values, batch.state
         for key in self.dirty:
