@@ -1,5 +1,5 @@
 //! The timers of one key interval, in memory, ordered by time per domain (reference:
-//! `mwcore.runtime.timers.TimerQueue`, held to it by `libs/mwcore/tests/test_native.py`).
+//! `mwcore.runtime.timers.TimerQueue`, held to it by `libs/mwcore/tests/test_native_effects.py`).
 //!
 //! A timer is identified by (key, tag): setting it again replaces it. Due timers come
 //! out in the reference's order: by timestamp, then key, then tag.
@@ -7,9 +7,10 @@
 //! Each domain keeps its pending timers in buckets by timestamp, not in one heap: a
 //! windowed computation sets thousands of timers at the same timestamp (every key's
 //! window ends with the second), and a heap breaks those ties by comparing strings at
-//! every level of every pop. A bucket is sorted once, when it becomes the oldest, and
-//! then gives its timers up from the end. Buckets are pruned lazily of replaced or
-//! cleared timers: each setting has a number (`gen`) and only the live one counts.
+//! every level of every pop. A bucket is sorted when its first timer is due (again only
+//! if timers joined it since), and then gives its timers up from the end. Buckets are
+//! pruned lazily of replaced or cleared timers: each setting has a number (`gen`) and
+//! only the live one counts.
 //! Python sees `mwcore.store.checkpoint.TimerEntry` objects; inside the native core
 //! (`effects.rs`) timers stay Rust values.
 
@@ -112,9 +113,11 @@ impl Queue {
         })
     }
 
-    /// The timestamp of the domain's oldest live timer, its bucket sorted and pruned
-    /// down to it (the timer is then the bucket's last slot).
-    fn prune(&mut self, domain: u8) -> Option<i64> {
+    /// The timestamp of the domain's oldest live timer, its bucket pruned from the end
+    /// down to a live timer; with `sort`, sorted first, so that timer is the next due.
+    /// (`oldest`, asked at every step of a worker, does not sort: a bucket still taking
+    /// timers would be sorted again and again before its time.)
+    fn prune(&mut self, domain: u8, sort: bool) -> Option<i64> {
         let live = &self.live;
         let is_live = |(key, tag, gen): &Slot| {
             live.get(key)
@@ -125,7 +128,7 @@ impl Queue {
         loop {
             let mut first = buckets.first_entry()?;
             let bucket = first.get_mut();
-            if !bucket.sorted {
+            if sort && !bucket.sorted {
                 bucket
                     .slots
                     .sort_unstable_by(|a, b| (&b.0, &b.1).cmp(&(&a.0, &a.1)));
@@ -142,12 +145,12 @@ impl Queue {
     }
 
     pub fn oldest(&mut self, domain: u8) -> Option<i64> {
-        self.prune(domain)
+        self.prune(domain, false)
     }
 
     /// The oldest timer of `domain` before `limit`, taken out of the queue.
     pub fn pop_due(&mut self, domain: u8, limit: i64) -> Option<Entry> {
-        if self.prune(domain)? >= limit {
+        if self.prune(domain, true)? >= limit {
             return None;
         }
         let mut first = self.buckets[usize::from(domain)].first_entry()?;
