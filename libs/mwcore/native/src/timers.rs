@@ -150,9 +150,10 @@ impl Queue {
 
     /// The oldest timer of `domain` before `limit`, taken out of the queue.
     pub fn pop_due(&mut self, domain: u8, limit: i64) -> Option<Entry> {
-        if self.prune(domain, true)? >= limit {
-            return None;
+        if self.prune(domain, false)? >= limit {
+            return None; // (the next bucket, not due yet, is left unsorted)
         }
+        self.prune(domain, true)?; // the same bucket, sorted: its next timer last
         let mut first = self.buckets[usize::from(domain)].first_entry()?;
         let (key, tag, _) = first.get_mut().slots.pop()?;
         self.clear(&key, &tag)
