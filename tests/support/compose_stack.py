@@ -119,14 +119,20 @@ class ComposeProject:
 
     def wait_watermark(self, name: str, at_least: int, timeout: float) -> None:
         """Poll the watermarks (only: cheap) until ``name``'s output watermark is at least
-        ``at_least``."""
+        ``at_least``. A probe that fails (it reads the topic to its end, which a cluster
+        still electing leaders may not allow in its minute) is tried again until then."""
         start = time.monotonic()
         seen: list[str] = []  # at each poll, s after the start: ms short of the mark (for a failure)
+        wm = -(2**63)
         while True:
-            wm = self.probe(watermarks_only=True)["watermarks"].get(name, {}).get("output", -(2**63))
-            if wm >= at_least:
-                return
-            seen.append(f"{time.monotonic() - start:.0f}s: {at_least - wm}")
+            try:
+                wm = self.probe(watermarks_only=True)["watermarks"].get(name, {}).get("output", -(2**63))
+            except AssertionError as exc:  # the probe could not read the topic (a broker still starting)
+                seen.append(f"{time.monotonic() - start:.0f}s: probe failed: {str(exc).splitlines()[-1]}")
+            else:
+                if wm >= at_least:
+                    return
+                seen.append(f"{time.monotonic() - start:.0f}s: {at_least - wm}")
             if time.monotonic() > start + timeout:
                 raise TimeoutError(
                     f"{name}'s output watermark is {wm}, not {at_least}, after {timeout} s "
