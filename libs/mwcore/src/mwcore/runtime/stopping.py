@@ -131,6 +131,7 @@ def abort(w: Worker) -> None:
     """After an error: drop every interval uncommitted, leave the group."""
     w.turns.abandon()  # let it end (or fail) before anything else talks to the store
     w.turns.close()
+    w.reporter.close()
     w.ownership.clear()
     leave(w)
     w.sender.flush(5)  # committed productions in flight; resent on recovery anyway
@@ -147,6 +148,7 @@ def shutdown(w: Worker) -> None:
         took = drain(w, list(w.intervals.values()), SHUTDOWN_ACKS_S)
         release(w.store, list(w.intervals.values()))
     w.turns.close()
+    w.reporter.close()
     if w.consumer is not None:
         w.consumer.close()
         w.consumer = None

@@ -122,7 +122,11 @@ class Worker:
             overlap_commits=config.overlap_commits,
         )
         self.reporter = WatermarkReporter(
-            reports or NullReportSink(), self.layout.spec(), self.clock.now_ms, config.report_interval_ms
+            reports or NullReportSink(),
+            self.layout.spec(),
+            self.clock.now_ms,
+            config.report_interval_ms,
+            background=config.overlap_commits,
         )
         self.latencies = LatencyRecorder() if config.latency_out else None
         self.sender = NativeSender(config.bootstrap) if config.core == "native" else Sender(config.bootstrap)
