@@ -6,8 +6,8 @@ published by one, the forward and window stages by the other).
 injector -> forward -> stage_count (1 s windows) -> rollup (5 s windows), with
 several seconds of timestamp jitter and some records the injector lets through late.
 Twelve SIGKILLs, each of a live worker or authority; a killed forward stage stays down
-3 s, its input waiting in Kafka (four of the kills with one authority, three with two
-shards). Afterwards:
+until 5,000 records wait for it in Kafka (four of the kills with one authority, three with
+two shards). Afterwards:
 
 - every published watermark is at least the one published before it (I-7);
 - no event-time timer fired early: no window saw a record after its timer (I-8);
@@ -55,6 +55,14 @@ KILLS = 12
 # back in time, and the negative control could find no early window
 # (docs/benchmarks.md, "A fast hour").
 FORWARD_DOWN_S = 3.0
+# ... and longer, until the injector's watermark is FORWARD_BACKLOG_MS past where it was
+# at the kill (up to FORWARD_HOLD_MAX_S): forward's backlog is then at least 5,000
+# records however fast the generator kept its pace. With the backlog ignored, forward's
+# output watermark jumps to its input's once it is back and reports, while most of that
+# backlog is still unread, and the window stage fires ahead of it. With 3 s alone, on a
+# loaded hour, the negative control once found no early window.
+FORWARD_BACKLOG_MS = 20_000  # of event time: 5,000 records, 6.25 s at the generator's pace
+FORWARD_HOLD_MAX_S = 12.0
 T0 = 1_000_000
 
 
@@ -152,10 +160,11 @@ def run_pipeline(
             time.sleep(rng.uniform(1.5, 3.5))  # the pace of the kills
             pub.poll()
             victim = procs[rng.choice(sorted(procs))]
+            waiting_from = inj.reported  # what forward reads after this is at least as new
             victim.kill()
             kills += 1
             if victim.name == "forward":
-                time.sleep(FORWARD_DOWN_S)
+                hold_forward(inj, waiting_from, gen)
             victim.start()
         joined(gen, 300, "the generator")
         assert "end" in result
@@ -176,6 +185,21 @@ def run_pipeline(
     truth: Counter[tuple[str, int]] = result["truth"]  # type: ignore[assignment]
     late_ids: list[bytes] = result["late"]  # type: ignore[assignment]
     return problems + check_pipeline(stack, registry, namespace, truth, late_ids)
+
+
+def hold_forward(inj: Injector, waiting_from: int, generating: Background) -> None:
+    """Keep the killed forward stage down ``FORWARD_DOWN_S``, then until the injector's
+    watermark is ``FORWARD_BACKLOG_MS`` past ``waiting_from`` or the input is all sent
+    (up to ``FORWARD_HOLD_MAX_S``; printed: how long, and how much event time waits)."""
+    began = time.monotonic()
+    time.sleep(FORWARD_DOWN_S)
+    while (
+        time.monotonic() - began < FORWARD_HOLD_MAX_S
+        and inj.reported < waiting_from + FORWARD_BACKLOG_MS
+        and generating.is_alive()
+    ):
+        time.sleep(0.05)
+    print(f"forward held down {time.monotonic() - began:.1f} s, {inj.reported - waiting_from} ms waiting")
 
 
 def check_pipeline(
