@@ -36,12 +36,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import redis
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: bench.* importable
 
+from bench.cpu_split import CpuSplit, cpu_seconds, stack_pids
 from bench.profiling import Spy, breakdown
 from mwcore.api import ids
 from mwcore.core import default_core
@@ -139,6 +141,11 @@ def library_floor(stack: LocalStack, registry: SchemaRegistry, topic: str, n: in
 
 
 def worker_env(stack: LocalStack, namespace: str, **extra: str) -> dict[str, str]:
+    """The worker process's environment: this one's, the stack's addresses, and the
+    bench's own ``PYTHONPATH`` after the caller's (a run of older code from a worktree,
+    ``PYTHONPATH=<worktree>/libs/mwcore/src:<its native module>``, reaches the worker too:
+    until 2026-11-28 the worker ran the installed code whatever the caller's path)."""
+    path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
     return {
         **os.environ,
         "MW_BOOTSTRAP": stack.bootstrap,
@@ -146,7 +153,7 @@ def worker_env(stack: LocalStack, namespace: str, **extra: str) -> dict[str, str
         "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
         "MW_NAMESPACE": namespace,
         "MW_LOG_LEVEL": "warning",
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": path,
         **extra,
     }
 
@@ -158,15 +165,6 @@ def positions(r: redis.Redis, namespace: str, topic: str, computation: str = "ke
     ]
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """CPU time (user + system, all threads) a process has used so far (Linux /proc)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def run_worker(
     stack: LocalStack,
     namespace: str,
@@ -175,7 +173,7 @@ def run_worker(
     cls: str = "KeyedCount",
     profile: Path | None = None,
     **env: str,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Throughput of one worker process, and the CPU it used per record over the same
     window (less noisy than the rate: the broker and Redis share the two cores);
     ``profile``: py-spy samples of that window (``bench/profiling.py``)."""
@@ -190,12 +188,14 @@ def run_worker(
     try:
         start = None
         cpu_start = None
+        split = CpuSplit({"worker": proc.pid, **stack_pids(stack)})
         total = sum(ends.values())
         while True:
             pos = positions(r, namespace, topic, computation)
             done = sum(pos)
             if start is None and done > 0:
                 start, start_done, cpu_start = time.perf_counter(), done, cpu_seconds(proc.pid)
+                split.start()
                 if spy is not None:
                     spy.start()
             if all(pos[p] >= ends.get(p, 0) for p in range(PARTITIONS)):
@@ -205,12 +205,14 @@ def run_worker(
             time.sleep(0.02)
         elapsed = time.perf_counter() - start  # type: ignore[operator]
         cpu_end = cpu_seconds(proc.pid)
+        split.stop()
         if spy is not None:
             spy.stop()
         records = total - start_done
-        out = {"records_per_s": records / elapsed, "seconds": elapsed}
+        out: dict[str, Any] = {"records_per_s": records / elapsed, "seconds": elapsed}
         if cpu_start is not None and cpu_end is not None:
             out["cpu_us_per_record"] = 1e6 * (cpu_end - cpu_start) / records
+        out["cpu_split_us_per_record"] = split.per_record(records)
         return out
     finally:
         proc.terminate()
@@ -356,6 +358,7 @@ def main() -> None:
         "ratio": round(worker["records_per_s"] / raw, 3),
         "library_floor_records_per_s": round(floor),
         "worker_cpu_us_per_record": round(worker.get("cpu_us_per_record", 0), 1),
+        "cpu_split_us_per_record": worker.get("cpu_split_us_per_record", {}),
         "emit_per_second_records_per_s": round(every["records_per_s"]),
         **latency,
         "core": os.environ.get("MW_CORE") or default_core(),  # the worker's (it inherits the environment)

@@ -17,6 +17,8 @@ Run: ``.venv/bin/python bench/windowed.py [--records 1000000] [--profile FILE]``
 4. The output is checked: every (key, window) once, with the count of the input.
 
 The last line is JSON: ``records_per_s``, ``worker_cpu_us_per_record``,
+``cpu_split_us_per_record`` (the machine's CPU over the timed span, per record: the
+worker, the authority, the broker, Redis, the rest, idle: ``bench/cpu_split.py``),
 ``raw_consume_records_per_s``, ``windows``, ``core`` (``MW_CORE``; unset: ``native``
 where it is installed, else ``python``) and ``output_exact`` (true only when every
 window came out once with the right count, and the counts sum to the input).
@@ -37,8 +39,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.cpu_split import CpuSplit, cpu_seconds, stack_pids
 from bench.profiling import Spy, breakdown
-from bench.throughput import KEYS, PARTITIONS, cpu_seconds, positions, raw_consume, worker_env
+from bench.throughput import KEYS, PARTITIONS, positions, raw_consume, worker_env
 from mwcore.core import default_core
 from mwcore.injector.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
@@ -129,6 +132,7 @@ def run_in(
         [sys.executable, "-m", "mwcore", "run", "bench.windowed_count:WindowedCount"], env=env, cwd=ROOT
     )
     spy = Spy(worker.pid, profile) if profile else None
+    split = CpuSplit({"worker": worker.pid, "authority": auth.pid, **stack_pids(stack)})
     try:
         start = cpu_start = None
         before = 0  # records committed at the first commit seen
@@ -137,6 +141,7 @@ def run_in(
         while True:
             if start is None and (done := sum(positions(r, namespace, events, "windowed_count"))) > 0:
                 start, before, cpu_start = time.perf_counter(), done, cpu_seconds(worker.pid)
+                split.start()
                 if spy is not None:
                     spy.start()
             out = sum(end_offsets(stack.bootstrap, {windows: PARTITIONS}).values())
@@ -149,6 +154,7 @@ def run_in(
             time.sleep(0.1)
         elapsed = time.perf_counter() - (start or time.perf_counter())
         cpu_end = cpu_seconds(worker.pid)
+        split.stop()
     finally:
         if spy is not None:
             spy.stop()
@@ -168,6 +174,7 @@ def run_in(
         "records": n,
         "records_per_s": round(timed / elapsed) if elapsed else None,
         "worker_cpu_us_per_record": None if cpu is None else round(cpu, 2),
+        "cpu_split_us_per_record": split.per_record(timed),
         "raw_consume_records_per_s": round(raw),
         "windows": len(seen),
         "core": extra_env.get("MW_CORE") or os.environ.get("MW_CORE") or default_core(),
