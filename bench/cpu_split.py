@@ -5,9 +5,10 @@ and Redis, so its rate is bounded by what they leave it as much as by its own co
 
 ``CpuSplit({"worker": pid, ...})``, ``start()`` and ``stop()`` around the span, then
 ``per_record(records)``: microseconds of CPU per record for each name, ``"other"``
-(everything else that ran), ``"idle"``, and ``"machine"`` (every core's time over the
-span: the sum of the others). Linux ``/proc`` only; a process gone by ``stop`` counts
-as 0.
+(everything else that ran), ``"idle"``, ``"iowait"`` (idle with I/O outstanding: a
+disk's fsync, say), ``"steal"`` (the hypervisor ran someone else), and ``"machine"``
+(every core's time over the span: the sum of the others). Linux ``/proc`` only; a
+process gone by ``stop`` counts as 0.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def machine_seconds() -> tuple[float, float]:
-    """(all cores' time, their idle time) since boot, from ``/proc/stat``'s first line."""
+def machine_seconds() -> tuple[float, float, float, float]:
+    """(all cores' time, idle, waiting for I/O, stolen by the hypervisor) since boot, from
+    ``/proc/stat``'s first line."""
     ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = ticks[3] + ticks[4]  # idle, iowait
-    return sum(ticks[:8]) / _TICK, idle / _TICK  # (guest time is already in user)
+    # user nice system idle iowait irq softirq steal (guest time is already in user)
+    return sum(ticks[:8]) / _TICK, ticks[3] / _TICK, ticks[4] / _TICK, ticks[7] / _TICK
 
 
 def stack_pids(stack: LocalStack) -> dict[str, int | None]:
@@ -49,8 +51,8 @@ class CpuSplit:
         self._end: dict[str, float] = {}
 
     def _read(self) -> dict[str, float]:
-        total, idle = machine_seconds()
-        out = {"machine": total, "idle": idle}
+        total, idle, iowait, steal = machine_seconds()
+        out = {"machine": total, "idle": idle, "iowait": iowait, "steal": steal}
         for name, pid in self.pids.items():
             out[name] = cpu_seconds(pid) or 0.0
         return out
@@ -65,6 +67,6 @@ class CpuSplit:
         if not self._start or not self._end or records <= 0:
             return {}
         spent = {name: max(0.0, self._end[name] - self._start.get(name, 0.0)) for name in self._end}
-        named = sum(v for k, v in spent.items() if k not in ("machine", "idle"))
-        spent["other"] = max(0.0, spent["machine"] - spent["idle"] - named)
+        named = sum(v for k, v in spent.items() if k != "machine")
+        spent["other"] = max(0.0, spent["machine"] - named)
         return {name: round(1e6 * v / records, 2) for name, v in spent.items()}
