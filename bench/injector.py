@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.throughput import cpu_seconds
+from bench.cpu_split import cpu_seconds
 from mwcore.injector.injector import Injector
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client

@@ -34,7 +34,8 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*
 
-from bench.throughput import cpu_seconds, load, worker_env
+from bench.cpu_split import cpu_seconds
+from bench.throughput import load, worker_env
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name

@@ -43,7 +43,7 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: bench.* importable
 
-from bench.cpu_split import CpuSplit, cpu_seconds, stack_pids
+from bench.cpu_split import CpuSplit, stack_pids
 from bench.profiling import Spy, breakdown
 from mwcore.api import ids
 from mwcore.core import default_core
@@ -187,14 +187,13 @@ def run_worker(
     spy = Spy(proc.pid, profile) if profile else None
     try:
         start = None
-        cpu_start = None
         split = CpuSplit({"worker": proc.pid, **stack_pids(stack)})
         total = sum(ends.values())
         while True:
             pos = positions(r, namespace, topic, computation)
             done = sum(pos)
             if start is None and done > 0:
-                start, start_done, cpu_start = time.perf_counter(), done, cpu_seconds(proc.pid)
+                start, start_done = time.perf_counter(), done
                 split.start()
                 if spy is not None:
                     spy.start()
@@ -204,15 +203,15 @@ def run_worker(
                 raise RuntimeError(f"worker exited with {proc.returncode}")
             time.sleep(0.02)
         elapsed = time.perf_counter() - start  # type: ignore[operator]
-        cpu_end = cpu_seconds(proc.pid)
         split.stop()
         if spy is not None:
             spy.stop()
         records = total - start_done
         out: dict[str, Any] = {"records_per_s": records / elapsed, "seconds": elapsed}
-        if cpu_start is not None and cpu_end is not None:
-            out["cpu_us_per_record"] = 1e6 * (cpu_end - cpu_start) / records
-        out["cpu_split_us_per_record"] = split.per_record(records)
+        cpu = split.per_record(records)
+        if "worker" in cpu:
+            out["cpu_us_per_record"] = cpu["worker"]
+        out["cpu_split_us_per_record"] = cpu
         return out
     finally:
         proc.terminate()

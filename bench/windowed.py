@@ -39,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.cpu_split import CpuSplit, cpu_seconds, stack_pids
+from bench.cpu_split import CpuSplit, stack_pids
 from bench.profiling import Spy, breakdown
 from bench.throughput import KEYS, PARTITIONS, positions, raw_consume, worker_env
 from mwcore.core import default_core
@@ -134,13 +134,13 @@ def run_in(
     spy = Spy(worker.pid, profile) if profile else None
     split = CpuSplit({"worker": worker.pid, "authority": auth.pid, **stack_pids(stack)})
     try:
-        start = cpu_start = None
+        start = None
         before = 0  # records committed at the first commit seen
         r = redis_client(stack.redis_url)
         deadline = time.monotonic() + 1800
         while True:
             if start is None and (done := sum(positions(r, namespace, events, "windowed_count"))) > 0:
-                start, before, cpu_start = time.perf_counter(), done, cpu_seconds(worker.pid)
+                start, before = time.perf_counter(), done
                 split.start()
                 if spy is not None:
                     spy.start()
@@ -153,7 +153,6 @@ def run_in(
                 raise TimeoutError(f"{out:,} of {len(truth):,} windows after 30 minutes")
             time.sleep(0.1)
         elapsed = time.perf_counter() - (start or time.perf_counter())
-        cpu_end = cpu_seconds(worker.pid)
         split.stop()
     finally:
         if spy is not None:
@@ -168,13 +167,14 @@ def run_in(
     got = Counter({(w["key"], w["start"]): w["count"] for w in seen.values()})
     once = len(seen) == len(got) == len(truth)
     timed = n - before  # the records processed after the first commit
-    cpu = None if cpu_start is None or cpu_end is None else 1e6 * (cpu_end - cpu_start) / timed
+    cpu = split.per_record(timed)
     return {
         **({"profile": breakdown(profile)} if profile and profile.exists() else {}),
         "records": n,
-        "records_per_s": round(timed / elapsed) if elapsed else None,
-        "worker_cpu_us_per_record": None if cpu is None else round(cpu, 2),
-        "cpu_split_us_per_record": split.per_record(timed),
+        # None when the first commit seen held every record (a small run, done at once)
+        "records_per_s": round(timed / elapsed) if elapsed and timed > 0 else None,
+        "worker_cpu_us_per_record": cpu.get("worker"),
+        "cpu_split_us_per_record": cpu,
         "raw_consume_records_per_s": round(raw),
         "windows": len(seen),
         "core": extra_env.get("MW_CORE") or os.environ.get("MW_CORE") or default_core(),
