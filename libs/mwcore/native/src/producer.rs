@@ -7,6 +7,8 @@
 //! counts it reached, and each failure with its error code, topic, key and value.
 
 use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::ptr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -15,23 +17,23 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Message, OwnedHeaders};
-use rdkafka::producer::{
-    BaseProducer, BaseRecord, DeliveryResult, Producer as _, ProducerContext, PurgeConfig,
-};
-use rdkafka::ClientContext;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, DeliveryResult, Producer as _, ProducerContext, PurgeConfig};
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{bindings, ClientContext};
 
 /// How long `flush` sleeps between looks at the reports.
 const FLUSH_STEP: Duration = Duration::from_millis(1);
 
-type Part = (String, i32);
 type Failure = (i32, String, Option<Vec<u8>>, Option<Vec<u8>>); // code, topic, key, value
+
+/// Per partition a batch reached: the end (one past its last offset) and how many.
+type Reached = HashMap<String, HashMap<i32, (i64, i64)>>; // topic -> partition -> (end, count)
 
 #[derive(Default)]
 struct Tally {
     remaining: usize,
-    ends: HashMap<Part, i64>,
-    counts: HashMap<Part, i64>,
+    reached: Reached, // by topic first: a report looks its topic up without copying it
     failures: Vec<Failure>,
 }
 
@@ -42,15 +44,19 @@ struct Reports {
 }
 
 impl Reports {
-    fn report(&mut self, batch: u64, outcome: Result<Part, Failure>, offset: i64) {
+    fn report(&mut self, batch: u64, outcome: Result<(&str, i32), Failure>, offset: i64) {
         let Some(tally) = self.open.get_mut(&batch) else {
             return;
         };
         match outcome {
-            Ok(part) => {
-                let end = tally.ends.entry(part.clone()).or_insert(0);
+            Ok((topic, partition)) => {
+                let parts = match tally.reached.get_mut(topic) {
+                    Some(parts) => parts,
+                    None => tally.reached.entry(topic.to_owned()).or_default(),
+                };
+                let (end, count) = parts.entry(partition).or_insert((0, 0));
                 *end = (*end).max(offset + 1);
-                *tally.counts.entry(part).or_insert(0) += 1;
+                *count += 1;
             }
             Err(failure) => tally.failures.push(failure),
         }
@@ -78,11 +84,7 @@ impl ProducerContext for Tallying {
     fn delivery(&self, result: &DeliveryResult<'_>, batch: usize) {
         let mut reports = self.reports.lock().expect("reports");
         match result {
-            Ok(m) => reports.report(
-                batch as u64,
-                Ok((m.topic().to_owned(), m.partition())),
-                m.offset(),
-            ),
+            Ok(m) => reports.report(batch as u64, Ok((m.topic(), m.partition())), m.offset()),
             Err((err, m)) => {
                 let failure = (
                     code_of(err),
@@ -96,34 +98,162 @@ impl ProducerContext for Tallying {
     }
 }
 
-fn bytes_or_text(v: &Bound<'_, PyAny>) -> PyResult<Option<Vec<u8>>> {
+/// A key, value or header value as the bytes to send: a `bytes`' own, or a `str`'s
+/// UTF-8 (kept by the `str`); None for None. Borrowed: nothing copied until librdkafka
+/// copies it.
+fn bytes_or_text<'a>(v: &'a Bound<'_, PyAny>) -> PyResult<Option<&'a [u8]>> {
     if v.is_none() {
         Ok(None)
     } else if let Ok(s) = v.downcast::<PyString>() {
-        Ok(Some(s.to_str()?.as_bytes().to_vec()))
+        Ok(Some(s.to_str()?.as_bytes()))
     } else {
-        Ok(Some(v.downcast::<PyBytes>()?.as_bytes().to_vec()))
+        Ok(Some(v.downcast::<PyBytes>()?.as_bytes()))
     }
 }
 
-fn add_headers(mut headers: OwnedHeaders, pairs: &Bound<'_, PyAny>) -> PyResult<OwnedHeaders> {
+fn add_headers(headers: &mut Headers, pairs: &Bound<'_, PyAny>) -> PyResult<()> {
     for pair in pairs.try_iter()? {
         let pair = pair?;
         let pair = pair.downcast::<PyTuple>()?;
-        let name = pair.get_item(0)?;
-        let name = name.downcast::<PyString>()?.to_str()?.to_owned();
-        let value = bytes_or_text(&pair.get_item(1)?)?;
-        headers = headers.insert(Header {
-            key: &name,
-            value: value.as_deref(),
-        });
+        let (name, value) = (pair.get_item(0)?, pair.get_item(1)?);
+        headers.add(name.downcast::<PyString>()?.to_str()?, bytes_or_text(&value)?);
     }
-    Ok(headers)
+    Ok(())
+}
+
+/// A production's headers, in librdkafka's own list: handed over to librdkafka by a
+/// production it takes, destroyed here otherwise.
+struct Headers(*mut bindings::rd_kafka_headers_t);
+
+impl Headers {
+    fn new() -> Self {
+        // SAFETY: a new, empty list (librdkafka grows it as needed)
+        Headers(unsafe { bindings::rd_kafka_headers_new(4) })
+    }
+
+    /// A header: its name as given (its length passed, so no NUL is needed), its value
+    /// copied (None: a header without one).
+    fn add(&mut self, name: &str, value: Option<&[u8]>) {
+        let (ptr, len) = value.map_or((ptr::null(), 0), |v| {
+            (v.as_ptr().cast::<c_void>(), v.len() as isize)
+        });
+        // SAFETY: the list is live (owned here); librdkafka copies the name and value.
+        unsafe { bindings::rd_kafka_header_add(self.0, name.as_ptr().cast(), name.len() as isize, ptr, len) };
+    }
+}
+
+impl Drop for Headers {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: still ours: no production took it
+            unsafe { bindings::rd_kafka_headers_destroy(self.0) };
+        }
+    }
+}
+
+/// A topic's librdkafka handle, made once per topic and producer. (rdkafka's `send`
+/// names the topic: a copy of the name, and librdkafka's look-up of the topic under its
+/// lock, on every production.)
+struct TopicHandle(*mut bindings::rd_kafka_topic_t);
+
+// SAFETY: librdkafka's topic handles are thread-safe.
+unsafe impl Send for TopicHandle {}
+
+impl Drop for TopicHandle {
+    fn drop(&mut self) {
+        // SAFETY: made by `rd_kafka_topic_new`, destroyed once, before its producer
+        // (`Producer`'s fields drop in order).
+        unsafe { bindings::rd_kafka_topic_destroy(self.0) };
+    }
+}
+
+#[derive(Default)]
+struct Topics(HashMap<String, TopicHandle>);
+
+impl Topics {
+    /// `topic`'s handle (made the first time, with the producer's topic settings).
+    fn handle(
+        &mut self,
+        producer: &BaseProducer<Tallying>,
+        topic: &str,
+    ) -> PyResult<*mut bindings::rd_kafka_topic_t> {
+        if let Some(h) = self.0.get(topic) {
+            return Ok(h.0);
+        }
+        let name = CString::new(topic)
+            .map_err(|_| PyValueError::new_err(format!("a topic name with a NUL: {topic:?}")))?;
+        // SAFETY: a live client; a null configuration takes the producer's defaults.
+        let rkt = unsafe {
+            bindings::rd_kafka_topic_new(producer.client().native_ptr(), name.as_ptr(), ptr::null_mut())
+        };
+        if rkt.is_null() {
+            return Err(PyValueError::new_err(format!(
+                "librdkafka refused the topic {topic:?}"
+            )));
+        }
+        self.0.insert(topic.to_owned(), TopicHandle(rkt));
+        Ok(rkt)
+    }
+}
+
+/// One production handed to librdkafka (copied: `RD_KAFKA_MSG_F_COPY`), its headers
+/// with it when it takes it; or librdkafka's error.
+fn produce(
+    producer: &BaseProducer<Tallying>,
+    rkt: *mut bindings::rd_kafka_topic_t,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    timestamp: i64,
+    headers: &mut Headers,
+    batch: u64,
+) -> Result<(), RDKafkaRespErr> {
+    use bindings::rd_kafka_vtype_t as T;
+    use bindings::rd_kafka_vu_s__bindgen_ty_1 as U;
+    let vu = |vtype: T, u: U| bindings::rd_kafka_vu_t { vtype, u };
+    let mem = |b: Option<&[u8]>| U {
+        mem: bindings::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 {
+            ptr: b.map_or(ptr::null_mut(), |b| b.as_ptr() as *mut c_void),
+            size: b.map_or(0, <[u8]>::len),
+        },
+    };
+    let vus = [
+        vu(T::RD_KAFKA_VTYPE_RKT, U { rkt }),
+        vu(T::RD_KAFKA_VTYPE_PARTITION, U { i32_: -1 }), // the partitioner's
+        vu(
+            T::RD_KAFKA_VTYPE_MSGFLAGS,
+            U {
+                i: bindings::RD_KAFKA_MSG_F_COPY,
+            },
+        ),
+        vu(T::RD_KAFKA_VTYPE_VALUE, mem(value)),
+        vu(T::RD_KAFKA_VTYPE_KEY, mem(key)),
+        vu(
+            T::RD_KAFKA_VTYPE_OPAQUE,
+            U {
+                ptr: batch as usize as *mut c_void,
+            },
+        ), // the delivery opaque
+        vu(T::RD_KAFKA_VTYPE_TIMESTAMP, U { i64_: timestamp }),
+        vu(T::RD_KAFKA_VTYPE_HEADERS, U { headers: headers.0 }),
+    ];
+    // SAFETY: a live client and topic handle; the key and value outlive the call
+    // (librdkafka copies them); the headers are ours until it takes them.
+    let err =
+        unsafe { bindings::rd_kafka_produceva(producer.client().native_ptr(), vus.as_ptr(), vus.len()) };
+    if err.is_null() {
+        headers.0 = ptr::null_mut(); // librdkafka's now
+        return Ok(());
+    }
+    // SAFETY: the error is ours to read and destroy.
+    let code = unsafe { bindings::rd_kafka_error_code(err) };
+    unsafe { bindings::rd_kafka_error_destroy(err) };
+    Err(code)
 }
 
 /// A producer of the worker's productions, reported per batch.
 #[pyclass(module = "mwcore_native")]
 pub struct Producer {
+    topics: Mutex<Topics>, // first: its handles are destroyed before the producer
     inner: BaseProducer<Tallying>,
 }
 
@@ -145,12 +275,13 @@ impl Producer {
         let out = PyList::empty(py);
         for (batch, tally) in settled {
             let ends = PyDict::new(py);
-            for ((topic, partition), end) in tally.ends {
-                ends.set_item((topic, partition), end)?;
-            }
             let counts = PyDict::new(py);
-            for ((topic, partition), n) in tally.counts {
-                counts.set_item((topic, partition), n)?;
+            for (topic, parts) in tally.reached {
+                let topic = PyString::new(py, &topic);
+                for (partition, (end, count)) in parts {
+                    ends.set_item((&topic, partition), end)?;
+                    counts.set_item((&topic, partition), count)?;
+                }
             }
             let failures = PyList::empty(py);
             for (code, topic, key, value) in tally.failures {
@@ -179,7 +310,10 @@ impl Producer {
         let inner = conf
             .create_with_context(context)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Producer { inner })
+        Ok(Producer {
+            topics: Mutex::default(),
+            inner,
+        })
     }
 
     /// Queue `batch`'s productions, each with `id_header` (its id; None: no such header), then `extra`
@@ -207,51 +341,53 @@ impl Producer {
                 ..Tally::default()
             },
         );
+        let mut last: Option<(Bound<'_, PyAny>, *mut bindings::rd_kafka_topic_t)> = None;
         for (i, p) in productions.iter().enumerate() {
             let p = p.downcast::<PyTuple>()?; // a Production
             let id = p.get_item(0)?;
             let id = id.downcast::<PyBytes>()?.as_bytes();
-            let topic: String = p.get_item(1)?.extract()?;
-            let key = bytes_or_text(&p.get_item(2)?)?;
-            let value = bytes_or_text(&p.get_item(3)?)?;
+            let topic_obj = p.get_item(1)?;
+            let topic = topic_obj.downcast::<PyString>()?.to_str()?;
+            let rkt = match &last {
+                Some((t, rkt)) if t.is(&topic_obj) => *rkt, // a batch's productions share their topic
+                _ => {
+                    // (not held across the waits below: another thread's send_all, holding
+                    // the GIL, would wait for it while this one waits for the GIL)
+                    let rkt = self.topics.lock().expect("topics").handle(&self.inner, topic)?;
+                    last = Some((topic_obj.clone(), rkt));
+                    rkt
+                }
+            };
+            let (key, value) = (p.get_item(2)?, p.get_item(3)?);
+            let (key, value) = (bytes_or_text(&key)?, bytes_or_text(&value)?);
             let timestamp: i64 = p.get_item(4)?.extract()?;
-            let mut headers = OwnedHeaders::new();
+            let mut headers = Headers::new();
             if let Some(name) = id_header {
-                headers = headers.insert(Header {
-                    key: name,
-                    value: Some(id),
-                });
+                headers.add(name, Some(id));
             }
-            headers = add_headers(headers, extra)?;
+            add_headers(&mut headers, extra)?;
             if let Some(macs) = macs {
                 let mac = macs.get_item(i)?;
-                headers = headers.insert(Header {
-                    key: mac_header,
-                    value: Some(mac.downcast::<PyBytes>()?.as_bytes()),
-                });
+                headers.add(mac_header, Some(mac.downcast::<PyBytes>()?.as_bytes()));
             }
             let own = p.get_item(5)?;
             if !own.is_none() {
-                headers = add_headers(headers, &own)?;
-            }
-            let mut record = BaseRecord::with_opaque_to(&topic, batch as usize)
-                .timestamp(timestamp)
-                .headers(headers);
-            if let Some(k) = key.as_deref() {
-                record = record.key(k);
-            }
-            if let Some(v) = value.as_deref() {
-                record = record.payload(v);
+                add_headers(&mut headers, &own)?;
             }
             loop {
-                match self.inner.send(record) {
+                match produce(&self.inner, rkt, key, value, timestamp, &mut headers, batch) {
                     Ok(()) => break,
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                        record = back;
+                    Err(RDKafkaRespErr::RD_KAFKA_RESP_ERR__QUEUE_FULL) => {
                         py.allow_threads(|| self.inner.poll(Duration::from_millis(50)));
                     }
-                    Err((err, _)) => {
-                        let failure = (code_of(&err), topic.clone(), key.clone(), value.clone());
+                    Err(code) => {
+                        let code = RDKafkaErrorCode::from(code) as i32;
+                        let failure = (
+                            code,
+                            topic.to_owned(),
+                            key.map(<[u8]>::to_vec),
+                            value.map(<[u8]>::to_vec),
+                        );
                         self.inner
                             .context()
                             .reports
