@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError
 
 from mwcore.api.record import ID_HEADER, Production
 from mwcore.core import installed
@@ -69,3 +70,28 @@ def test_a_flush_hands_over_every_batch_and_polls_those_acknowledged(
     assert all(len(b.settled) == 1 for b in more)
     ends = more[-1].settled[0][1]
     assert sum(ends.values()) == 9 * 40, ends  # one topic written only here: its ends count it all
+
+
+def test_a_production_to_a_topic_librdkafka_refuses_fails_alone_in_its_batch(
+    stack: LocalStack, namespace: str
+) -> None:
+    """A topic name librdkafka takes no handle for (here one with a NUL) fails that
+    production, with librdkafka's invalid-argument code, as librdkafka would refuse it
+    by name; the batch's others are sent, and the batch settles once."""
+    topic = f"{namespace}.sender"
+    ensure_topics(stack.bootstrap, {topic: PARTITIONS})
+    sender = NativeSender(stack.bootstrap)
+    now = int(time.time() * 1000)
+    batch = Batch()
+    productions = [
+        Production(b"ok-0", topic, b"k0", b"v", now),
+        Production(b"bad", "bad\x00topic", b"k1", b"v1", now),
+        Production(b"ok-1", topic, b"k2", b"v", now),
+    ]
+    sender.send_all(productions, batch, ID_HEADER)
+    assert sender.flush(10) == 0
+    [(failures, _ends, counts)] = batch.settled
+    assert sum(counts.values()) == 2, counts
+    [(error, failed_topic, key, value)] = failures
+    assert error.code() == KafkaError._INVALID_ARG
+    assert (failed_topic, key, value) == ("bad\x00topic", b"k1", b"v1")

@@ -171,25 +171,23 @@ impl Drop for TopicHandle {
 struct Topics(HashMap<String, TopicHandle>);
 
 impl Topics {
-    /// `topic`'s handle (made the first time, with the producer's topic settings).
+    /// `topic`'s handle (made the first time, with the producer's topic settings); for
+    /// a name librdkafka refuses (or one with a NUL), the error a production to it gets.
     fn handle(
         &mut self,
         producer: &BaseProducer<Tallying>,
         topic: &str,
-    ) -> PyResult<*mut bindings::rd_kafka_topic_t> {
+    ) -> Result<*mut bindings::rd_kafka_topic_t, RDKafkaRespErr> {
         if let Some(h) = self.0.get(topic) {
             return Ok(h.0);
         }
-        let name = CString::new(topic)
-            .map_err(|_| PyValueError::new_err(format!("a topic name with a NUL: {topic:?}")))?;
+        let name = CString::new(topic).map_err(|_| RDKafkaRespErr::RD_KAFKA_RESP_ERR__INVALID_ARG)?;
         // SAFETY: a live client; a null configuration takes the producer's defaults.
         let rkt = unsafe {
             bindings::rd_kafka_topic_new(producer.client().native_ptr(), name.as_ptr(), ptr::null_mut())
         };
         if rkt.is_null() {
-            return Err(PyValueError::new_err(format!(
-                "librdkafka refused the topic {topic:?}"
-            )));
+            return Err(RDKafkaRespErr::RD_KAFKA_RESP_ERR__INVALID_ARG);
         }
         self.0.insert(topic.to_owned(), TopicHandle(rkt));
         Ok(rkt)
@@ -349,12 +347,14 @@ impl Producer {
             let topic_obj = p.get_item(1)?;
             let topic = topic_obj.downcast::<PyString>()?.to_str()?;
             let rkt = match &last {
-                Some((t, rkt)) if t.is(&topic_obj) => *rkt, // a batch's productions share their topic
+                Some((t, rkt)) if t.is(&topic_obj) => Ok(*rkt), // a batch's productions share their topic
                 _ => {
                     // (not held across the waits below: another thread's send_all, holding
                     // the GIL, would wait for it while this one waits for the GIL)
-                    let rkt = self.topics.lock().expect("topics").handle(&self.inner, topic)?;
-                    last = Some((topic_obj.clone(), rkt));
+                    let rkt = self.topics.lock().expect("topics").handle(&self.inner, topic);
+                    if let Ok(handle) = rkt {
+                        last = Some((topic_obj.clone(), handle));
+                    }
                     rkt
                 }
             };
@@ -375,7 +375,9 @@ impl Producer {
                 add_headers(&mut headers, &own)?;
             }
             loop {
-                match produce(&self.inner, rkt, key, value, timestamp, &mut headers, batch) {
+                let sent =
+                    rkt.and_then(|rkt| produce(&self.inner, rkt, key, value, timestamp, &mut headers, batch));
+                match sent {
                     Ok(()) => break,
                     Err(RDKafkaRespErr::RD_KAFKA_RESP_ERR__QUEUE_FULL) => {
                         py.allow_threads(|| self.inner.poll(Duration::from_millis(50)));
