@@ -4,14 +4,16 @@
 //! record path reads (`mw-id`, `mw-mac`, `mw-late-ms`) are kept apart as well, so that
 //! `envelope::read_ids` reads them without touching Python objects.
 //!
-//! A message's key, value and headers are copied into one buffer (one allocation and
-//! one free a message; the header spans stay inline up to four headers). Header names
+//! A message's key, value and headers are copied into one buffer, shared by the
+//! messages of a poll (one allocation and one free a poll; the header spans stay
+//! inline up to four headers). Header names
 //! are kept as the bytes Kafka carries: any producer may write one that is not UTF-8.
 
 use std::borrow::Cow;
 use std::ffi::{c_char, c_void, CStr};
 use std::marker::PhantomData;
 use std::ptr;
+use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -75,24 +77,35 @@ struct Marks {
 }
 
 /// A consumed message's parts but its topic, as Rust holds them: its key, value and
-/// headers back to back in one buffer.
+/// headers back to back in a buffer it shares with the other messages of its poll.
 pub struct Body {
     pub partition: i32,
     pub offset: i64,
     pub timestamp: (i32, i64),
-    buf: Vec<u8>,
+    buf: Arc<Vec<u8>>,
     key: Span,
     value: Span,
     headers: Option<SmallVec<[HeaderSpan; 4]>>,
     marks: Marks,
 }
 
-/// Builds a `Body`'s buffer: each part appended as given.
-struct Builder {
-    buf: Vec<u8>,
+/// A `Body` but its buffer: where its parts were put in the buffer being filled.
+pub struct Parts {
+    partition: i32,
+    offset: i64,
+    timestamp: (i32, i64),
+    key: Span,
+    value: Span,
+    headers: Option<SmallVec<[HeaderSpan; 4]>>,
+    marks: Marks,
 }
 
-impl Builder {
+/// Appends a message's parts to a buffer.
+struct Builder<'a> {
+    buf: &'a mut Vec<u8>,
+}
+
+impl Builder<'_> {
     /// `part` appended (the buffer's whole size was checked against `MAX_BUFFER`).
     fn put(&mut self, part: Option<&[u8]>) -> Span {
         let Some(part) = part else { return NONE };
@@ -105,17 +118,19 @@ impl Builder {
     }
 }
 
-impl Body {
+impl Parts {
     /// `headers` as `(name, value)` pairs, a name as the bytes Kafka carries; the marks
-    /// are read off them. None if the parts come to more than `MAX_BUFFER` bytes.
-    fn new<'h>(
+    /// are read off them. The parts are appended to `buf`; None (and nothing appended)
+    /// if they would take it past `MAX_BUFFER` bytes.
+    fn put<'h>(
+        buf: &mut Vec<u8>,
         partition: i32,
         offset: i64,
         key: Option<&[u8]>,
         value: Option<&[u8]>,
         timestamp: (i32, i64),
         headers: Option<impl ExactSizeIterator<Item = (&'h [u8], Option<&'h [u8]>)> + Clone>,
-    ) -> Option<Body> {
+    ) -> Option<Parts> {
         let mut size = key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
         if let Some(hs) = &headers {
             size += hs
@@ -123,12 +138,10 @@ impl Body {
                 .map(|(n, v)| n.len() + v.map_or(0, <[u8]>::len))
                 .sum::<usize>();
         }
-        if size > MAX_BUFFER {
+        if size > MAX_BUFFER - buf.len() {
             return None;
         }
-        let mut b = Builder {
-            buf: Vec::with_capacity(size),
-        };
+        let mut b = Builder { buf };
         let key = b.put(key);
         let value = b.put(value);
         let mut marks = Marks::default();
@@ -152,16 +165,45 @@ impl Body {
             }
             spans
         });
-        Some(Body {
+        Some(Parts {
             partition,
             offset,
             timestamp,
-            buf: b.buf,
             key,
             value,
             headers,
             marks,
         })
+    }
+
+    /// The body, its parts in `buf` (the buffer they were put in).
+    fn in_buffer(self, buf: Arc<Vec<u8>>) -> Body {
+        Body {
+            partition: self.partition,
+            offset: self.offset,
+            timestamp: self.timestamp,
+            buf,
+            key: self.key,
+            value: self.value,
+            headers: self.headers,
+            marks: self.marks,
+        }
+    }
+}
+
+impl Body {
+    /// A body with a buffer of its own (see `Parts::put`).
+    fn new<'h>(
+        partition: i32,
+        offset: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp: (i32, i64),
+        headers: Option<impl ExactSizeIterator<Item = (&'h [u8], Option<&'h [u8]>)> + Clone>,
+    ) -> Option<Body> {
+        let mut buf = Vec::new();
+        let parts = Parts::put(&mut buf, partition, offset, key, value, timestamp, headers)?;
+        Some(parts.in_buffer(Arc::new(buf)))
     }
 
     pub fn key(&self) -> Option<&[u8]> {
@@ -277,18 +319,21 @@ impl Msg {
     }
 }
 
-/// A consumed message's parts, taken from librdkafka's message without the GIL (one copy
-/// of all its parts, into one buffer), and the index of its topic among those of the poll
-/// that took it.
+/// A consumed message's parts, taken from librdkafka's message without the GIL: copied
+/// into the poll's current buffer (`chunks`' last; one buffer, one allocation and one
+/// free, for all of a poll's messages, unless they pass `MAX_BUFFER` bytes), with the
+/// index of that buffer and of its topic among those of the poll that took it.
 pub struct Taken {
     pub topic: usize,
-    body: Body,
+    pub chunk: usize,
+    parts: Parts,
 }
 
 impl Taken {
-    /// `topics`: the topics of the poll's messages so far (this one's is added if new).
-    /// None for a message of more than `MAX_BUFFER` bytes, which librdkafka never takes.
-    pub fn of(m: &BorrowedMessage<'_>, topics: &mut Vec<String>) -> Option<Taken> {
+    /// `topics`: the topics of the poll's messages so far (this one's is added if new);
+    /// `chunks`: its buffers so far (a new one started when the last is full). None for
+    /// a message of more than `MAX_BUFFER` bytes, which librdkafka never takes.
+    pub fn of(m: &BorrowedMessage<'_>, topics: &mut Vec<String>, chunks: &mut Vec<Vec<u8>>) -> Option<Taken> {
         let name = m.topic();
         let topic = match topics.iter().position(|t| t == name) {
             Some(i) => i,
@@ -303,24 +348,40 @@ impl Taken {
             Timestamp::LogAppendTime(t) => (2, t),
         };
         let headers = RawHeaders::of(m);
-        let body = Body::new(
-            m.partition(),
-            m.offset(),
-            m.key(),
-            m.payload(),
-            timestamp,
-            headers.as_ref().map(|hs| (0..hs.count()).map(|i| hs.get(i))),
-        )?;
-        Some(Taken { topic, body })
+        let headers = headers.as_ref().map(|hs| (0..hs.count()).map(|i| hs.get(i)));
+        let put = |buf: &mut Vec<u8>| {
+            Parts::put(
+                buf,
+                m.partition(),
+                m.offset(),
+                m.key(),
+                m.payload(),
+                timestamp,
+                headers.clone(),
+            )
+        };
+        if chunks.is_empty() {
+            chunks.push(Vec::new());
+        }
+        let mut parts = put(chunks.last_mut().expect("a chunk"));
+        if parts.is_none() && !chunks.last().expect("a chunk").is_empty() {
+            chunks.push(Vec::new()); // the last is full: a buffer of its own
+            parts = put(chunks.last_mut().expect("a chunk"));
+        }
+        Some(Taken {
+            topic,
+            chunk: chunks.len() - 1,
+            parts: parts?,
+        })
     }
 
-    /// The Python side, its topic given (one `str` per topic, shared).
-    pub fn into_msg(self, py: Python<'_>, topic: Py<PyString>) -> PyResult<Py<Msg>> {
+    /// The Python side, its topic and buffer given (one `str` per topic, shared).
+    pub fn into_msg(self, py: Python<'_>, topic: Py<PyString>, buf: Arc<Vec<u8>>) -> PyResult<Py<Msg>> {
         Py::new(
             py,
             Msg {
                 topic,
-                body: self.body,
+                body: self.parts.in_buffer(buf),
             },
         )
     }

@@ -1,9 +1,11 @@
-//! What one poll of the native consumer takes (`consumer.rs`): its messages, each one
-//! buffer (`message.rs`), the names of their topics (matched per poll, not copied per
-//! message), and the errors met on the way; handed to Python in one crossing.
+//! What one poll of the native consumer takes (`consumer.rs`): its messages, their
+//! parts copied into one buffer for the whole poll (`message.rs`; measured against a
+//! buffer a message in docs/benchmarks.md, 2026-11-29), the names of their topics
+//! (matched per poll, not copied per message), and the errors met on the way; handed
+//! to Python in one crossing.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -18,7 +20,8 @@ pub type Failed = (i32, String);
 #[derive(Default)]
 pub struct Polled {
     pub messages: Vec<Taken>,
-    names: Vec<String>, // the topics of `messages`, by their index
+    names: Vec<String>,   // the topics of `messages`, by their index
+    chunks: Vec<Vec<u8>>, // the buffers of `messages`' parts, by their index
     pub errors: Vec<Failed>,
 }
 
@@ -26,7 +29,7 @@ impl Polled {
     /// `m`'s parts; or, for a message of more than 4 GiB (which librdkafka never takes:
     /// `receive.message.max.bytes` is at most 2^31 - 1), an error.
     pub fn take(&mut self, m: &BorrowedMessage<'_>) {
-        match Taken::of(m, &mut self.names) {
+        match Taken::of(m, &mut self.names, &mut self.chunks) {
             Some(t) => self.messages.push(t),
             None => self.errors.push((
                 -1,
@@ -64,12 +67,14 @@ impl Polled {
                 })
                 .collect()
         };
+        let chunks: Vec<Arc<Vec<u8>>> = self.chunks.into_iter().map(Arc::new).collect();
         let messages = self
             .messages
             .into_iter()
             .map(|m| {
                 let topic = topics[m.topic].clone_ref(py);
-                m.into_msg(py, topic)
+                let buf = chunks[m.chunk].clone();
+                m.into_msg(py, topic, buf)
             })
             .collect::<PyResult<Vec<_>>>()?;
         Ok((messages, self.errors))
