@@ -6,8 +6,8 @@
 //!
 //! A message's key, value and headers are copied into one buffer, shared by the
 //! messages of a poll (one allocation and one free a poll; the header spans stay
-//! inline up to four headers). Header names
-//! are kept as the bytes Kafka carries: any producer may write one that is not UTF-8.
+//! inline up to four headers). Header names are kept as the bytes Kafka carries: any
+//! producer may write one that is not UTF-8.
 
 use std::borrow::Cow;
 use std::ffi::{c_char, c_void, CStr};
@@ -192,20 +192,6 @@ impl Parts {
 }
 
 impl Body {
-    /// A body with a buffer of its own (see `Parts::put`).
-    fn new<'h>(
-        partition: i32,
-        offset: i64,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        timestamp: (i32, i64),
-        headers: Option<impl ExactSizeIterator<Item = (&'h [u8], Option<&'h [u8]>)> + Clone>,
-    ) -> Option<Body> {
-        let mut buf = Vec::new();
-        let parts = Parts::put(&mut buf, partition, offset, key, value, timestamp, headers)?;
-        Some(parts.in_buffer(Arc::new(buf)))
-    }
-
     pub fn key(&self) -> Option<&[u8]> {
         self.key.get(&self.buf)
     }
@@ -269,7 +255,9 @@ impl Msg {
         timestamp: (i32, i64),
         headers: Option<Vec<(String, Option<Vec<u8>>)>>,
     ) -> PyResult<Self> {
-        let body = Body::new(
+        let mut buf = Vec::new(); // a buffer of its own
+        let parts = Parts::put(
+            &mut buf,
             partition,
             offset,
             key.as_deref(),
@@ -282,7 +270,7 @@ impl Msg {
         .ok_or_else(|| PyValueError::new_err(format!("a message of more than {MAX_BUFFER} bytes")))?;
         Ok(Msg {
             topic: topic.unbind(),
-            body,
+            body: parts.in_buffer(Arc::new(buf)),
         })
     }
 
