@@ -38,6 +38,7 @@ mod ids;
 mod message;
 mod objects;
 mod polled;
+mod produce;
 mod producer;
 mod resp;
 mod screening;

@@ -10,19 +10,11 @@
 //! producer may write one that is not UTF-8.
 
 use std::borrow::Cow;
-use std::ffi::{c_char, c_void, CStr};
-use std::marker::PhantomData;
-use std::ptr;
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
-use rdkafka::bindings::{
-    rd_kafka_header_cnt, rd_kafka_header_get_all, rd_kafka_headers_t, rd_kafka_message_headers,
-};
-use rdkafka::message::{BorrowedMessage, Message, Timestamp};
-use rdkafka::types::RDKafkaRespErr;
 use smallvec::SmallVec;
 
 /// The record id's header (`mwcore.api.record.ID_HEADER`).
@@ -122,7 +114,7 @@ impl Parts {
     /// `headers` as `(name, value)` pairs, a name as the bytes Kafka carries; the marks
     /// are read off them. The parts are appended to `buf`; None (and nothing appended)
     /// if they would take it past `MAX_BUFFER` bytes.
-    fn put<'h>(
+    pub fn put<'h>(
         buf: &mut Vec<u8>,
         partition: i32,
         offset: i64,
@@ -177,7 +169,7 @@ impl Parts {
     }
 
     /// The body, its parts in `buf` (the buffer they were put in).
-    fn in_buffer(self, buf: Arc<Vec<u8>>) -> Body {
+    pub fn in_buffer(self, buf: Arc<Vec<u8>>) -> Body {
         Body {
             partition: self.partition,
             offset: self.offset,
@@ -304,118 +296,5 @@ impl Msg {
     }
     fn error(&self) -> Option<PyObject> {
         None
-    }
-}
-
-/// A consumed message's parts, taken from librdkafka's message without the GIL: copied
-/// into the poll's current buffer (`chunks`' last; one buffer, one allocation and one
-/// free, for all of a poll's messages, unless they pass `MAX_BUFFER` bytes), with the
-/// index of that buffer and of its topic among those of the poll that took it.
-pub struct Taken {
-    pub topic: usize,
-    pub chunk: usize,
-    parts: Parts,
-}
-
-impl Taken {
-    /// `topics`: the topics of the poll's messages so far (this one's is added if new);
-    /// `chunks`: its buffers so far (a new one started when the last is full). None for
-    /// a message of more than `MAX_BUFFER` bytes, which librdkafka never takes.
-    pub fn of(m: &BorrowedMessage<'_>, topics: &mut Vec<String>, chunks: &mut Vec<Vec<u8>>) -> Option<Taken> {
-        let name = m.topic();
-        let topic = match topics.iter().position(|t| t == name) {
-            Some(i) => i,
-            None => {
-                topics.push(name.to_owned());
-                topics.len() - 1
-            }
-        };
-        let timestamp = match m.timestamp() {
-            Timestamp::NotAvailable => (0, -1),
-            Timestamp::CreateTime(t) => (1, t),
-            Timestamp::LogAppendTime(t) => (2, t),
-        };
-        let headers = RawHeaders::of(m);
-        let headers = headers.as_ref().map(|hs| (0..hs.count()).map(|i| hs.get(i)));
-        let put = |buf: &mut Vec<u8>| {
-            Parts::put(
-                buf,
-                m.partition(),
-                m.offset(),
-                m.key(),
-                m.payload(),
-                timestamp,
-                headers.clone(),
-            )
-        };
-        if chunks.is_empty() {
-            chunks.push(Vec::new());
-        }
-        let mut parts = put(chunks.last_mut().expect("a chunk"));
-        if parts.is_none() && !chunks.last().expect("a chunk").is_empty() {
-            chunks.push(Vec::new()); // the last is full: a buffer of its own
-            parts = put(chunks.last_mut().expect("a chunk"));
-        }
-        Some(Taken {
-            topic,
-            chunk: chunks.len() - 1,
-            parts: parts?,
-        })
-    }
-
-    /// The Python side, its topic and buffer given (one `str` per topic, shared).
-    pub fn into_msg(self, py: Python<'_>, topic: Py<PyString>, buf: Arc<Vec<u8>>) -> PyResult<Py<Msg>> {
-        Py::new(
-            py,
-            Msg {
-                topic,
-                body: self.parts.in_buffer(buf),
-            },
-        )
-    }
-}
-
-/// A consumed message's headers as librdkafka holds them, a name as its bytes. (rdkafka's
-/// `Headers::get` panics on a name that is not UTF-8.)
-struct RawHeaders<'a> {
-    ptr: *const rd_kafka_headers_t,
-    _message: PhantomData<&'a ()>,
-}
-
-impl<'a> RawHeaders<'a> {
-    /// None when the message has none (to librdkafka: no header list, or an empty one).
-    fn of(m: &'a BorrowedMessage<'_>) -> Option<RawHeaders<'a>> {
-        let mut headers: *mut rd_kafka_headers_t = ptr::null_mut();
-        // SAFETY: `m.ptr()` is the live message `m` borrows; librdkafka parses its headers
-        // once and keeps them, owned by the message, until the message is destroyed.
-        let err = unsafe { rd_kafka_message_headers(m.ptr(), &mut headers) };
-        (err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && !headers.is_null()).then_some(RawHeaders {
-            ptr: headers,
-            _message: PhantomData,
-        })
-    }
-
-    fn count(&self) -> usize {
-        // SAFETY: `ptr` is the message's header list (see `of`).
-        unsafe { rd_kafka_header_cnt(self.ptr) }
-    }
-
-    /// The `i`-th header (`i` below `count()`): its name's bytes, and its value (None
-    /// for a header without one).
-    fn get(&self, i: usize) -> (&'a [u8], Option<&'a [u8]>) {
-        let mut name: *const c_char = ptr::null();
-        let mut value: *const c_void = ptr::null();
-        let mut size: usize = 0;
-        // SAFETY: as in `of`; librdkafka points into the message's header list: a name
-        // NUL-terminated, a value of `size` bytes, or null.
-        unsafe {
-            let err = rd_kafka_header_get_all(self.ptr, i, &mut name, &mut value, &mut size);
-            if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR || name.is_null() {
-                return (b"", None);
-            }
-            let name = CStr::from_ptr(name).to_bytes();
-            let value = (!value.is_null()).then(|| std::slice::from_raw_parts(value.cast::<u8>(), size));
-            (name, value)
-        }
     }
 }

@@ -7,8 +7,6 @@
 //! counts it reached, and each failure with its error code, topic, key and value.
 
 use std::collections::HashMap;
-use std::ffi::{c_void, CString};
-use std::ptr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -21,6 +19,8 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, DeliveryResult, Producer as _, ProducerContext, PurgeConfig};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{bindings, ClientContext};
+
+use crate::produce::{produce, Headers, Topics};
 
 /// How long `flush` sleeps between looks at the reports.
 const FLUSH_STEP: Duration = Duration::from_millis(1);
@@ -121,133 +121,6 @@ fn add_headers(headers: &mut Headers, pairs: &Bound<'_, PyAny>) -> PyResult<()> 
     Ok(())
 }
 
-/// A production's headers, in librdkafka's own list: handed over to librdkafka by a
-/// production it takes, destroyed here otherwise.
-struct Headers(*mut bindings::rd_kafka_headers_t);
-
-impl Headers {
-    fn new() -> Self {
-        // SAFETY: a new, empty list (librdkafka grows it as needed)
-        Headers(unsafe { bindings::rd_kafka_headers_new(4) })
-    }
-
-    /// A header: its name as given (its length passed, so no NUL is needed), its value
-    /// copied (None: a header without one).
-    fn add(&mut self, name: &str, value: Option<&[u8]>) {
-        let (ptr, len) = value.map_or((ptr::null(), 0), |v| {
-            (v.as_ptr().cast::<c_void>(), v.len() as isize)
-        });
-        // SAFETY: the list is live (owned here); librdkafka copies the name and value.
-        unsafe { bindings::rd_kafka_header_add(self.0, name.as_ptr().cast(), name.len() as isize, ptr, len) };
-    }
-}
-
-impl Drop for Headers {
-    fn drop(&mut self) {
-        if !self.0.is_null() {
-            // SAFETY: still ours: no production took it
-            unsafe { bindings::rd_kafka_headers_destroy(self.0) };
-        }
-    }
-}
-
-/// A topic's librdkafka handle, made once per topic and producer. (rdkafka's `send`
-/// names the topic: a copy of the name, and librdkafka's look-up of the topic under its
-/// lock, on every production.)
-struct TopicHandle(*mut bindings::rd_kafka_topic_t);
-
-// SAFETY: librdkafka's topic handles are thread-safe.
-unsafe impl Send for TopicHandle {}
-
-impl Drop for TopicHandle {
-    fn drop(&mut self) {
-        // SAFETY: made by `rd_kafka_topic_new`, destroyed once, before its producer
-        // (`Producer`'s fields drop in order).
-        unsafe { bindings::rd_kafka_topic_destroy(self.0) };
-    }
-}
-
-#[derive(Default)]
-struct Topics(HashMap<String, TopicHandle>);
-
-impl Topics {
-    /// `topic`'s handle (made the first time, with the producer's topic settings); for
-    /// a name librdkafka refuses (or one with a NUL), the error a production to it gets.
-    fn handle(
-        &mut self,
-        producer: &BaseProducer<Tallying>,
-        topic: &str,
-    ) -> Result<*mut bindings::rd_kafka_topic_t, RDKafkaRespErr> {
-        if let Some(h) = self.0.get(topic) {
-            return Ok(h.0);
-        }
-        let name = CString::new(topic).map_err(|_| RDKafkaRespErr::RD_KAFKA_RESP_ERR__INVALID_ARG)?;
-        // SAFETY: a live client; a null configuration takes the producer's defaults.
-        let rkt = unsafe {
-            bindings::rd_kafka_topic_new(producer.client().native_ptr(), name.as_ptr(), ptr::null_mut())
-        };
-        if rkt.is_null() {
-            return Err(RDKafkaRespErr::RD_KAFKA_RESP_ERR__INVALID_ARG);
-        }
-        self.0.insert(topic.to_owned(), TopicHandle(rkt));
-        Ok(rkt)
-    }
-}
-
-/// One production handed to librdkafka (copied: `RD_KAFKA_MSG_F_COPY`), its headers
-/// with it when it takes it; or librdkafka's error.
-fn produce(
-    producer: &BaseProducer<Tallying>,
-    rkt: *mut bindings::rd_kafka_topic_t,
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-    timestamp: i64,
-    headers: &mut Headers,
-    batch: u64,
-) -> Result<(), RDKafkaRespErr> {
-    use bindings::rd_kafka_vtype_t as T;
-    use bindings::rd_kafka_vu_s__bindgen_ty_1 as U;
-    let vu = |vtype: T, u: U| bindings::rd_kafka_vu_t { vtype, u };
-    let mem = |b: Option<&[u8]>| U {
-        mem: bindings::rd_kafka_vu_s__bindgen_ty_1__bindgen_ty_1 {
-            ptr: b.map_or(ptr::null_mut(), |b| b.as_ptr() as *mut c_void),
-            size: b.map_or(0, <[u8]>::len),
-        },
-    };
-    let vus = [
-        vu(T::RD_KAFKA_VTYPE_RKT, U { rkt }),
-        vu(T::RD_KAFKA_VTYPE_PARTITION, U { i32_: -1 }), // the partitioner's
-        vu(
-            T::RD_KAFKA_VTYPE_MSGFLAGS,
-            U {
-                i: bindings::RD_KAFKA_MSG_F_COPY,
-            },
-        ),
-        vu(T::RD_KAFKA_VTYPE_VALUE, mem(value)),
-        vu(T::RD_KAFKA_VTYPE_KEY, mem(key)),
-        vu(
-            T::RD_KAFKA_VTYPE_OPAQUE,
-            U {
-                ptr: batch as usize as *mut c_void,
-            },
-        ), // the delivery opaque
-        vu(T::RD_KAFKA_VTYPE_TIMESTAMP, U { i64_: timestamp }),
-        vu(T::RD_KAFKA_VTYPE_HEADERS, U { headers: headers.0 }),
-    ];
-    // SAFETY: a live client and topic handle; the key and value outlive the call
-    // (librdkafka copies them); the headers are ours until it takes them.
-    let err =
-        unsafe { bindings::rd_kafka_produceva(producer.client().native_ptr(), vus.as_ptr(), vus.len()) };
-    if err.is_null() {
-        headers.0 = ptr::null_mut(); // librdkafka's now
-        return Ok(());
-    }
-    // SAFETY: the error is ours to read and destroy.
-    let code = unsafe { bindings::rd_kafka_error_code(err) };
-    unsafe { bindings::rd_kafka_error_destroy(err) };
-    Err(code)
-}
-
 /// A producer of the worker's productions, reported per batch.
 #[pyclass(module = "mwcore_native")]
 pub struct Producer {
@@ -339,6 +212,7 @@ impl Producer {
                 ..Tally::default()
             },
         );
+        let rk = self.inner.client().native_ptr();
         let mut last: Option<(Bound<'_, PyAny>, *mut bindings::rd_kafka_topic_t)> = None;
         for (i, p) in productions.iter().enumerate() {
             let p = p.downcast::<PyTuple>()?; // a Production
@@ -351,7 +225,7 @@ impl Producer {
                 _ => {
                     // (not held across the waits below: another thread's send_all, holding
                     // the GIL, would wait for it while this one waits for the GIL)
-                    let rkt = self.topics.lock().expect("topics").handle(&self.inner, topic);
+                    let rkt = self.topics.lock().expect("topics").handle(rk, topic);
                     if let Ok(handle) = rkt {
                         last = Some((topic_obj.clone(), handle));
                     }
@@ -375,8 +249,7 @@ impl Producer {
                 add_headers(&mut headers, &own)?;
             }
             loop {
-                let sent =
-                    rkt.and_then(|rkt| produce(&self.inner, rkt, key, value, timestamp, &mut headers, batch));
+                let sent = rkt.and_then(|rkt| produce(rk, rkt, key, value, timestamp, &mut headers, batch));
                 match sent {
                     Ok(()) => break,
                     Err(RDKafkaRespErr::RD_KAFKA_RESP_ERR__QUEUE_FULL) => {
