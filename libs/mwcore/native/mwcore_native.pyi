@@ -91,9 +91,12 @@ def read_ids(
     """Each message's record id, late marks, ids that do not verify (reference:
     ``mwcore.runtime.envelope.read_ids``)."""
 
+STRINGS_GENERATION: int  # a Screener keeps at most twice as many recurring strings
+
 class Screener:
     """A chunk of messages made into records or set aside, before user code (reference:
-    ``mwcore.runtime.screening.screen``)."""
+    ``mwcore.runtime.screening.screen``); the short strings that recur in keys and values
+    kept as one ``str`` each (``strings.rs``)."""
 
     def __init__(
         self,

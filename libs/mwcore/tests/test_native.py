@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -381,3 +382,64 @@ def test_screen_passes_on_an_error_that_is_not_a_bad_value() -> None:
     for run in (screen, screener(native_messages=True)):
         with pytest.raises(ZeroDivisionError):
             run([m], [b"i" * 16], None, set(), {}, set(), bindings)
+
+
+def _keyed(keys: list[bytes], value: bytes) -> list[Any]:
+    return [native_module().Msg("in", 0, i, k, value, (1, 5), None) for i, k in enumerate(keys)]
+
+
+def _records(messages: list[Any], bindings: Bindings) -> list[Record]:
+    rids = [i.to_bytes(16, "big") for i in range(len(messages))]
+    _, _, items, _ = screener(native_messages=True)(messages, rids, None, set(), {}, set(), bindings)
+    assert all(isinstance(it, Record) for it in items)
+    return items  # type: ignore[return-value]
+
+
+def test_a_string_that_recurs_is_one_object_across_chunks_and_equal_to_the_references() -> None:
+    """Keys and the strings in values: one ``str`` per distinct short value (``strings.rs``)."""
+    schema = {"type": "record", "name": "S", "fields": [{"name": "q", "type": "string"},
+              {"name": "m", "type": {"type": "map", "values": "string"}}]}  # fmt: skip
+    serde, decode, _ = _native_codecs(schema)
+    bindings: Bindings = {"in": ("s", decode)}
+    value = serde.encode({"q": "héllo", "m": {"lang": "en"}})
+    first = _records(_keyed([b"k\xc3\xa9y", b"other"], value), bindings)
+    again = _records(_keyed([b"k\xc3\xa9y"], value), bindings)
+    assert first[0].key == again[0].key == "kéy" and first[0].key is again[0].key
+    assert first[0].value == again[0].value == serde.decode(value)
+    assert first[0].value["q"] is again[0].value["q"] and first[1].value["q"] is again[0].value["q"]
+    assert first[0].value["m"]["lang"] is again[0].value["m"]["lang"]
+    long_key = b"x" * 65
+    assert _records(_keyed([long_key], value), bindings)[0].key == long_key.decode()
+
+
+def test_the_screener_lets_go_of_a_string_that_stops_recurring() -> None:
+    """A string not seen again is dropped within two generations of new strings, so the
+    table stays bounded on input of ever new keys; one still recurring stays one object."""
+    decode = _native_codecs(_schemas()[0])[1]
+    bindings: Bindings = {"in": ("s", decode)}
+    serde = _native_codecs(_schemas()[0])[0]
+    value = serde.encode(_value(_schemas()[0], {}, random.Random(3)))
+    gone = _records(_keyed([b"gone-soon"], value), bindings)[0].key
+    kept = _records(_keyed([b"kept"], value), bindings)[0].key
+    held = sys.getrefcount(gone)
+    fresh = 0
+    for _ in range(2 * native_module().STRINGS_GENERATION // 4096 + 1):
+        keys = [f"new-{fresh + i}".encode() for i in range(4096)] + [b"kept"]
+        fresh += 4096
+        assert _records(_keyed(keys, value), bindings)[-1].key is kept
+    assert sys.getrefcount(gone) == held - 1  # the table's reference
+    assert _records(_keyed([b"gone-soon"], value), bindings)[0].key == gone
+
+
+def test_a_screening_inside_a_screening_goes_on_without_the_table() -> None:
+    """User code a decoder calls may screen too (or let another thread screen): the
+    screener does not wait for its own table, it makes those strings afresh."""
+    serde, decode, _ = _native_codecs(_schemas()[0])
+    value = serde.encode(_value(_schemas()[0], {}, random.Random(4)))
+    inner: Bindings = {"in": ("s", decode)}
+
+    def screening_decode(data: bytes) -> Any:
+        return {"inner": _records(_keyed([b"inner"], value), inner)[0].key, "data": data}
+
+    outer = _records(_keyed([b"outer"], b"raw"), {"in": ("s", screening_decode)})
+    assert outer[0].key == "outer" and outer[0].value == {"inner": "inner", "data": b"raw"}

@@ -11,6 +11,8 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
+use crate::strings::{text, Strings};
+
 const MAGIC: [u8; 2] = [0xC3, 0x01];
 const HEADER_LEN: usize = 10;
 
@@ -84,13 +86,14 @@ pub(crate) fn plan_of(py: Python<'_>, plan: &Bound<'_, PyAny>) -> PyResult<Plan>
     })
 }
 
-struct Reader<'b> {
+struct Reader<'b, 's> {
     b: &'b [u8],
     p: usize,
     max_items: u64,
+    strings: Option<&'s mut Strings>, // where recurring strings are kept, if anywhere
 }
 
-impl<'b> Reader<'b> {
+impl<'b> Reader<'b, '_> {
     fn byte(&mut self) -> Read<u8> {
         let c = *self.b.get(self.p).ok_or(Refer)?;
         self.p += 1;
@@ -154,7 +157,9 @@ impl<'b> Reader<'b> {
             Plan::Bytes => PyBytes::new(py, self.sized()?).into_any(),
             Plan::Str => {
                 let raw = self.sized()?;
-                PyString::new(py, std::str::from_utf8(raw).map_err(|_| Refer)?).into_any()
+                text(self.strings.as_deref_mut(), py, raw)
+                    .ok_or(Refer)?
+                    .into_any()
             }
             Plan::Record(fields) => {
                 let d = PyDict::new(py);
@@ -252,7 +257,7 @@ impl Decoder {
     }
 
     fn decode<'py>(&self, py: Python<'py>, data: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
-        match self.read(py, data.as_bytes()) {
+        match self.read(py, data.as_bytes(), None) {
             Some(v) => Ok(v),
             None => self.fallback.bind(py).call1((data,)),
         }
@@ -260,16 +265,27 @@ impl Decoder {
 }
 
 impl Decoder {
-    /// `decode` of bytes Rust holds: a `bytes` object is made only for the reference.
-    pub(crate) fn decode_slice<'py>(&self, py: Python<'py>, b: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-        match self.read(py, b) {
+    /// `decode` of bytes Rust holds: a `bytes` object is made only for the reference;
+    /// its strings from `strings` where given.
+    pub(crate) fn decode_slice<'py>(
+        &self,
+        py: Python<'py>,
+        b: &[u8],
+        strings: Option<&mut Strings>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match self.read(py, b, strings) {
             Some(v) => Ok(v),
             None => self.fallback.bind(py).call1((PyBytes::new(py, b),)),
         }
     }
 
     /// The value, if it is written with the reader's schema and decodes here.
-    fn read<'py>(&self, py: Python<'py>, b: &[u8]) -> Option<Bound<'py, PyAny>> {
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        b: &[u8],
+        strings: Option<&mut Strings>,
+    ) -> Option<Bound<'py, PyAny>> {
         if b.len() < HEADER_LEN || b[..2] != MAGIC || b[2..HEADER_LEN] != self.fingerprint {
             return None;
         }
@@ -277,6 +293,7 @@ impl Decoder {
             b,
             p: HEADER_LEN,
             max_items: self.max_items,
+            strings,
         };
         r.read(py, &self.plan).ok()
     }

@@ -20,7 +20,8 @@
 //!   (reference: `mwcore.runtime.envelope.read_ids`).
 //! - `Screener`: the rest of a chunk before user code: duplicates dropped, what is no
 //!   record set aside, keys and values decoded into `Record`s (reference:
-//!   `mwcore.runtime.screening.screen`).
+//!   `mwcore.runtime.screening.screen`); the short strings that recur kept as one `str`
+//!   each (`strings.rs`, at most `2 * STRINGS_GENERATION`).
 //! - `TimerQueue`: an interval's pending timers (reference: `mwcore.runtime.timers.TimerQueue`).
 //! - `Applier` and its `Context`: user code run on a chunk of records or on due timers,
 //!   its effects applied to the open batch (reference: `mwcore.runtime.effects.Applier`,
@@ -42,6 +43,7 @@ mod produce;
 mod producer;
 mod resp;
 mod screening;
+mod strings;
 mod timers;
 
 use pyo3::exceptions::PyValueError;
@@ -251,5 +253,6 @@ fn mwcore_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<context::TimerHandle>()?;
     m.add_class::<effects::Applier>()?;
     m.add("KafkaFailure", m.py().get_type::<consumer::KafkaFailure>())?;
+    m.add("STRINGS_GENERATION", strings::GENERATION)?;
     Ok(())
 }

@@ -8,12 +8,15 @@
 //! `Record` (the key decoded as UTF-8, the value by its topic's decoder), or `(index,
 //! error)` when it has no usable key or its value does not decode.
 
+use std::sync::Mutex;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
 use crate::avro::Decoder;
 use crate::message::Msg;
 use crate::objects::TupleType;
+use crate::strings::{text, Strings};
 
 /// What a topic's values are decoded by: a native `Decoder`, or any Python callable.
 enum Decode {
@@ -33,6 +36,7 @@ pub struct Screener {
     min_ts: i64,
     max_ts: i64,
     max_key: usize,
+    strings: Mutex<Strings>, // the keys and short value strings that recur
 }
 
 #[pymethods]
@@ -57,6 +61,7 @@ impl Screener {
             min_ts,
             max_ts,
             max_key,
+            strings: Mutex::new(Strings::new()),
         })
     }
 
@@ -85,6 +90,8 @@ impl Screener {
         let check_late = !lates.is_empty();
         let mut last_topic: Option<Py<PyString>> = None;
         let mut binding: Option<(Bound<'py, PyAny>, Decode)> = None;
+        // Without the table while another thread screens (user code may let it run).
+        let mut strings = self.strings.try_lock().ok();
         for (i, item) in messages.iter().enumerate() {
             let bound = item.downcast::<Msg>()?;
             let m = bound.get();
@@ -109,16 +116,15 @@ impl Screener {
                 early.append((i, "late"))?;
                 continue;
             }
-            let key = m.body.key();
-            let text = key
+            let raw = m.body.key();
+            let key = raw
                 .filter(|k| k.len() <= self.max_key)
-                .and_then(|k| std::str::from_utf8(k).ok());
-            let Some(text) = text else {
-                let raw = key.map(|k| PyBytes::new(py, k));
+                .and_then(|k| text(strings.as_deref_mut(), py, k));
+            let Some(key) = key else {
+                let raw = raw.map(|k| PyBytes::new(py, k));
                 items.append((i, self.key_error.bind(py).call1((raw,))?))?;
                 continue;
             };
-            let key = PyString::new(py, text);
             keys.add(&key)?;
             if last_topic.as_ref().is_none_or(|t| !t.is(&m.topic)) {
                 last_topic = Some(m.topic.clone_ref(py));
@@ -129,7 +135,7 @@ impl Screener {
             };
             let value = m.body.value().unwrap_or(b"");
             let decoded = match decode {
-                Decode::Native(d) => d.borrow(py).decode_slice(py, value),
+                Decode::Native(d) => d.borrow(py).decode_slice(py, value, strings.as_deref_mut()),
                 Decode::Call(f) => f.bind(py).call1((PyBytes::new(py, value),)),
             };
             let value = match decoded {

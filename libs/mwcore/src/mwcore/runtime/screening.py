@@ -18,12 +18,15 @@ duplicates (``dedup.py``), ``screen`` passes over the chunk once, in order:
 
 ``screen`` is the reference; on the native consumer (the default on the native core)
 ``mwcore_native.Screener`` does the same work in Rust
-(``libs/mwcore/tests/test_native.py`` holds the two to identical output).
+(``libs/mwcore/tests/test_native.py`` holds the two to identical output). There is one
+per process: it keeps the short strings that recur in the input (keys, and strings in
+values) as one ``str`` each, for every interval of the worker (``strings.rs``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any
 
 from mwcore.api.record import Record
@@ -114,8 +117,11 @@ def key_error(raw: bytes | None) -> SerializationError:
 
 def screener(native_messages: bool = False) -> Screen:
     """``screen``; in Rust when the messages are the native consumer's."""
-    if not native_messages:
-        return screen
+    return _native_screen() if native_messages else screen
+
+
+@cache
+def _native_screen() -> Screen:
     fast: Screen = (
         native()
         .Screener(Record, SerializationError, key_error, MIN_TIMESTAMP, MAX_TIMESTAMP, MAX_KEY_BYTES)
