@@ -11,6 +11,9 @@ headers, and the record path's headers read in Rust (``envelope.rs``) give the i
 late marks and verdicts the reference reads from the same messages, with and without
 the pipeline secret.
 
+Both ways of the native consumer's polls: a call a message on the consumer's queue, and
+the fetched messages' own queue taken in one call (``MW_NATIVE_BATCH_POLL``).
+
 A header name that is not UTF-8 (which confluent-kafka can neither write nor read) is
 read by the native consumer with U+FFFD, and its record's own headers still found.
 """
@@ -100,14 +103,16 @@ def _fields(m: Any) -> tuple[Any, ...]:
     )
 
 
-def test_both_consumers_read_every_message_alike(stack: LocalStack, namespace: str) -> None:
+@pytest.mark.parametrize("batch_poll", [False, True], ids=["per-message", "batch"])
+def test_both_consumers_read_every_message_alike(stack: LocalStack, namespace: str, batch_poll: bool) -> None:
     native()  # the native core is installed (make bootstrap)
     topics = [f"{namespace}.a", f"{namespace}.b-2", f"{namespace}.c_3"]
     ensure_topics(stack.bootstrap, dict.fromkeys(topics, 2))
     n = _write(stack.bootstrap, topics)
 
     reference = _read(GroupConsumer(stack.bootstrap, f"{namespace}-ref"), topics, n)
-    ours = _read(NativeGroupConsumer(stack.bootstrap, f"{namespace}-native"), topics, n)
+    member = NativeGroupConsumer(stack.bootstrap, f"{namespace}-native", batch_poll=batch_poll)
+    ours = _read(member, topics, n)
 
     assert [_fields(m) for m in ours] == [_fields(m) for m in reference]
     # what envelope.rs reads of the headers kept apart is what the reference reads of all
@@ -122,8 +127,9 @@ def test_both_consumers_read_every_message_alike(stack: LocalStack, namespace: s
     assert Part(topics[0], 0) in {Part(m.topic(), m.partition()) for m in ours}
 
 
+@pytest.mark.parametrize("batch_poll", [False, True], ids=["per-message", "batch"])
 def test_a_header_name_that_is_not_utf8_is_read_and_its_record_s_headers_found(
-    stack: LocalStack, namespace: str
+    stack: LocalStack, namespace: str, batch_poll: bool
 ) -> None:
     native()
     topic = f"{namespace}.raw"
@@ -131,7 +137,8 @@ def test_a_header_name_that_is_not_utf8_is_read_and_its_record_s_headers_found(
     rid = random_id()
     produce_with_headers(stack.bootstrap, topic, b"k", b"v", [(b"\xff\xfe-name", b"x"), (b"mw-id", rid)])
 
-    (ours,) = _read(NativeGroupConsumer(stack.bootstrap, f"{namespace}-native"), [topic], 1)
+    member = NativeGroupConsumer(stack.bootstrap, f"{namespace}-native", batch_poll=batch_poll)
+    (ours,) = _read(member, [topic], 1)
 
     assert ours.headers() == [("\ufffd\ufffd-name", b"x"), ("mw-id", rid)]
     assert native().read_ids([ours])[0] == [rid]
@@ -187,3 +194,60 @@ def test_a_closing_member_takes_no_new_partitions(
         assert ("assign", True) not in calls, calls
     finally:
         b.close()
+
+
+def _drain(member: NativeGroupConsumer, b: GroupConsumer | None = None, quiet_s: float = 2.0) -> list[Any]:
+    """What ``member`` reads until it has read nothing for ``quiet_s`` (``b`` polled too)."""
+    got: list[Any] = []
+    last = time.monotonic()
+    while time.monotonic() - last < quiet_s:
+        if b is not None:
+            b.poll(10, 0)
+        batch = member.poll(500, 0.1)
+        if batch:
+            got.extend(batch)
+            last = time.monotonic()
+    return got
+
+
+def _offsets(messages: list[Any]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for m in messages:
+        assert m.error() is None
+        out.setdefault(m.partition(), []).append(m.offset())
+    return out
+
+
+def test_batch_polls_read_on_in_order_across_a_seek_and_a_new_assignment(
+    stack: LocalStack, namespace: str
+) -> None:
+    """The fetched messages' own queue (``fetched.rs``) keeps each partition's order and
+    follows the group: after a seek a partition is read again from there, and after a
+    rebalance from where ``on_assign`` says, only the partitions the member holds."""
+    native()
+    topic = f"{namespace}.t"
+    ensure_topics(stack.bootstrap, {topic: 2})
+    p = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 5})
+    for i in range(400):
+        p.produce(topic, partition=i % 2, key=b"k", value=str(i).encode())
+    assert p.flush(30) == 0
+    group = f"{namespace}-g"
+    starts = {"at": BEGINNING}
+    a = NativeGroupConsumer(stack.bootstrap, group, session_timeout_ms=6000, batch_poll=True)
+    a.subscribe([topic], lambda parts: dict.fromkeys(parts, starts["at"]), lambda _: None, lambda _: None)
+
+    assert _offsets(_drain(a)) == {0: list(range(200)), 1: list(range(200))}
+
+    a.seek(Part(topic, 0), 150)
+    assert _offsets(_drain(a)) == {0: list(range(150, 200))}
+
+    starts["at"] = 10
+    b = GroupConsumer(stack.bootstrap, group, session_timeout_ms=6000)
+    b.subscribe([topic], lambda parts: dict.fromkeys(parts, 0), lambda _: None, lambda _: None)
+    try:
+        read = _offsets(_drain(a, b, quiet_s=8.0))
+        held = [part.partition for part in a.assignment()]
+        assert len(held) == 1 and read == {held[0]: list(range(10, 200))}, (held, read)
+    finally:
+        b.close()
+        a.close()

@@ -126,6 +126,7 @@ class GroupConsumer:
         self,
         config: dict[str, str],
         on_committed: Callable[[str | None, list[tuple[str, int, int, str | None]]], None] | None = None,
+        batch_poll: bool = False,
     ) -> None: ...
     def subscribe(
         self,

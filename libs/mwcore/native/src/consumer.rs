@@ -11,17 +11,20 @@
 //! asynchronous commit answers on a queue of its own, served by each poll.
 //!
 //! `poll` takes what has arrived (waiting only for a first message when nothing has)
-//! and hands it over in one crossing: messages whose methods are those the runtime
+//! and hands it over in one crossing (with `batch_poll`, from a queue of the fetched
+//! messages' own, in one call: `fetched.rs`): messages whose methods are those the runtime
 //! reads of confluent-kafka's (`topic()`, `partition()`, `offset()`, `key()`,
 //! `value()`, `timestamp()`, `headers()`, `error()`), and the errors met on the way.
 
 use std::collections::HashMap;
 use std::ffi::CString;
+use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::commits::{CommitQueue, Committed};
+use crate::fetched::{Fetched, Route};
 use crate::message::Msg;
 use crate::polled::{Failed, Polled};
 use pyo3::create_exception;
@@ -59,7 +62,11 @@ struct Membership {
     closing: AtomicBool, // set by close: an assignment still waiting in the queue is not taken
     on_committed: Option<Py<PyAny>>,
     raised: Mutex<Option<PyErr>>, // a callback's exception, raised by the call that polled
+    route: Route,                 // where assigned partitions' messages go (`fetched.rs`)
 }
+
+/// How often a poll waiting on its fetched messages serves the group's events.
+const EVENTS_EVERY: Duration = Duration::from_millis(10);
 
 impl Membership {
     fn keep(&self, err: PyErr) {
@@ -132,6 +139,9 @@ impl ConsumerContext for Membership {
         });
         if assigning {
             if ok {
+                // SAFETY: the client is live (it calls us); the route's queue is cleared
+                // before the consumer destroys it.
+                unsafe { self.route.parts(base.client().native_ptr(), &parts) };
                 let _ = base.assign(tpl);
                 // A partition paused when its interval was fenced stays paused in
                 // librdkafka across a revoke and a new assignment.
@@ -154,9 +164,17 @@ fn tpl_of(parts: &[Part]) -> TopicPartitionList {
 /// A group consumer (`GroupConsumer`'s native side).
 #[pyclass(module = "mwcore_native")]
 pub struct GroupConsumer {
+    fetched: Option<Fetched>, // with `batch_poll`; before `inner`: destroyed before the client
     inner: BaseConsumer<Membership>,
     commits: CommitQueue,
     topics: Mutex<HashMap<String, Py<PyString>>>, // one str per topic, shared by its messages
+}
+
+impl Drop for GroupConsumer {
+    fn drop(&mut self) {
+        // No rebalance while the client closes routes to the queue destroyed before it.
+        self.inner.context().route.set(ptr::null_mut());
+    }
 }
 
 impl GroupConsumer {
@@ -182,10 +200,11 @@ impl GroupConsumer {
 #[pymethods]
 impl GroupConsumer {
     /// A consumer with librdkafka's `config` (every value a string); `on_committed(error,
-    /// offsets)` gets what each commit wrote (`(topic, partition, offset, metadata)`).
+    /// offsets)` gets what each commit wrote (`(topic, partition, offset, metadata)`);
+    /// `batch_poll`: the fetched messages on a queue of their own (`fetched.rs`).
     #[new]
-    #[pyo3(signature = (config, on_committed=None))]
-    fn new(config: &Bound<'_, PyDict>, on_committed: Option<Py<PyAny>>) -> PyResult<Self> {
+    #[pyo3(signature = (config, on_committed=None, batch_poll=false))]
+    fn new(config: &Bound<'_, PyDict>, on_committed: Option<Py<PyAny>>, batch_poll: bool) -> PyResult<Self> {
         let mut conf = ClientConfig::new();
         for (k, v) in config.iter() {
             conf.set(k.extract::<String>()?, v.extract::<String>()?);
@@ -195,10 +214,17 @@ impl GroupConsumer {
             closing: AtomicBool::new(false),
             on_committed,
             raised: Mutex::new(None),
+            route: Route::default(),
         };
         let inner: BaseConsumer<Membership> = conf.create_with_context(context).map_err(|e| failure(&e))?;
         let commits = CommitQueue::new(&inner);
+        // SAFETY: the client outlives the queue (field order, and `Drop` clears the route).
+        let fetched = batch_poll.then(|| unsafe { Fetched::new(inner.client().native_ptr()) });
+        if let Some(f) = &fetched {
+            inner.context().route.set(f.ptr());
+        }
         Ok(GroupConsumer {
+            fetched,
             inner,
             commits,
             topics: Mutex::new(HashMap::new()),
@@ -251,8 +277,21 @@ impl GroupConsumer {
                 }
             };
             drain(&mut polled);
-            if polled.messages.is_empty() && max_messages > 0 {
-                match self.inner.poll(Duration::from_secs_f64(timeout.max(0.0))) {
+            let timeout = Duration::from_secs_f64(timeout.max(0.0));
+            if let Some(fetched) = &self.fetched {
+                fetched.take(&mut polled, max_messages, 0);
+                let deadline = Instant::now() + timeout;
+                while polled.messages.is_empty() && polled.errors.is_empty() && max_messages > 0 {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    let ms = left.min(EVENTS_EVERY).as_micros().div_ceil(1000);
+                    fetched.take(&mut polled, max_messages, i32::try_from(ms).unwrap_or(i32::MAX));
+                    drain(&mut polled); // the group's events meanwhile
+                }
+            } else if polled.messages.is_empty() && max_messages > 0 {
+                match self.inner.poll(timeout) {
                     Some(Ok(m)) => {
                         polled.take(&m);
                         drain(&mut polled);

@@ -35,6 +35,7 @@ mod context;
 mod effects;
 mod encode;
 mod envelope;
+mod fetched;
 mod ids;
 mod message;
 mod objects;

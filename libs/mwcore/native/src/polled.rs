@@ -14,9 +14,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use rdkafka::bindings::{
     rd_kafka_header_cnt, rd_kafka_header_get_all, rd_kafka_headers_t, rd_kafka_message_headers,
+    rd_kafka_message_t, rd_kafka_message_timestamp, rd_kafka_timestamp_type_t, rd_kafka_topic_name,
 };
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, Message as _, Timestamp};
+use rdkafka::message::BorrowedMessage;
 use rdkafka::types::RDKafkaRespErr;
 
 use crate::message::{Msg, Parts};
@@ -36,15 +37,33 @@ impl Polled {
     /// `m`'s parts; or, for a message of more than 4 GiB (which librdkafka never takes:
     /// `receive.message.max.bytes` is at most 2^31 - 1), an error.
     pub fn take(&mut self, m: &BorrowedMessage<'_>) {
-        match Taken::of(m, &mut self.names, &mut self.chunks) {
+        // SAFETY: `m.ptr()` is the live message `m` borrows.
+        unsafe { self.take_raw(m.ptr()) }
+    }
+
+    /// `take` of a message librdkafka handed over itself (a batch's): its parts, or its
+    /// error as rdkafka reads a message's error.
+    ///
+    /// # Safety
+    /// `m` is a live message, not destroyed before this returns.
+    pub unsafe fn take_raw(&mut self, m: *const rd_kafka_message_t) {
+        let raw = Raw::of(m);
+        if raw.err() != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+            let e = match raw.err() {
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR__PARTITION_EOF => KafkaError::PartitionEOF(raw.partition()),
+                e => KafkaError::MessageConsumption(e.into()),
+            };
+            return self.failed(&e);
+        }
+        match Taken::of(&raw, &mut self.names, &mut self.chunks) {
             Some(t) => self.messages.push(t),
             None => self.errors.push((
                 -1,
                 format!(
                     "{}[{}] at {}: a message of more than 4 GiB",
-                    m.topic(),
-                    m.partition(),
-                    m.offset()
+                    raw.topic(),
+                    raw.partition(),
+                    raw.offset()
                 ),
             )),
         }
@@ -102,7 +121,7 @@ impl Taken {
     /// `topics`: the topics of the poll's messages so far (this one's is added if new);
     /// `chunks`: its buffers so far (a new one started when the last is full). None for
     /// a message of more than `MAX_BUFFER` bytes, which librdkafka never takes.
-    pub fn of(m: &BorrowedMessage<'_>, topics: &mut Vec<String>, chunks: &mut Vec<Vec<u8>>) -> Option<Taken> {
+    pub fn of(m: &Raw<'_>, topics: &mut Vec<String>, chunks: &mut Vec<Vec<u8>>) -> Option<Taken> {
         let name = m.topic();
         let topic = match topics.iter().position(|t| t == name) {
             Some(i) => i,
@@ -110,11 +129,6 @@ impl Taken {
                 topics.push(name.to_owned());
                 topics.len() - 1
             }
-        };
-        let timestamp = match m.timestamp() {
-            Timestamp::NotAvailable => (0, -1),
-            Timestamp::CreateTime(t) => (1, t),
-            Timestamp::LogAppendTime(t) => (2, t),
         };
         let headers = RawHeaders::of(m);
         let headers = headers.as_ref().map(|hs| (0..hs.count()).map(|i| hs.get(i)));
@@ -125,7 +139,7 @@ impl Taken {
                 m.offset(),
                 m.key(),
                 m.payload(),
-                timestamp,
+                m.timestamp(),
                 headers.clone(),
             )
         };
@@ -165,11 +179,11 @@ struct RawHeaders<'a> {
 
 impl<'a> RawHeaders<'a> {
     /// None when the message has none (to librdkafka: no header list, or an empty one).
-    fn of(m: &'a BorrowedMessage<'_>) -> Option<RawHeaders<'a>> {
+    fn of(m: &'a Raw<'_>) -> Option<RawHeaders<'a>> {
         let mut headers: *mut rd_kafka_headers_t = ptr::null_mut();
-        // SAFETY: `m.ptr()` is the live message `m` borrows; librdkafka parses its headers
-        // once and keeps them, owned by the message, until the message is destroyed.
-        let err = unsafe { rd_kafka_message_headers(m.ptr(), &mut headers) };
+        // SAFETY: `m.ptr` is a live message (`Raw`); librdkafka parses its headers once
+        // and keeps them, owned by the message, until the message is destroyed.
+        let err = unsafe { rd_kafka_message_headers(m.ptr, &mut headers) };
         (err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR && !headers.is_null()).then_some(RawHeaders {
             ptr: headers,
             _message: PhantomData,
@@ -197,6 +211,78 @@ impl<'a> RawHeaders<'a> {
             let name = CStr::from_ptr(name).to_bytes();
             let value = (!value.is_null()).then(|| std::slice::from_raw_parts(value.cast::<u8>(), size));
             (name, value)
+        }
+    }
+}
+
+/// A consumed message as librdkafka holds it, read field by field (rdkafka's
+/// `BorrowedMessage` reads the same fields; a batch's messages come without one).
+pub struct Raw<'a> {
+    ptr: *const rd_kafka_message_t,
+    _message: PhantomData<&'a ()>,
+}
+
+impl Raw<'_> {
+    /// # Safety
+    /// `ptr` is a live message, kept alive while the `Raw` is.
+    unsafe fn of(ptr: *const rd_kafka_message_t) -> Self {
+        Raw {
+            ptr,
+            _message: PhantomData,
+        }
+    }
+
+    fn message(&self) -> &rd_kafka_message_t {
+        // SAFETY: a live message (`of`).
+        unsafe { &*self.ptr }
+    }
+
+    fn err(&self) -> RDKafkaRespErr {
+        self.message().err
+    }
+
+    fn topic(&self) -> &str {
+        // SAFETY: a consumed message's topic handle is live with it; its name is
+        // NUL-terminated (a topic's name is ASCII: "" where it would not read as UTF-8).
+        unsafe { CStr::from_ptr(rd_kafka_topic_name(self.message().rkt)) }
+            .to_str()
+            .unwrap_or("")
+    }
+
+    fn partition(&self) -> i32 {
+        self.message().partition
+    }
+
+    fn offset(&self) -> i64 {
+        self.message().offset
+    }
+
+    fn part(&self, data: *const c_void, len: usize) -> Option<&[u8]> {
+        // SAFETY: librdkafka's key or payload: null, or `len` bytes owned by the message.
+        (!data.is_null()).then(|| unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) })
+    }
+
+    fn key(&self) -> Option<&[u8]> {
+        self.part(self.message().key, self.message().key_len)
+    }
+
+    fn payload(&self) -> Option<&[u8]> {
+        self.part(self.message().payload, self.message().len)
+    }
+
+    /// (type, ms) as confluent-kafka gives it: 0 and -1 when there is none (as rdkafka
+    /// reads it: a time of -1 is none).
+    fn timestamp(&self) -> (i32, i64) {
+        let mut kind = rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+        // SAFETY: a live message (`of`).
+        let ms = unsafe { rd_kafka_message_timestamp(self.ptr, &mut kind) };
+        if ms == -1 {
+            return (0, -1);
+        }
+        match kind {
+            rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_CREATE_TIME => (1, ms),
+            rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_LOG_APPEND_TIME => (2, ms),
+            _ => (0, -1),
         }
     }
 }

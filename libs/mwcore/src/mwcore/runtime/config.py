@@ -37,6 +37,8 @@ class WorkerConfig:
     # MW_NATIVE_CONSUMER (with the native core): the group consumer on the native core's
     # librdkafka (transport/native_consumer.py) instead of confluent-kafka's
     native_consumer: bool = False
+    # MW_NATIVE_BATCH_POLL (with the native consumer): a poll's messages in one call
+    native_batch_poll: bool = False
     # MW_NATIVE_EFFECTS (with the native core): user code run on the native Context and its
     # effects applied in Rust (runtime/effects.py), the timers on the native queue
     native_effects: bool = False

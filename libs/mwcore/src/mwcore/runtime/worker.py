@@ -160,13 +160,12 @@ class Worker:
         self.layout.create_topics(self.cfg.bootstrap)
         self.schemas.publish(self.layout.writer_schemas(self.registry))
         self.reporter.declare()
-        membership = NativeGroupConsumer if self.cfg.native_consumer else GroupConsumer
-        self.consumer = membership(
-            self.cfg.bootstrap,
-            self.layout.group,
-            self.cfg.instance_id,
-            self.cfg.session_timeout_ms,
-            on_committed=self.witness.on_committed,
+        args = (self.cfg.bootstrap, self.layout.group, self.cfg.instance_id, self.cfg.session_timeout_ms)
+        on_committed = self.witness.on_committed
+        self.consumer = (
+            NativeGroupConsumer(*args, on_committed=on_committed, batch_poll=self.cfg.native_batch_poll)
+            if self.cfg.native_consumer
+            else GroupConsumer(*args, on_committed=on_committed)
         )
         self.ownership.join(self.consumer)
         log.info("joined", computation=self.comp.name, worker=self.cfg.worker_id, core=self.cfg.core)

@@ -64,13 +64,18 @@ class NativeGroupConsumer:
         instance_id: str | None = None,
         session_timeout_ms: int = 1500,
         on_committed: OnCommitted | None = None,
+        batch_poll: bool = False,
     ) -> None:
+        """``batch_poll``: a poll's messages taken from librdkafka in one call, from a
+        queue of their own (``MW_NATIVE_BATCH_POLL``; ``native/src/fetched.rs``)."""
         self.session_timeout_ms = session_timeout_ms
         self.group = group
         self._on_committed = on_committed
         conf = member_config(bootstrap, group, instance_id, session_timeout_ms)
         try:
-            self._c = native().GroupConsumer({k: _setting(v) for k, v in conf.items()}, self._committed_cb)
+            self._c = native().GroupConsumer(
+                {k: _setting(v) for k, v in conf.items()}, self._committed_cb, batch_poll
+            )
         except native().KafkaFailure as exc:
             raise ConfigError(
                 f"MW_NATIVE_CONSUMER: the native core's consumer refuses its settings ({exc.args[1]}); "
