@@ -125,7 +125,9 @@ def test_the_native_core_is_the_default_where_it_is_installed(
     assert WorkerSettings.load().core == "python"
 
 
-@pytest.mark.parametrize("switch,default", [("native_consumer", True), ("native_effects", True)])
+@pytest.mark.parametrize(
+    "switch,default", [("native_consumer", True), ("native_effects", True), ("native_batch_poll", True)]
+)
 def test_the_native_switches_default_as_documented_and_act_only_on_the_native_core(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, switch: str, default: bool
 ) -> None:

@@ -156,10 +156,10 @@ class WorkerSettings(ProcessSettings):
     # consumer on its librdkafka instead of confluent-kafka's (transport/native_consumer.py),
     # the record envelope read in Rust; the Python core ignores it
     native_consumer: bool = True
-    # MW_NATIVE_BATCH_POLL (off by default; 1 turns it on): with the native consumer, a
+    # MW_NATIVE_BATCH_POLL (on by default; 0 turns it off): with the native consumer, a
     # poll's messages taken from librdkafka in one call, from a queue of their own
     # (native/src/fetched.rs), rather than one call a message
-    native_batch_poll: bool = False
+    native_batch_poll: bool = True
     # MW_NATIVE_EFFECTS (on by default; 0 turns it off): with the native core, user code
     # run on its Context and the effects applied, the timers queued, in Rust
     # (runtime/effects.py); the Python core ignores it

@@ -64,7 +64,7 @@ def worker_config(settings: WorkerSettings, signer: Signer) -> WorkerConfig:
         signer=signer,
         core=settings.core,
         native_consumer=settings.native_consumer and settings.core == "native",
-        native_batch_poll=settings.native_batch_poll,
+        native_batch_poll=settings.native_batch_poll and settings.native_consumer and settings.core == "native",
         native_effects=settings.native_effects and settings.core == "native",
         overlap_commits=settings.overlap_commits,
     )

@@ -67,7 +67,8 @@ class NativeGroupConsumer:
         batch_poll: bool = False,
     ) -> None:
         """``batch_poll``: a poll's messages taken from librdkafka in one call, from a
-        queue of their own (``MW_NATIVE_BATCH_POLL``; ``native/src/fetched.rs``)."""
+        queue of their own (``MW_NATIVE_BATCH_POLL``, on by default in a worker;
+        ``native/src/fetched.rs``)."""
         self.session_timeout_ms = session_timeout_ms
         self.group = group
         self._on_committed = on_committed
