@@ -46,6 +46,7 @@ def build_schemas(settings: WorkerSettings) -> tuple[SchemaRegistry, SchemaTopic
 
 def worker_config(settings: WorkerSettings, signer: Signer) -> WorkerConfig:
     """The runtime's configuration of a worker from its settings."""
+    native_consumer = settings.native_consumer and settings.core == "native"
     return WorkerConfig(
         bootstrap=settings.bootstrap,
         namespace=settings.namespace,
@@ -63,8 +64,8 @@ def worker_config(settings: WorkerSettings, signer: Signer) -> WorkerConfig:
         controls=settings.unsafe,
         signer=signer,
         core=settings.core,
-        native_consumer=settings.native_consumer and settings.core == "native",
-        native_batch_poll=settings.native_batch_poll and settings.native_consumer and settings.core == "native",
+        native_consumer=native_consumer,
+        native_batch_poll=settings.native_batch_poll and native_consumer,
         native_effects=settings.native_effects and settings.core == "native",
         overlap_commits=settings.overlap_commits,
     )
