@@ -2,12 +2,8 @@
 //! (reference: `mwcore.transport.consumer.GroupConsumer` on confluent-kafka).
 //!
 //! The group's rebalances call the runtime's Python callbacks from the thread that
-//! polls (the GIL taken back for them): an assignment asks `on_assign` where each
-//! partition starts (its checkpoint's position, never the group's committed offset:
-//! semantics I-2), then assigns and resumes them; a revocation calls `on_revoke` (or
-//! `on_lost`, when the group took them away) and unassigns. An exception of a callback
-//! is raised by the call that polled, and an assignment whose starts it could not get
-//! is not made. Committed offsets carry the commit witness in their metadata; an
+//! polls (the GIL taken back for them; `membership.rs`); an exception of a callback is
+//! raised by the call that polled. Committed offsets carry the commit witness in their metadata; an
 //! asynchronous commit answers on a queue of its own, served by each poll.
 //!
 //! `poll` takes what has arrived (waiting only for a first message when nothing has)
@@ -25,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::commits::{CommitQueue, Committed};
 use crate::fetched::{Fetched, Route};
+use crate::membership::{Callbacks, Membership};
 use crate::message::Msg;
 use crate::polled::{Failed, Polled};
 use pyo3::create_exception;
@@ -32,10 +29,10 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _, ConsumerContext};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _};
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaRespErr;
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
 create_exception!(
     mwcore_native,
@@ -44,114 +41,15 @@ create_exception!(
     "A librdkafka error: args (code, text)."
 );
 
-type Part = (String, i32);
+pub type Part = (String, i32);
 
-fn failure(err: &KafkaError) -> PyErr {
+pub fn failure(err: &KafkaError) -> PyErr {
     let code = err.rdkafka_error_code().map_or(-1, |c| c as i32);
     KafkaFailure::new_err((code, err.to_string()))
 }
 
-struct Callbacks {
-    on_assign: Py<PyAny>,
-    on_revoke: Py<PyAny>,
-    on_lost: Py<PyAny>,
-}
-
-struct Membership {
-    callbacks: Mutex<Option<Callbacks>>,
-    closing: AtomicBool, // set by close: an assignment still waiting in the queue is not taken
-    on_committed: Option<Py<PyAny>>,
-    raised: Mutex<Option<PyErr>>, // a callback's exception, raised by the call that polled
-    route: Route,                 // where assigned partitions' messages go (`fetched.rs`)
-}
-
 /// How often a poll waiting on its fetched messages serves the group's events.
 const EVENTS_EVERY: Duration = Duration::from_millis(10);
-
-impl Membership {
-    fn keep(&self, err: PyErr) {
-        let mut raised = self.raised.lock().expect("raised");
-        if raised.is_none() {
-            *raised = Some(err);
-        }
-    }
-
-    /// Ask `on_assign` where each part starts and set it in `tpl`.
-    fn starts(
-        &self,
-        py: Python<'_>,
-        cbs: &Callbacks,
-        parts: &[Part],
-        tpl: &mut TopicPartitionList,
-    ) -> PyResult<()> {
-        let starts = cbs.on_assign.call1(py, (parts.to_vec(),))?;
-        let starts = starts.bind(py).downcast::<PyDict>()?.clone();
-        for (topic, partition) in parts {
-            let Some(offset) = starts.get_item((topic.as_str(), *partition))? else {
-                return Err(PyException::new_err(format!(
-                    "on_assign gave no start for {topic}[{partition}]"
-                )));
-            };
-            tpl.set_partition_offset(topic, *partition, Offset::from_raw(offset.extract::<i64>()?))
-                .map_err(|e| failure(&e))?;
-        }
-        Ok(())
-    }
-}
-
-impl ClientContext for Membership {}
-
-impl ConsumerContext for Membership {
-    fn rebalance(&self, base: &BaseConsumer<Self>, err: RDKafkaRespErr, tpl: &mut TopicPartitionList) {
-        let parts: Vec<Part> = tpl
-            .elements()
-            .iter()
-            .map(|e| (e.topic().to_owned(), e.partition()))
-            .collect();
-        let assigning = err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS;
-        if assigning && self.closing.load(Ordering::SeqCst) {
-            let _ = base.unassign(); // on_assign acquires intervals: never while closing
-            return;
-        }
-        let revoking = err == RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS;
-        let lost = revoking && base.assignment_lost();
-        let ok = Python::with_gil(|py| {
-            let cbs = self.callbacks.lock().expect("callbacks");
-            let Some(cbs) = cbs.as_ref() else {
-                return true;
-            };
-            let done = if assigning {
-                self.starts(py, cbs, &parts, tpl)
-            } else if lost {
-                cbs.on_lost.call1(py, (parts.clone(),)).map(|_| ())
-            } else if revoking {
-                cbs.on_revoke.call1(py, (parts.clone(),)).map(|_| ())
-            } else {
-                Ok(())
-            };
-            match done {
-                Ok(()) => true,
-                Err(e) => {
-                    self.keep(e);
-                    false
-                }
-            }
-        });
-        if assigning {
-            if ok {
-                // SAFETY: the client is live (it calls us); the route's queue is cleared
-                // before the consumer destroys it.
-                unsafe { self.route.parts(base.client().native_ptr(), &parts) };
-                let _ = base.assign(tpl);
-                // A partition paused when its interval was fenced stays paused in
-                // librdkafka across a revoke and a new assignment.
-                let _ = base.resume(tpl);
-            }
-        } else {
-            let _ = base.unassign();
-        }
-    }
-}
 
 fn tpl_of(parts: &[Part]) -> TopicPartitionList {
     let mut tpl = TopicPartitionList::new();

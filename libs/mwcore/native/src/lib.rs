@@ -37,6 +37,7 @@ mod encode;
 mod envelope;
 mod fetched;
 mod ids;
+mod membership;
 mod message;
 mod objects;
 mod polled;

@@ -8,7 +8,7 @@
 //! descriptor (`PyObject_GenericSetAttr`, which a frozen dataclass's `__setattr__`
 //! does not intercept) or as the tuple's items. The result is the object the type's
 //! constructor makes (`libs/mwcore/tests/test_native_effects.py` compares them: type,
-//! fields, `==`, hash, repr, frozenness; `test_native.py` the screened `Record`s).
+//! fields, `==`, hash, repr, frozenness; `test_native_screening.py` the screened `Record`s).
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;

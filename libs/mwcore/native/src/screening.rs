@@ -1,6 +1,6 @@
 //! The record path's second step for a chunk of consumed messages: which become
 //! records, and the records themselves, before user code sees any (reference:
-//! `mwcore.runtime.screening.screen`, held to it by `libs/mwcore/tests/test_native.py`).
+//! `mwcore.runtime.screening.screen`, held to it by `libs/mwcore/tests/test_native_screening.py`).
 //!
 //! In one pass, in order: a duplicate is dropped (counted); every other id joins the
 //! batch's seen ids; an id that did not verify, a timestamp out of bounds or a late mark

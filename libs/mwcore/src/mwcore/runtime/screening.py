@@ -18,7 +18,7 @@ duplicates (``dedup.py``), ``screen`` passes over the chunk once, in order:
 
 ``screen`` is the reference; on the native consumer (the default on the native core)
 ``mwcore_native.Screener`` does the same work in Rust
-(``libs/mwcore/tests/test_native.py`` holds the two to identical output). There is one
+(``libs/mwcore/tests/test_native_screening.py`` holds the two to identical output). There is one
 per process: it keeps the short strings that recur in the input (keys, and strings in
 values) as one ``str`` each, for every interval of the worker (``strings.rs``).
 """

@@ -1,0 +1,175 @@
+"""The native screening against its pure-Python reference (semantics I-13).
+
+``Screener.screen`` makes the rest of a chunk of consumed messages into records, or
+sets it aside; the reference is ``mwcore.runtime.screening.screen``, on keys,
+timestamps and values drawn to cover each of its branches (messages whose headers are
+drawn as in ``test_native.py``), through a native decoder and a Python one. The short
+strings that recur in keys and values are kept as one ``str`` each (``strings.rs``):
+equal to the reference's, one object across chunks, let go once they stop recurring.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from typing import Any
+
+import pytest
+from test_avrogen import _schemas, _value
+from test_native import _native_codecs, consumed, native_module
+
+from mwcore.api.record import Record
+from mwcore.api.signing import UNSIGNED, Signer
+from mwcore.limits import MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
+from mwcore.runtime.envelope import read_ids
+from mwcore.runtime.screening import Bindings, screen, screener
+from mwcore.serde.avro import AvroSerde
+
+
+def _screening_bindings(rng: random.Random) -> tuple[Bindings, AvroSerde]:
+    """Two input topics: one read by the native decoder, one by the serde itself."""
+    schema = _schemas()[0]
+    serde, decode, _ = _native_codecs(schema)
+    return {"in": ("stream-a", decode), "töpic": ("stream-b", serde.decode)}, serde
+
+
+def screened_chunk(seed: int) -> tuple[list[Any], Bindings, list[bool] | None, set[bytes]]:
+    """Messages for ``screen``: keys missing, too long, not UTF-8 or fine; timestamps at
+    and beyond the bounds; values that decode, or cut short; late and forged ones."""
+    rng = random.Random(seed)
+    bindings, serde = _screening_bindings(rng)
+    schema = _schemas()[0]
+    signer = Signer("s" * 16) if seed % 2 else UNSIGNED
+    out = []
+    for i in range(rng.randrange(1, 40)):
+        drawn = consumed(rng, signer, i)  # its headers
+        good = serde.encode(_value(schema, {}, rng))
+        key = rng.choice(
+            [None, b"", b"k\xc3\xa9y", b"\xff\xfe", b"\xed\xa0\x80", b"x" * (MAX_KEY_BYTES + 1),
+             b"x" * MAX_KEY_BYTES, str(rng.randrange(10)).encode()]
+        )  # fmt: skip
+        ts = rng.choice(
+            [MIN_TIMESTAMP - 1, MIN_TIMESTAMP, MAX_TIMESTAMP, MAX_TIMESTAMP + 1] + [rng.randrange(2**41)] * 4
+        )
+        value = rng.choice([good, good, good, good[: rng.randrange(len(good))], None, b""])
+        out.append(
+            native_module().Msg(
+                rng.choice(["in", "töpic"]), rng.randrange(8), i, key, value, (1, ts), drawn.headers()
+            )
+        )
+    dup = None if rng.random() < 0.3 else [rng.random() < 0.2 for _ in out]
+    already = {rng.randbytes(16) for _ in range(3)}
+    return out, bindings, dup, already
+
+
+def _comparable(screened: tuple[Any, ...], batch_seen: set[bytes]) -> Any:
+    duplicates, early, items, keys = screened
+    shown = [
+        (type(it).__name__, tuple(it))
+        if isinstance(it, Record)
+        else (it[0], type(it[1]).__name__, str(it[1]), getattr(it[1], "reason", None))
+        for it in items
+    ]
+    return duplicates, early, shown, keys, batch_seen
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_screen_screens_what_the_reference_screens(seed: int) -> None:
+    messages, bindings, dup, already = screened_chunk(seed)
+    signer = Signer("s" * 16) if seed % 2 else UNSIGNED
+    rids, lates, forged = read_ids(messages, signer)
+    ours, theirs = set(already), set(already)
+    fast = screener(native_messages=True)
+    got = fast(messages, rids, dup, forged, lates, ours, bindings)
+    want = screen(messages, rids, dup, forged, lates, theirs, bindings)
+    assert _comparable(got, ours) == _comparable(want, theirs)
+
+
+def test_the_screened_chunks_take_every_branch() -> None:
+    seen: dict[str, int] = {"duplicate": 0, "record": 0, "error": 0}
+    for seed in range(100):
+        messages, bindings, dup, already = screened_chunk(seed)
+        signer = Signer("s" * 16) if seed % 2 else UNSIGNED
+        rids, lates, forged = read_ids(messages, signer)
+        duplicates, early, items, _ = screen(messages, rids, dup, forged, lates, set(already), bindings)
+        seen["duplicate"] += duplicates
+        for _, why in early:
+            seen[why] = seen.get(why, 0) + 1
+        for it in items:
+            seen["record" if isinstance(it, Record) else "error"] += 1
+    assert len(seen) == 6 and min(seen.values()) > 10, seen
+
+
+def test_screen_passes_on_an_error_that_is_not_a_bad_value() -> None:
+    rng = random.Random(1)
+    bindings, _ = _screening_bindings(rng)
+
+    def broken(data: bytes) -> Any:
+        raise ZeroDivisionError("not a serialization error")
+
+    bindings["in"] = ("stream-a", broken)
+    m = native_module().Msg("in", 0, 0, b"k", b"v", (1, 5), None)
+    for run in (screen, screener(native_messages=True)):
+        with pytest.raises(ZeroDivisionError):
+            run([m], [b"i" * 16], None, set(), {}, set(), bindings)
+
+
+def _keyed(keys: list[bytes], value: bytes) -> list[Any]:
+    return [native_module().Msg("in", 0, i, k, value, (1, 5), None) for i, k in enumerate(keys)]
+
+
+def _records(messages: list[Any], bindings: Bindings) -> list[Record]:
+    rids = [i.to_bytes(16, "big") for i in range(len(messages))]
+    _, _, items, _ = screener(native_messages=True)(messages, rids, None, set(), {}, set(), bindings)
+    assert all(isinstance(it, Record) for it in items)
+    return items  # type: ignore[return-value]
+
+
+def test_a_string_that_recurs_is_one_object_across_chunks_and_equal_to_the_references() -> None:
+    """Keys and the strings in values: one ``str`` per distinct short value (``strings.rs``)."""
+    schema = {"type": "record", "name": "S", "fields": [{"name": "q", "type": "string"},
+              {"name": "m", "type": {"type": "map", "values": "string"}}]}  # fmt: skip
+    serde, decode, _ = _native_codecs(schema)
+    bindings: Bindings = {"in": ("s", decode)}
+    value = serde.encode({"q": "héllo", "m": {"lang": "en"}})
+    first = _records(_keyed([b"k\xc3\xa9y", b"other"], value), bindings)
+    again = _records(_keyed([b"k\xc3\xa9y"], value), bindings)
+    assert first[0].key == again[0].key == "kéy" and first[0].key is again[0].key
+    assert first[0].value == again[0].value == serde.decode(value)
+    assert first[0].value["q"] is again[0].value["q"] and first[1].value["q"] is again[0].value["q"]
+    assert first[0].value["m"]["lang"] is again[0].value["m"]["lang"]
+    long_key = b"x" * 65
+    assert _records(_keyed([long_key], value), bindings)[0].key == long_key.decode()
+
+
+def test_the_screener_lets_go_of_a_string_that_stops_recurring() -> None:
+    """A string not seen again is dropped within two generations of new strings, so the
+    table stays bounded on input of ever new keys; one still recurring stays one object."""
+    decode = _native_codecs(_schemas()[0])[1]
+    bindings: Bindings = {"in": ("s", decode)}
+    serde = _native_codecs(_schemas()[0])[0]
+    value = serde.encode(_value(_schemas()[0], {}, random.Random(3)))
+    gone = _records(_keyed([b"gone-soon"], value), bindings)[0].key
+    kept = _records(_keyed([b"kept"], value), bindings)[0].key
+    held = sys.getrefcount(gone)
+    fresh = 0
+    for _ in range(2 * native_module().STRINGS_GENERATION // 4096 + 1):
+        keys = [f"new-{fresh + i}".encode() for i in range(4096)] + [b"kept"]
+        fresh += 4096
+        assert _records(_keyed(keys, value), bindings)[-1].key is kept
+    assert sys.getrefcount(gone) == held - 1  # the table's reference
+    assert _records(_keyed([b"gone-soon"], value), bindings)[0].key == gone
+
+
+def test_a_screening_inside_a_screening_goes_on_without_the_table() -> None:
+    """User code a decoder calls may screen too (or let another thread screen): the
+    screener does not wait for its own table, it makes those strings afresh."""
+    serde, decode, _ = _native_codecs(_schemas()[0])
+    value = serde.encode(_value(_schemas()[0], {}, random.Random(4)))
+    inner: Bindings = {"in": ("s", decode)}
+
+    def screening_decode(data: bytes) -> Any:
+        return {"inner": _records(_keyed([b"inner"], value), inner)[0].key, "data": data}
+
+    outer = _records(_keyed([b"outer"], b"raw"), {"in": ("s", screening_decode)})
+    assert outer[0].key == "outer" and outer[0].value == {"inner": "inner", "data": b"raw"}
