@@ -63,12 +63,20 @@ pub fn read_ids<'py>(
                 late = None;
                 PyBytes::new(
                     py,
-                    &from_position(m.topic.bind(py).to_str()?, m.body.partition, m.body.offset),
+                    &from_position(
+                        m.topic.bind(py).to_str()?,
+                        m.body.parts.partition,
+                        m.body.parts.offset,
+                    ),
                 )
             }
             None => PyBytes::new(
                 py,
-                &from_position(m.topic.bind(py).to_str()?, m.body.partition, m.body.offset),
+                &from_position(
+                    m.topic.bind(py).to_str()?,
+                    m.body.parts.partition,
+                    m.body.parts.offset,
+                ),
             ),
         };
         rids.append(rid)?;

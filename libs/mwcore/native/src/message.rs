@@ -71,21 +71,15 @@ struct Marks {
 /// A consumed message's parts but its topic, as Rust holds them: its key, value and
 /// headers back to back in a buffer it shares with the other messages of its poll.
 pub struct Body {
-    pub partition: i32,
-    pub offset: i64,
-    pub timestamp: (i32, i64),
+    pub parts: Parts,
     buf: Arc<Vec<u8>>,
-    key: Span,
-    value: Span,
-    headers: Option<SmallVec<[HeaderSpan; 4]>>,
-    marks: Marks,
 }
 
 /// A `Body` but its buffer: where its parts were put in the buffer being filled.
 pub struct Parts {
-    partition: i32,
-    offset: i64,
-    timestamp: (i32, i64),
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp: (i32, i64),
     key: Span,
     value: Span,
     headers: Option<SmallVec<[HeaderSpan; 4]>>,
@@ -170,52 +164,43 @@ impl Parts {
 
     /// The body, its parts in `buf` (the buffer they were put in).
     pub fn in_buffer(self, buf: Arc<Vec<u8>>) -> Body {
-        Body {
-            partition: self.partition,
-            offset: self.offset,
-            timestamp: self.timestamp,
-            buf,
-            key: self.key,
-            value: self.value,
-            headers: self.headers,
-            marks: self.marks,
-        }
+        Body { parts: self, buf }
     }
 }
 
 impl Body {
     pub fn key(&self) -> Option<&[u8]> {
-        self.key.get(&self.buf)
+        self.parts.key.get(&self.buf)
     }
 
     pub fn value(&self) -> Option<&[u8]> {
-        self.value.get(&self.buf)
+        self.parts.value.get(&self.buf)
     }
 
     fn mark(&self, at: Option<u32>) -> Header<'_> {
-        let h = self.headers.as_ref()?.get(at? as usize)?;
+        let h = self.parts.headers.as_ref()?.get(at? as usize)?;
         Some(h.value.get(&self.buf))
     }
 
     /// The `mw-id` header.
     pub fn id(&self) -> Header<'_> {
-        self.mark(self.marks.id)
+        self.mark(self.parts.marks.id)
     }
 
     /// The `mw-mac` header.
     pub fn mac(&self) -> Header<'_> {
-        self.mark(self.marks.mac)
+        self.mark(self.parts.marks.mac)
     }
 
     /// The `mw-late-ms` header.
     pub fn late(&self) -> Header<'_> {
-        self.mark(self.marks.late)
+        self.mark(self.parts.marks.late)
     }
 
     /// Each header's name (U+FFFD for bytes that do not decode as UTF-8, where
     /// confluent-kafka's message fails) and value.
     fn header_list(&self) -> Option<impl Iterator<Item = (Cow<'_, str>, Option<&[u8]>)>> {
-        self.headers.as_ref().map(|hs| {
+        self.parts.headers.as_ref().map(|hs| {
             hs.iter().map(|h| {
                 let name = h.name.get(&self.buf).unwrap_or(b"");
                 (String::from_utf8_lossy(name), h.value.get(&self.buf))
@@ -270,10 +255,10 @@ impl Msg {
         self.topic.clone_ref(py)
     }
     fn partition(&self) -> i32 {
-        self.body.partition
+        self.body.parts.partition
     }
     fn offset(&self) -> i64 {
-        self.body.offset
+        self.body.parts.offset
     }
     fn key<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
         self.body.key().map(|k| PyBytes::new(py, k))
@@ -282,7 +267,7 @@ impl Msg {
         self.body.value().map(|v| PyBytes::new(py, v))
     }
     fn timestamp(&self) -> (i32, i64) {
-        self.body.timestamp
+        self.body.parts.timestamp
     }
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
         let Some(hs) = self.body.header_list() else {

@@ -107,7 +107,7 @@ impl Screener {
                 early.append((i, "bad_id"))?;
                 continue;
             }
-            let ts = m.body.timestamp.1;
+            let ts = m.body.parts.timestamp.1;
             if ts < self.min_ts || ts > self.max_ts {
                 early.append((i, "bad_timestamp"))?;
                 continue;
@@ -152,8 +152,8 @@ impl Screener {
                 ts.into_pyobject(py)?.into_any(),
                 rid,
                 stream.clone(),
-                m.body.partition.into_pyobject(py)?.into_any(),
-                m.body.offset.into_pyobject(py)?.into_any(),
+                m.body.parts.partition.into_pyobject(py)?.into_any(),
+                m.body.parts.offset.into_pyobject(py)?.into_any(),
             ];
             items.append(self.record.make(py, fields)?)?;
         }
