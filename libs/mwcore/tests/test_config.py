@@ -184,6 +184,24 @@ def test_commits_overlap_by_default_as_documented_and_not_with_mw_overlap_commit
     assert worker_config(settings, settings.signer()).overlap_commits is False
 
 
+def test_the_whole_state_read_and_the_cache_size_default_as_documented_and_reach_the_intervals(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from mwcore.process.settings import WorkerSettings
+    from mwcore.process.wiring import worker_config
+
+    _required_settings(monkeypatch, tmp_path)
+    for name, readme in [("MW_WHOLE_STATE_MB", "`0`"), ("MW_MAX_CACHE_KEYS", "100000")]:
+        monkeypatch.delenv(name, raising=False)
+        assert _readme_row(f"| `{name}` | worker |").endswith(f"| {readme} |")
+    config = worker_config(settings := WorkerSettings.load(), settings.signer())
+    assert (config.whole_state_mb, config.max_cache_keys) == (0, 100_000)
+    monkeypatch.setenv("MW_WHOLE_STATE_MB", "3")
+    monkeypatch.setenv("MW_MAX_CACHE_KEYS", "8")
+    config = worker_config(settings := WorkerSettings.load(), settings.signer())
+    assert (config.whole_state_mb, config.max_cache_keys) == (3, 8)
+
+
 def test_the_injector_lingers_as_documented_and_as_mw_injector_linger_ms_says(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

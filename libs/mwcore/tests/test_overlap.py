@@ -63,12 +63,15 @@ def test_a_duplicate_of_a_record_in_flight_is_dropped(
     assert set(store.recover(IV, "").seen) == {a, b}
 
 
+@pytest.mark.parametrize("whole_state_bytes", [0, 1 << 20], ids=["each-key", "whole-state-read"])
 def test_state_forgotten_by_the_cache_is_read_from_the_checkpoint_in_flight(
-    registry: SchemaRegistry, store: MemoryCheckpointStore
+    registry: SchemaRegistry, store: MemoryCheckpointStore, whole_state_bytes: int
 ) -> None:
     """``_load`` reads the checkpoint in flight before the store: a key the cache let go
-    of when its batch closed, or dropped to undo a failed call, is not read stale."""
-    interval = owner(registry, store, max_cache_keys=1)
+    of when its batch closed, or dropped to undo a failed call, is not read stale (also
+    when the interval's whole state was read at acquisition: ``MW_WHOLE_STATE_MB``)."""
+    interval = owner(registry, store, max_cache_keys=1, whole_state_bytes=whole_state_bytes)
+    assert interval.cache.knows_all == bool(whole_state_bytes)
     interval.process([message(registry, 0, "k", 5, b"1" * 16), message(registry, 1, "j", 1, b"2" * 16)])
     flying = interval.prepare()
     assert "k" not in interval.cache.values  # trimmed: one key kept, the last used

@@ -62,6 +62,19 @@ def test_commit_then_recover_round_trips(store: CheckpointStore) -> None:
     assert store.seen_ids(IV) == [b"i" * 16]
 
 
+def test_the_whole_state_is_read_when_it_fits(store: CheckpointStore) -> None:
+    token = store.grant(IV, "a")
+    assert store.whole_state(IV, 10, 1 << 20) == {}
+    state = {f"key-{n}".encode(): str(n).encode() * 50 for n in range(2_500)}
+    store.commit(IV, token, Checkpoint(state=dict(state)))
+    store.commit(IV, token, Checkpoint(state={b"key-7": None}))
+    del state[b"key-7"]
+    size = sum(len(k) + len(v) for k, v in state.items())
+    assert store.whole_state(IV, len(state), size) == state
+    assert store.whole_state(IV, len(state) - 1, size) is None  # more keys than asked
+    assert store.whole_state(IV, len(state), size - 1) is None  # more bytes
+
+
 def test_a_new_grant_fences_the_old_token_and_nothing_is_written(store: CheckpointStore) -> None:
     old = store.grant(IV, "a")
     new = store.grant(IV, "b")

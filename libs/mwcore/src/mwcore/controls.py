@@ -20,6 +20,7 @@ class NegativeControls:
     counter_tokens: bool = False  # tokens from the grant counter alone, no randomness (I-6)
     # the worker (runtime/)
     disable_dedup: bool = False  # re-sent records are applied again (I-1)
+    trust_forgotten_state: bool = False  # a key the cache forgot is served from the first read (I-1)
     keep_fired_timers: bool = False  # a fired timer stays in the checkpoint (I-9)
     drop_dead_letters: bool = False  # a bad record is skipped without a dead letter
     unchecked_weak: bool = False  # unacknowledged weak productions stay out of checkpoints

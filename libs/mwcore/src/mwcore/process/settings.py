@@ -117,6 +117,9 @@ class WorkerSettings(ProcessSettings):
     processes: int = Field(default=1, ge=1, le=256)
     instance_id: str | None = None
     max_batch_records: int = Field(default=5000, ge=1)
+    # per interval: the most keys whose decoded state is kept in memory (the least recently
+    # used beyond it are forgotten between batches, and read again when next used)
+    max_cache_keys: int = Field(default=100_000, ge=1)
     # 5 ms: half the latency of 10 in the worker at 10,000 records/s, and no less
     # throughput under a backlog (docs/benchmarks.md, "The batch deadline")
     max_batch_delay_ms: int = Field(default=5, ge=0)
@@ -173,6 +176,10 @@ class WorkerSettings(ProcessSettings):
     # the store while the worker goes on with the next batch (runtime/worker.py: at most one
     # commit turn in flight; its productions are sent, and the next one made, once it is durable)
     overlap_commits: bool = True
+    # MW_WHOLE_STATE_MB (0 turns it off): at acquisition, an interval's whole state is read
+    # when it is at most this many MiB (and at most the cache's keys), so a key not cached
+    # then is served without a read from the store (runtime/state_cache.py)
+    whole_state_mb: int = Field(default=0, ge=0)
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runtime.runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)

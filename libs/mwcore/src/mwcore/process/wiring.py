@@ -53,6 +53,7 @@ def worker_config(settings: WorkerSettings, signer: Signer) -> WorkerConfig:
         worker_id=settings.worker_id,
         instance_id=settings.instance_id,
         max_batch_records=settings.max_batch_records,
+        max_cache_keys=settings.max_cache_keys,
         max_batch_delay_ms=settings.max_batch_delay_ms,
         session_timeout_ms=settings.session_timeout_ms,
         latency_out=settings.latency_out,
@@ -68,6 +69,7 @@ def worker_config(settings: WorkerSettings, signer: Signer) -> WorkerConfig:
         native_batch_poll=settings.native_batch_poll and native_consumer,
         native_effects=settings.native_effects and settings.core == "native",
         overlap_commits=settings.overlap_commits,
+        whole_state_mb=settings.whole_state_mb,
     )
 
 

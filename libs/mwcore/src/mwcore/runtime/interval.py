@@ -79,7 +79,11 @@ class Interval:
         self.timers = timer_queue(deps.native_effects)
         for entry in snapshot.timers:
             self.timers.set(entry)
-        self.cache = StateCache(deps.codec, self._load, deps.max_cache_keys)
+        self.cache = StateCache(deps.codec, self._load, deps.max_cache_keys, deps.controls)
+        if deps.whole_state_bytes > 0:
+            stored = deps.store.whole_state(iid, deps.max_cache_keys, deps.whole_state_bytes)
+            if stored is not None:
+                self.cache.know(stored)
         self.applier = Applier(
             self.comp,
             self.cache,

@@ -33,6 +33,9 @@ class IntervalDeps:
     late_topic: str = ""  # "": drop late records (counted)
     exactly_once: bool = True
     max_cache_keys: int = 100_000
+    # MW_WHOLE_STATE_MB: at acquisition, the whole state read when it is at most this many
+    # bytes and max_cache_keys keys (0: each key read on first use; state_cache.py)
+    whole_state_bytes: int = 0
     careful_s: float = 30.0  # after a redo: each call's state encoded at once at least this long
     seen_gc_slack_ms: int = 60_000  # seen ids are forgotten this long behind the input watermark
     faults: Faults = NO_FAULTS

@@ -149,6 +149,7 @@ class Ownership:
             pending=len(snapshot.pending),
             timers=len(snapshot.timers),
             seen=len(snapshot.seen),
+            state_read_whole=interval.cache.knows_all,  # MW_WHOLE_STATE_MB
             # where a takeover's time goes: grant and recovery, the witness, the rest
             store_ms=round((t1 - t0) * 1000),
             witness_ms=round((t2 - t1) * 1000),

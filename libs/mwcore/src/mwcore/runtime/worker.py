@@ -106,6 +106,7 @@ class Worker:
             late_topic=self.layout.late,
             exactly_once=computation.options.exactly_once and not config.controls.disable_dedup,
             max_cache_keys=config.max_cache_keys,
+            whole_state_bytes=config.whole_state_mb << 20,
             careful_s=config.careful_s,
             seen_gc_slack_ms=config.seen_gc_slack_ms,
             faults=faults,

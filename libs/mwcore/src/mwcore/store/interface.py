@@ -53,6 +53,11 @@ class CheckpointStore(Protocol):
         """The stored state of each key (None where there is none)."""
         ...
 
+    def whole_state(self, interval: IntervalId, max_keys: int, max_bytes: int) -> dict[bytes, bytes] | None:
+        """Every key's stored state, when the interval has at most ``max_keys`` keys and
+        ``max_bytes`` of keys and values; None when it has more."""
+        ...
+
     def seen(self, interval: IntervalId, record_ids: Sequence[bytes]) -> list[bool]:
         """Whether each id is in the interval's seen-id set."""
         ...

@@ -74,6 +74,13 @@ class MemoryCheckpointStore:
             state = self._get(interval).state
             return [state.get(k) for k in keys]
 
+    def whole_state(self, interval: IntervalId, max_keys: int, max_bytes: int) -> dict[bytes, bytes] | None:
+        with self._lock:
+            state = self._get(interval).state
+            if len(state) > max_keys or sum(len(k) + len(v) for k, v in state.items()) > max_bytes:
+                return None
+            return dict(state)
+
     def seen(self, interval: IntervalId, record_ids: Sequence[bytes]) -> list[bool]:
         with self._lock:
             seen = self._get(interval).seen

@@ -185,6 +185,23 @@ class RedisCheckpointStore:
         result = self._r.hmget(self.keys(interval).state, list(keys))
         return [v if isinstance(v, bytes) or v is None else v.encode() for v in result]
 
+    def whole_state(
+        self, interval: IntervalId, max_keys: int, max_bytes: int, chunk: int = 1_000
+    ) -> dict[bytes, bytes] | None:
+        """By a scan cursor of ``chunk`` (Redis stays responsive), after a look at the size."""
+        k = self.keys(interval)
+        if int(self._r.hlen(k.state)) > max_keys:  # type: ignore[arg-type]
+            return None
+        out: dict[bytes, bytes] = {}
+        size = 0
+        for field, value in self._r.hscan_iter(k.state, count=chunk):
+            raw = value if isinstance(value, bytes) else str(value).encode()
+            size += len(field) + len(raw)
+            if size > max_bytes:
+                return None
+            out[field if isinstance(field, bytes) else str(field).encode()] = raw
+        return out
+
     def seen(self, interval: IntervalId, record_ids: Sequence[bytes]) -> list[bool]:
         """Per id, whether the interval has seen it (in the sorted set or a bucket,
         whichever way it was written)."""
