@@ -191,11 +191,11 @@ def test_the_whole_state_read_and_the_cache_size_default_as_documented_and_reach
     from mwcore.process.wiring import worker_config
 
     _required_settings(monkeypatch, tmp_path)
-    for name, readme in [("MW_WHOLE_STATE_MB", "`0`"), ("MW_MAX_CACHE_KEYS", "100000")]:
+    for name, readme in [("MW_WHOLE_STATE_MB", "64"), ("MW_MAX_CACHE_KEYS", "100000")]:
         monkeypatch.delenv(name, raising=False)
         assert _readme_row(f"| `{name}` | worker |").endswith(f"| {readme} |")
     config = worker_config(settings := WorkerSettings.load(), settings.signer())
-    assert (config.whole_state_mb, config.max_cache_keys) == (0, 100_000)
+    assert (config.whole_state_mb, config.max_cache_keys) == (64, 100_000)
     monkeypatch.setenv("MW_WHOLE_STATE_MB", "3")
     monkeypatch.setenv("MW_MAX_CACHE_KEYS", "8")
     config = worker_config(settings := WorkerSettings.load(), settings.signer())

@@ -176,10 +176,10 @@ class WorkerSettings(ProcessSettings):
     # the store while the worker goes on with the next batch (runtime/worker.py: at most one
     # commit turn in flight; its productions are sent, and the next one made, once it is durable)
     overlap_commits: bool = True
-    # MW_WHOLE_STATE_MB (0 turns it off): at acquisition, an interval's whole state is read
+    # MW_WHOLE_STATE_MB (64 MiB by default; 0 turns it off): at acquisition, an interval's whole state is read
     # when it is at most this many MiB (and at most the cache's keys), so a key not cached
     # then is served without a read from the store (runtime/state_cache.py)
-    whole_state_mb: int = Field(default=0, ge=0)
+    whole_state_mb: int = Field(default=64, ge=0)
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runtime.runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)

@@ -26,7 +26,7 @@ class WorkerConfig:
     max_cache_keys: int = 100_000
     # MW_WHOLE_STATE_MB: at acquisition, an interval's whole state is read when it is at
     # most this many MiB and max_cache_keys keys (runtime/state_cache.py); 0: each key on first use
-    whole_state_mb: int = 0
+    whole_state_mb: int = 64
     # after a batch is redone (runtime/effects.py), each call's state is encoded at once
     # for at least this long: a steady stream of failing records is not redone batch by batch
     careful_s: float = 30.0
