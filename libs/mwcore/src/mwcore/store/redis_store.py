@@ -190,7 +190,7 @@ class RedisCheckpointStore:
     ) -> dict[bytes, bytes] | None:
         """By a scan cursor of ``chunk`` (Redis stays responsive), after a look at the size."""
         k = self.keys(interval)
-        if int(self._r.hlen(k.state)) > max_keys:  # type: ignore[arg-type]
+        if int(self._r.hlen(k.state)) > max_keys:
             return None
         out: dict[bytes, bytes] = {}
         size = 0
