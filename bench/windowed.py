@@ -139,7 +139,17 @@ def run_in(
         r = redis_client(stack.redis_url)
         deadline = time.monotonic() + 1800
         while True:
-            if start is None and (done := sum(positions(r, namespace, events, "windowed_count"))) > 0:
+            if start is None:
+                # The first commit, looked for every 10 ms (a look at the output, an admin
+                # client's round trips, would let it go unseen for a good part of a
+                # small run: the span then began late, with few records and the same tail).
+                if (done := sum(positions(r, namespace, events, "windowed_count"))) == 0:
+                    if worker.poll() is not None or auth.poll() is not None:
+                        raise RuntimeError("the worker or the authority exited")
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("no commit after 30 minutes")
+                    time.sleep(0.01)
+                    continue
                 start, before = time.perf_counter(), done
                 split.start()
                 if spy is not None:
