@@ -55,6 +55,14 @@ def test_with_the_whole_state_read_a_key_not_cached_needs_no_read() -> None:
     assert store.reads == [] and cache.knows_all
 
 
+def test_a_key_asked_twice_in_one_preload_keeps_its_state() -> None:
+    """(The read hands each key's bytes over once.)"""
+    store = Store({b"a": b"3"})
+    cache = known_cache(store)
+    cache.preload(["a", "b", "a"])
+    assert cache.values == {"a": 3, "b": None}
+
+
 def test_a_key_the_cache_forgot_is_read_from_the_store_again() -> None:
     """Trim: the store now holds what the batches committed, not what was read at first
     (every key not cached is read from the store from then on)."""

@@ -78,7 +78,7 @@ class StateCache:
 
     def preload(self, keys: Iterable[str]) -> None:
         """Load every key not cached yet, in one read (none when the whole is known)."""
-        missing = [k for k in keys if k not in self.values]
+        missing = list(dict.fromkeys(k for k in keys if k not in self.values))  # each once
         if not missing:
             return
         decode = self.codec.decode
