@@ -8,8 +8,9 @@ have changed in place.
 
 When the interval's whole stored state was read at acquisition (``know``), a key not
 cached is served from that read, and a key absent from it has no state: no read from the
-store until the cache forgets a key it changed (``trim``: then every key not cached is
-read from the store again, as without it; ``restore``: that key is). This is right
+store until the cache forgets a key (``trim``: then every key not cached is read from the
+store again, as without it) or drops one to undo a failed call (``restore``: that key is
+read from the store again). This is right
 because nothing but the owner writes an interval's state (semantics I-5): the read
 cannot go stale while its keys are untouched, and a touched key stays cached.
 """
