@@ -37,6 +37,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.cpu_split import CpuSplit, stack_pids
@@ -47,7 +49,7 @@ from mwcore.injector.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import redis_client
 from mwcore.tools.stack.localstack import LocalStack
-from mwcore.transport.topics import admin_config, ensure_topics, topic_name
+from mwcore.transport.topics import admin_config, end_offsets, ensure_topics, topic_name
 from testbed.topics import read_topic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,23 +57,6 @@ NS = "windowed"
 PER_SECOND = 10_000
 LATENESS_MS = 2000
 WINDOW_MS = 1000
-
-
-class OutputCount:
-    """How many records the output topic holds, by one admin client kept for the run (a
-    new one for each look spent up to seconds connecting, in some runs after the last
-    window was out: a stall of the benchmark's, not of the worker's)."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
-
-        self._admin = AdminClient(admin_config(bootstrap))
-        self._latest = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}  # type: ignore[no-untyped-call]
-
-    def count(self) -> int:
-        futures = self._admin.list_offsets(self._latest, request_timeout=30)
-        return sum(int(f.result().offset) for f in futures.values())
 
 
 def load(
@@ -154,7 +139,9 @@ def run_in(
         start = None
         before = 0  # records committed at the first commit seen
         r = redis_client(stack.redis_url)
-        output = OutputCount(stack.bootstrap, windows)
+        # one admin client for the run's looks at the output (a new one a look took up
+        # to seconds connecting in some runs, after the last window was out)
+        admin = AdminClient(admin_config(stack.bootstrap))
         deadline = time.monotonic() + 1800
         while True:
             if start is None:
@@ -172,7 +159,7 @@ def run_in(
                 split.start()
                 if spy is not None:
                     spy.start()
-            out = output.count()
+            out = sum(end_offsets(stack.bootstrap, {windows: PARTITIONS}, admin=admin).values())
             if out >= len(truth):
                 break
             if worker.poll() is not None or auth.poll() is not None:

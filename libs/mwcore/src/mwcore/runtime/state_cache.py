@@ -60,7 +60,7 @@ class StateCache:
         stored = self._stored
         if stored is None:
             return self._load([k.encode() for k in keys])
-        if not self._reread.intersection(keys):
+        if not self._reread or not self._reread.intersection(keys):
             return [stored.pop(k, None) for k in keys]
         again = [k for k in keys if k in self._reread]
         loaded = dict(zip(again, self._load([k.encode() for k in again]), strict=True))

@@ -154,17 +154,19 @@ def stream_partitions(bootstrap: str, stream: str, namespace: str = "default") -
 
 
 def end_offsets(
-    bootstrap: str, topics: Mapping[str, int], timeout: float = 30.0
+    bootstrap: str, topics: Mapping[str, int], timeout: float = 30.0, admin: AdminClient | None = None
 ) -> dict[tuple[str, int], int]:
     """The offset after the last record of every partition (ListOffsets "latest": the
-    high watermark, which with ``acks=all`` is every acknowledged record)."""
+    high watermark, which with ``acks=all`` is every acknowledged record). ``admin``: a
+    client to ask with (one kept across many asks; a new one connects each time)."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import OffsetSpec  # type: ignore[attr-defined]
 
     parts = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
     if not parts:
         return {}
-    admin = AdminClient(admin_config(bootstrap))
+    if admin is None:
+        admin = AdminClient(admin_config(bootstrap))
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
     futures = admin.list_offsets({tp: latest for tp in parts}, request_timeout=timeout)
     return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
