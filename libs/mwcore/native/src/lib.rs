@@ -1,260 +1,44 @@
-//! The native core of mwcore (`MW_CORE=native`).
+//! The native core of mwcore (`MW_CORE=native`): the per-record and per-commit paths in
+//! Rust, reached from Python only through the seam (`mwcore.cores`).
 //!
-//! Each function here has a pure-Python reference in the library, and a differential
-//! test (`libs/mwcore/tests/test_native.py`) holds the two to identical output.
-//!
-//! - `pack_commit`: one checkpoint as the `EVALSHA` call of the commit script, in RESP,
-//!   straight from the `Checkpoint`'s dicts (reference: `RedisCheckpointStore._commit_args`
-//!   packed by `fast_script.pack_call`, pending productions framed as
-//!   `checkpoint.encode_batch` frames them).
-//! - `Bloom`: the Bloom filter of record ids that deduplication asks first
-//!   (reference: `mwcore.runtime.bloom.BloomFilter`), bit for bit.
-//! - `Decoder`: Avro decoding of input values written with the reader's schema
-//!   (reference: the generated decoders of `mwcore.serde.codegen`).
-//! - `Encoder`: Avro encoding of productions (reference: the generated encoders).
-//! - `Producer`: the worker's productions sent a batch at a time on librdkafka, their
-//!   delivery reports tallied per batch (reference: `mwcore.transport.producer.Sender`).
-//! - `GroupConsumer`: the worker's group membership and input on librdkafka, a poll's
-//!   messages in one crossing (reference: `mwcore.transport.consumer.GroupConsumer`).
-//! - `read_ids`: a chunk of those messages' record ids, late marks and unverified ids
-//!   (reference: `mwcore.runtime.envelope.read_ids`).
-//! - `Screener`: the rest of a chunk before user code: duplicates dropped, what is no
-//!   record set aside, keys and values decoded into `Record`s (reference:
-//!   `mwcore.runtime.screening.screen`); the short strings that recur kept as one `str`
-//!   each (`strings.rs`, at most `2 * STRINGS_GENERATION`).
-//! - `TimerQueue`: an interval's pending timers (reference: `mwcore.runtime.timers.TimerQueue`).
-//! - `Applier` and its `Context`: user code run on a chunk of records or on due timers,
-//!   its effects applied to the open batch (reference: `mwcore.runtime.effects.Applier`,
-//!   `mwcore.api.context.Context`).
+//! Its modules mirror the Python package's layers, each using only those below it
+//! (`tests/test_crate_layout.py` checks it): `runtime` (the envelope, the screening of a
+//! chunk, the dedup filter, the timer queue, user code's context and effects) above
+//! `store` (the checkpoint's wire format, RESP) and `transport` (the group consumer and
+//! the producer on librdkafka), above `api` (ids, MACs, the kit's value types), above
+//! `serde` (Avro, the strings table). Each part has a pure-Python reference in the
+//! library, and differential tests hold the two to identical output
+//! (`libs/mwcore/tests/test_native*.py`, `tests/test_differential.py`). This file only
+//! lists the modules and registers what Python sees.
 
-mod avro;
-mod bloom;
-mod commits;
-mod consumer;
-mod context;
-mod effects;
-mod encode;
-mod envelope;
-mod fetched;
-mod ids;
-mod membership;
-mod message;
-mod objects;
-mod polled;
-mod produce;
-mod producer;
-mod resp;
-mod screening;
-mod strings;
-mod timers;
+mod api;
+mod runtime;
+mod serde;
+mod store;
+mod transport;
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
-
-use resp::Resp;
-
-/// The bytes of a `bytes` object (a `TypeError` for anything else, as hiredis would).
-fn bytes_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
-    Ok(obj.downcast::<PyBytes>()?.as_bytes())
-}
-
-/// A `str` or `bytes` argument as hiredis writes it: UTF-8, or the bytes unchanged.
-fn text_or_bytes(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
-    if let Ok(s) = obj.downcast::<PyString>() {
-        Ok(s.to_str()?.as_bytes().to_vec())
-    } else {
-        Ok(bytes_of(obj)?.to_vec())
-    }
-}
-
-/// A "set" section (count, then field/value pairs) and a "delete" section (count,
-/// then fields) of a `dict[bytes, bytes | None]`.
-fn sets_and_deletes(out: &mut Resp, writes: &Bound<'_, PyDict>) -> PyResult<()> {
-    let mut deletes: Vec<Bound<'_, PyAny>> = Vec::new();
-    let mut sets = 0i64;
-    for (_, v) in writes.iter() {
-        if !v.is_none() {
-            sets += 1;
-        }
-    }
-    out.int(sets);
-    for (k, v) in writes.iter() {
-        if v.is_none() {
-            deletes.push(k);
-        } else {
-            out.bulk(bytes_of(&k)?);
-            out.bulk(bytes_of(&v)?);
-        }
-    }
-    out.int(deletes.len() as i64);
-    for k in &deletes {
-        out.bulk(bytes_of(k)?);
-    }
-    Ok(())
-}
-
-fn u16_len(n: usize, what: &str) -> PyResult<[u8; 2]> {
-    u16::try_from(n)
-        .map(|v| v.to_be_bytes())
-        .map_err(|_| PyValueError::new_err(format!("{what} of {n} bytes does not fit a production's frame")))
-}
-
-fn i32_len(n: usize, what: &str) -> PyResult<[u8; 4]> {
-    i32::try_from(n)
-        .map(|v| v.to_be_bytes())
-        .map_err(|_| PyValueError::new_err(format!("{what} of {n} bytes does not fit a production's frame")))
-}
-
-/// One pending batch in one blob: for each production, its body's length (u32), its
-/// id and its body (topic, key, timestamp, headers, value), as `encode_batch` writes.
-fn encode_batch(productions: &Bound<'_, PyList>, blob: &mut Vec<u8>) -> PyResult<()> {
-    let mut body: Vec<u8> = Vec::with_capacity(256);
-    for p in productions.iter() {
-        let p = p.downcast::<PyTuple>()?; // a Production (a NamedTuple)
-        let id = p.get_item(0)?;
-        let topic = p.get_item(1)?;
-        let key = p.get_item(2)?;
-        let value = p.get_item(3)?;
-        let timestamp: i64 = p.get_item(4)?.extract()?;
-        let headers = p.get_item(5)?;
-        let headers = headers.downcast::<PyTuple>()?;
-        body.clear();
-        let topic = topic.downcast::<PyString>()?.to_str()?.as_bytes();
-        body.extend_from_slice(&u16_len(topic.len(), "a topic")?);
-        body.extend_from_slice(topic);
-        if key.is_none() {
-            body.extend_from_slice(&(-1i32).to_be_bytes());
-        } else {
-            let key = bytes_of(&key)?;
-            body.extend_from_slice(&i32_len(key.len(), "a key")?);
-            body.extend_from_slice(key);
-        }
-        body.extend_from_slice(&timestamp.to_be_bytes());
-        body.extend_from_slice(&u16_len(headers.len(), "a header list")?);
-        for h in headers.iter() {
-            let h = h.downcast::<PyTuple>()?;
-            let name = h.get_item(0)?;
-            let name = name.downcast::<PyString>()?.to_str()?.as_bytes();
-            let hval = h.get_item(1)?;
-            let hval = bytes_of(&hval)?;
-            body.extend_from_slice(&u16_len(name.len(), "a header name")?);
-            body.extend_from_slice(name);
-            body.extend_from_slice(&i32_len(hval.len(), "a header value")?);
-            body.extend_from_slice(hval);
-        }
-        body.extend_from_slice(bytes_of(&value)?);
-        let n = u32::try_from(body.len())
-            .map_err(|_| PyValueError::new_err("a production of over 4 GiB does not fit its frame"))?;
-        blob.extend_from_slice(&n.to_be_bytes());
-        blob.extend_from_slice(bytes_of(&id)?);
-        blob.extend_from_slice(&body);
-    }
-    Ok(())
-}
-
-fn dict_attr<'py>(cp: &Bound<'py, PyAny>, name: &str) -> PyResult<Bound<'py, PyDict>> {
-    Ok(cp.getattr(name)?.downcast_into::<PyDict>()?)
-}
-
-/// The commit script's `EVALSHA` call for one checkpoint, in RESP (the layout of
-/// `RedisCheckpointStore._commit_args`, after `sha`, the key count and `keys`).
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn pack_commit<'py>(
-    py: Python<'py>,
-    sha: &str,
-    keys: &Bound<'py, PyList>,
-    token: &str,
-    fencing: bool,
-    commit_id: &[u8],
-    cp: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let state = dict_attr(cp, "state")?;
-    let timers = dict_attr(cp, "timers")?;
-    let pending = dict_attr(cp, "pending")?;
-    let acked = cp.getattr("acked")?.downcast_into::<PyList>()?;
-    let seen = dict_attr(cp, "seen")?;
-    let positions = dict_attr(cp, "positions")?;
-    let gc_below = cp.getattr("seen_gc_below")?;
-    let segments = dict_attr(cp, "segments")?;
-
-    // a set/delete section: two counts, a field and value per set, a field per delete
-    let sections = |d: &Bound<'py, PyDict>| 2 + d.len() + d.iter().filter(|(_, v)| !v.is_none()).count();
-    let args = 3
-        + sections(&state)
-        + sections(&timers)
-        + 1
-        + 2 * pending.len()
-        + 1
-        + acked.len()
-        + 1
-        + 2 * seen.len()
-        + 1
-        + 2 * positions.len()
-        + if gc_below.is_none() { 1 } else { 2 }
-        + sections(&segments);
-    let mut out = Resp::new(3 + keys.len() + args);
-    out.bulk(b"EVALSHA");
-    out.bulk(sha.as_bytes());
-    out.int(keys.len() as i64);
-    for k in keys.iter() {
-        out.bulk(&text_or_bytes(&k)?);
-    }
-    out.bulk(token.as_bytes());
-    out.bulk(if fencing { b"1" } else { b"0" });
-    out.bulk(commit_id);
-    sets_and_deletes(&mut out, &state)?;
-    sets_and_deletes(&mut out, &timers)?;
-    out.int(pending.len() as i64);
-    let mut blob: Vec<u8> = Vec::new();
-    for (key, productions) in pending.iter() {
-        out.bulk(bytes_of(&key)?);
-        blob.clear();
-        encode_batch(productions.downcast::<PyList>()?, &mut blob)?;
-        out.bulk(&blob);
-    }
-    out.int(acked.len() as i64);
-    for key in acked.iter() {
-        out.bulk(bytes_of(&key)?);
-    }
-    out.int(seen.len() as i64);
-    for (rid, ts) in seen.iter() {
-        out.int(ts.extract::<i64>()?);
-        out.bulk(bytes_of(&rid)?);
-    }
-    out.int(positions.len() as i64);
-    for (field, offset) in positions.iter() {
-        out.bulk(&text_or_bytes(&field)?);
-        out.int(offset.extract::<i64>()?);
-    }
-    if gc_below.is_none() {
-        out.int(0);
-    } else {
-        out.int(1);
-        out.int(gc_below.extract::<i64>()?);
-    }
-    sets_and_deletes(&mut out, &segments)?;
-    Ok(PyBytes::new(py, &out.finish()))
-}
 
 #[pymodule]
 fn mwcore_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(pack_commit, m)?)?;
-    m.add_class::<bloom::Bloom>()?;
-    m.add_class::<avro::Decoder>()?;
-    m.add_class::<encode::Encoder>()?;
-    m.add_class::<producer::Producer>()?;
-    m.add_class::<consumer::GroupConsumer>()?;
-    m.add_class::<message::Msg>()?;
-    m.add_function(wrap_pyfunction!(envelope::read_ids, m)?)?;
-    m.add_class::<screening::Screener>()?;
-    m.add_class::<timers::TimerQueue>()?;
-    m.add_class::<context::Context>()?;
-    m.add_class::<context::StateHandle>()?;
-    m.add_class::<context::TimerHandle>()?;
-    m.add_class::<effects::Applier>()?;
-    m.add("KafkaFailure", m.py().get_type::<consumer::KafkaFailure>())?;
-    m.add("STRINGS_GENERATION", strings::GENERATION)?;
+    m.add_function(wrap_pyfunction!(store::checkpoint::pack_commit, m)?)?;
+    m.add_class::<runtime::bloom::Bloom>()?;
+    m.add_class::<serde::avro::Decoder>()?;
+    m.add_class::<serde::encode::Encoder>()?;
+    m.add_class::<transport::producer::Producer>()?;
+    m.add_class::<transport::consumer::GroupConsumer>()?;
+    m.add_class::<transport::message::Msg>()?;
+    m.add_function(wrap_pyfunction!(runtime::envelope::read_ids, m)?)?;
+    m.add_class::<runtime::screening::Screener>()?;
+    m.add_class::<runtime::timers::TimerQueue>()?;
+    m.add_class::<runtime::context::Context>()?;
+    m.add_class::<runtime::context::StateHandle>()?;
+    m.add_class::<runtime::context::TimerHandle>()?;
+    m.add_class::<runtime::effects::Applier>()?;
+    m.add(
+        "KafkaFailure",
+        m.py().get_type::<transport::kafka::KafkaFailure>(),
+    )?;
+    m.add("STRINGS_GENERATION", serde::strings::GENERATION)?;
     Ok(())
 }

@@ -22,20 +22,10 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::store::checkpoint::Entry;
+
 /// `TimeDomain.EVENT`'s index here (the domains are event, wall, hold).
 pub const EVENT: u8 = 0;
-/// `store.checkpoint._DOMAIN_CODE`, by domain index.
-pub const DOMAIN_CODES: [u8; 3] = [b'e', b'w', b'h'];
-
-/// One pending timer.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub key: String,
-    pub tag: String,
-    pub timestamp: i64,
-    pub domain: u8,
-    pub set_id: Vec<u8>,
-}
 
 /// A live timer, under its key and tag.
 struct Live {

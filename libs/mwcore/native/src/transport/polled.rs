@@ -20,7 +20,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::BorrowedMessage;
 use rdkafka::types::RDKafkaRespErr;
 
-use crate::message::{Msg, Parts};
+use crate::transport::message::{Msg, Parts};
 
 /// A librdkafka error as the poll reports it: (code, text).
 pub type Failed = (i32, String);

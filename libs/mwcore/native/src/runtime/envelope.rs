@@ -6,27 +6,13 @@
 //! (`mwcore.api.ids.from_position`), and so does one whose id does not verify: it is
 //! forged (a dead letter `bad_id`), and its late mark is dropped.
 
-use blake2b_simd::Params;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet};
 
-use crate::ids::{from_position, ID_BYTES};
-use crate::message::Msg;
-
-/// `mwcore.api.signing.MAC_BYTES`.
-const MAC_BYTES: usize = 16;
-
-/// `Signer.verify_id(rid, mac)` with the signer's key.
-fn verifies(key: &[u8], rid: &[u8], mac: Option<&[u8]>) -> bool {
-    let Some(mac) = mac else { return false };
-    let want = Params::new()
-        .hash_length(MAC_BYTES)
-        .key(key)
-        .personal(b"mw-id")
-        .hash(rid);
-    want == *mac // blake2b_simd's Hash compares in constant time
-}
+use crate::api::ids::{from_position, ID_BYTES};
+use crate::api::signing::verifies;
+use crate::transport::message::Msg;
 
 /// `(rids, lates, forged)` of `messages` (each a `Msg`): a `list[bytes]`, a
 /// `dict[int, bytes]` of each late record's index and mark, a `set[int]` of the indexes

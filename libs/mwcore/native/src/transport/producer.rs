@@ -20,7 +20,7 @@ use rdkafka::producer::{BaseProducer, DeliveryResult, Producer as _, ProducerCon
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{bindings, ClientContext};
 
-use crate::produce::{produce, Headers, Topics};
+use crate::transport::produce::{produce, Headers, Topics};
 
 /// How long `flush` sleeps between looks at the reports.
 const FLUSH_STEP: Duration = Duration::from_millis(1);

@@ -13,10 +13,10 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
-use crate::avro::Decoder;
-use crate::message::Msg;
-use crate::objects::TupleType;
-use crate::strings::{text, Strings};
+use crate::api::objects::TupleType;
+use crate::serde::avro::Decoder;
+use crate::serde::strings::{text, Strings};
+use crate::transport::message::Msg;
 
 /// What a topic's values are decoded by: a native `Decoder`, or any Python callable.
 enum Decode {

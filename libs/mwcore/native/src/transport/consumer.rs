@@ -19,12 +19,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::commits::{CommitQueue, Committed};
-use crate::fetched::{Fetched, Route};
-use crate::membership::{Callbacks, Membership};
-use crate::message::Msg;
-use crate::polled::{Failed, Polled};
-use pyo3::create_exception;
+use crate::transport::commits::{CommitQueue, Committed};
+use crate::transport::fetched::{Fetched, Route};
+use crate::transport::kafka::{failure, Part};
+use crate::transport::membership::{Callbacks, Membership};
+use crate::transport::message::Msg;
+use crate::transport::polled::{Failed, Polled};
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
@@ -33,20 +33,6 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _};
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
-
-create_exception!(
-    mwcore_native,
-    KafkaFailure,
-    PyException,
-    "A librdkafka error: args (code, text)."
-);
-
-pub type Part = (String, i32);
-
-pub fn failure(err: &KafkaError) -> PyErr {
-    let code = err.rdkafka_error_code().map_or(-1, |c| c as i32);
-    KafkaFailure::new_err((code, err.to_string()))
-}
 
 /// How often a poll waiting on its fetched messages serves the group's events.
 const EVENTS_EVERY: Duration = Duration::from_millis(10);

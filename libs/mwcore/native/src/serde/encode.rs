@@ -10,7 +10,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 
-use crate::avro::{plan_of, Plan};
+use crate::serde::avro::{plan_of, Plan};
 
 /// The value is not one this encoder writes: the reference decides.
 struct Refer;

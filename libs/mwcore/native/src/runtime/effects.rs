@@ -9,35 +9,17 @@
 //! the careful redo (`RedoCareful`), which encodes each call's state at once, runs the
 //! reference. A failed call is undone by the reference's `_undo`.
 
-use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::context::{Context, Slot};
-use crate::ids::timer_firing_id;
-use crate::objects::SlotsType;
-use crate::timers::{Entry, TimerQueue, DOMAIN_CODES};
+use crate::api::ids::timer_firing_id;
+use crate::api::objects::SlotsType;
+use crate::runtime::context::{Context, Slot};
+use crate::runtime::timers::TimerQueue;
+use crate::store::checkpoint::{encode_entry, field_of, Entry};
 
-/// A timer's hash field (`store.checkpoint.field_of`): the key length-prefixed, then the tag.
-fn field_of<'py>(py: Python<'py>, key: &str, tag: &str) -> PyResult<Bound<'py, PyBytes>> {
-    let klen = u16::try_from(key.len()).map_err(|_| PyValueError::new_err("a key of 64 KiB or more"))?;
-    PyBytes::new_with(py, 2 + key.len() + tag.len(), |b| {
-        b[..2].copy_from_slice(&klen.to_be_bytes());
-        b[2..2 + key.len()].copy_from_slice(key.as_bytes());
-        b[2 + key.len()..].copy_from_slice(tag.as_bytes());
-        Ok(())
-    })
-}
-
-/// A timer's stored value (`store.checkpoint.encode_entry`).
-fn encode_entry<'py>(py: Python<'py>, e: &Entry) -> Bound<'py, PyBytes> {
-    let mut out = Vec::with_capacity(9 + e.set_id.len());
-    out.push(DOMAIN_CODES[usize::from(e.domain)]);
-    out.extend_from_slice(&e.timestamp.to_be_bytes());
-    out.extend_from_slice(&e.set_id);
-    PyBytes::new(py, &out)
-}
 /// The open batch's parts that calls write to (a `Checkpoint`'s).
 struct Batch<'py> {
     owner: Bound<'py, PyAny>, // the Checkpoint (for the reference's undo)

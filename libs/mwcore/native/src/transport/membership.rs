@@ -17,8 +17,8 @@ use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
-use crate::consumer::{failure, Part};
-use crate::fetched::Route;
+use crate::transport::fetched::Route;
+use crate::transport::kafka::{failure, Part};
 
 pub struct Callbacks {
     pub on_assign: Py<PyAny>,

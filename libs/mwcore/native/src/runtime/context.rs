@@ -9,9 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::ids::derive;
-use crate::objects::TupleType;
-use crate::timers::{domain_index, EVENT};
+use crate::api::ids::derive;
+use crate::api::objects::TupleType;
+use crate::runtime::timers::{domain_index, EVENT};
 
 /// `mwcore.api.context.MAX_VALUE_BYTES`.
 const MAX_VALUE_BYTES: usize = 900_000;

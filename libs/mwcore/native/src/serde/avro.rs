@@ -11,7 +11,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::strings::{text, Strings};
+use crate::serde::strings::{text, Strings};
 
 const MAGIC: [u8; 2] = [0xC3, 0x01];
 const HEADER_LEN: usize = 10;

@@ -19,7 +19,7 @@ use rdkafka::bindings::{
     rd_kafka_queue_forward, rd_kafka_queue_get_partition, rd_kafka_queue_new, rd_kafka_queue_t, rd_kafka_t,
 };
 
-use crate::polled::Polled;
+use crate::transport::polled::Polled;
 
 /// The queue, owned by the consumer (destroyed before its client).
 pub struct Fetched(*mut rd_kafka_queue_t);
