@@ -8,8 +8,19 @@ PYTEST_ARGS ?=
 bootstrap:
 	@./scripts/bootstrap.sh
 
-## make test: lint and type checks, then every test (unit and system) on a local stack
+## make test: lint and type checks, the native core's Rust unit tests (where cargo is), then
+## every test (unit and system) on a local stack
 test: bootstrap lint
+	@# in release, beside maturin's build (librdkafka is not built again); the test binary
+	@# embeds the venv's Python, linked to its shared libpython (LIBDIR)
+	@if command -v cargo >/dev/null 2>&1; then \
+	  echo "cargo test --release (libs/mwcore/native)"; \
+	  python=$(abspath $(BIN))/python && \
+	  libdir=$$($$python -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))') && \
+	  cd libs/mwcore/native && \
+	  CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$$HOME/.cache/mwcore/cargo-target} PYO3_PYTHON=$$python \
+	  LD_LIBRARY_PATH=$$libdir$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} cargo test --release --quiet; \
+	fi
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 ## make test-fast: unit tests of pure logic only
@@ -25,7 +36,8 @@ lint: bootstrap
 	@if command -v cargo >/dev/null 2>&1; then \
 	  echo "cargo fmt --check, cargo clippy -D warnings (libs/mwcore/native)"; \
 	  cd libs/mwcore/native && cargo fmt --check && \
-	  CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$$HOME/.cache/mwcore/cargo-target} cargo clippy --release --quiet -- -D warnings; \
+	  CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$$HOME/.cache/mwcore/cargo-target} PYO3_PYTHON=$(abspath $(BIN))/python \
+	  cargo clippy --release --quiet --all-targets -- -D warnings; \
 	fi
 
 format: bootstrap

@@ -41,7 +41,8 @@ from mwcore.core import native
 from mwcore.errors import ConfigError
 from mwcore.runtime.runner import tune_gc
 from mwcore.store import scripts
-from mwcore.store.checkpoint import Checkpoint, encode_batch
+from mwcore.store.checkpoint import Checkpoint
+from mwcore.store.checkpoint_wire import encode_batch
 from mwcore.store.fast_script import FastScript, pack_call
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore, _sets_and_deletes, commit_args

@@ -15,7 +15,8 @@ from mwcore.api.record import Production, TimeDomain
 from mwcore.api.signing import Signer
 from mwcore.runtime import witness
 from mwcore.serde.examples import example_value
-from mwcore.store.checkpoint import TimerEntry, encode_batch, encode_entry, field_of
+from mwcore.store.checkpoint import TimerEntry
+from mwcore.store.checkpoint_wire import encode_batch, encode_entry, field_of
 from mwcore.watermarks.published import Watermarks
 from services.injector.logs import record_line
 

@@ -21,7 +21,7 @@ from mwcore.errors import CorruptStateError, RejectedRecord, SerializationError
 from mwcore.limits import MAX_KEY_BYTES
 from mwcore.runtime import witness
 from mwcore.serde.avro import HEADER_LEN, MAGIC, AvroSerde, SchemaRegistry, decode_any
-from mwcore.store.checkpoint import decode_batch, decode_entry
+from mwcore.store.checkpoint_wire import decode_batch, decode_entry
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.watermarks.published import Watermarks
 from services.dip_detector.model import QueryModel

@@ -32,7 +32,7 @@ import redis
 
 from mwcore.api.record import ID_HEADER, LATE_HEADER
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.store.checkpoint import decode_entry
+from mwcore.store.checkpoint_wire import decode_entry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stream, topic_name

@@ -1,14 +1,27 @@
-# Types of the native core (src/lib.rs); each function's Python reference is named.
+# Types of the native core (src/lib.rs), checked against the built module by mypy.stubtest
+# (make lint); each class's Python reference is named. Only mwcore.cores.native imports it.
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mwcore.store.checkpoint import Checkpoint
+from mwcore.api.record import Production
 
 def pack_commit(
-    sha: str, keys: list[str], token: str, fencing: bool, commit_id: bytes, cp: Checkpoint
+    sha: str,
+    keys: Sequence[str],
+    token: str,
+    fencing: bool,
+    commit_id: bytes,
+    state: dict[bytes, bytes | None],
+    timers: dict[bytes, bytes | None],
+    pending: dict[bytes, list[Production]],
+    acked: list[bytes],
+    seen: dict[bytes, int],
+    positions: dict[str, int],
+    gc_below: int | None,
+    segments: dict[bytes, bytes | None],
 ) -> bytes:
-    """The commit script's EVALSHA call for ``cp``, in RESP: ``pack_call(sha, keys,
-    commit_args(token, fencing, cp))`` (``mwcore.store``), byte for byte."""
+    """The commit script's EVALSHA call of a checkpoint (its parts), in RESP:
+    ``pack_call(sha, keys, commit_args(token, fencing, cp))`` (``mwcore.store``), byte for byte."""
 
 class Bloom:
     """The Bloom filter of record ids, bit for bit ``mwcore.runtime.bloom.BloomFilter``."""
@@ -51,6 +64,7 @@ class Producer:
     ) -> int: ...
     def poll(self, timeout: float) -> list[Any]: ...
     def flush(self, timeout: float) -> tuple[int, list[Any]]: ...
+    def purge(self) -> list[Any]: ...
 
 class Encoder:
     """Avro values of one schema encoded, after ``prefix``, as the generated encoder
@@ -165,7 +179,14 @@ class Applier:
 
     def __init__(
         self,
-        owner: Any,
+        process_record: Callable[[Any, Any], None],
+        process_timer: Callable[[Any, Any], None],
+        values: dict[str, Any],
+        cache_get: Callable[[str], Any],
+        dirty: dict[str, None],
+        timers: TimerQueue,
+        undo: Callable[[str, Exception, dict[bytes, bytes | None]], None],
+        delete_fired: bool,
         encoders: dict[str, tuple[str, Callable[[Any], bytes]]],
         clock: Callable[[], int],
         kinds: tuple[type, type, type, tuple[Any, Any, Any]],
@@ -175,19 +196,30 @@ class Applier:
     def records(
         self,
         items: list[Any],
-        batch: Checkpoint,
+        state: dict[bytes, bytes | None],
+        timers: dict[bytes, bytes | None],
+        out: list[Production],
+        seen: dict[bytes, int],
         latency: tuple[list[int], list[int], int] | None,
         fault_at: int,
         fault: Callable[[], None],
         bad: Callable[[int, BaseException], None],
-        failed: Callable[[Any, BaseException], None],
-    ) -> int: ...
+        failed: Callable[[Any, Exception], None],
+    ) -> tuple[int, int]: ...
     def fire(
         self,
         domain: Any,
         limit_ts: int,
-        batch: Checkpoint,
+        state: dict[bytes, bytes | None],
+        timers: dict[bytes, bytes | None],
+        out: list[Production],
         failed: Callable[[Any, bytes, Exception], None],
         max_firings: int | None = None,
         before: Callable[[], None] | None = None,
-    ) -> int: ...
+    ) -> tuple[int, int]: ...
+    def encode_dirty(
+        self,
+        state: dict[bytes, bytes | None],
+        encode: Callable[[Any], bytes],
+        first_try: tuple[Callable[[Any, int], bytes], int] | None,
+    ) -> tuple[str, Exception] | None: ...

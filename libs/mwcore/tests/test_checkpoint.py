@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from mwcore.api.record import Production
-from mwcore.store.checkpoint import decode_production, encode_production
+from mwcore.store.checkpoint_wire import decode_production, encode_production
 
 
 def test_production_framing_round_trips() -> None:
@@ -13,7 +13,7 @@ def test_production_framing_round_trips() -> None:
 
 
 def test_batch_framing_round_trips_and_matches_the_per_production_framing() -> None:
-    from mwcore.store.checkpoint import _LEN, decode_batch, encode_batch
+    from mwcore.store.checkpoint_wire import _LEN, decode_batch, encode_batch
 
     batch = [
         Production(b"a" * 16, "out.counts", b"k1", b"v1", 5),

@@ -17,7 +17,8 @@ from mwcore.runtime.intake import InputBinding
 from mwcore.runtime.interval import Interval
 from mwcore.runtime.interval_deps import IntervalDeps
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.store.checkpoint import TimerEntry, decode_entry, encode_entry, field_of
+from mwcore.store.checkpoint import TimerEntry
+from mwcore.store.checkpoint_wire import decode_entry, encode_entry, field_of
 from mwcore.store.interface import IntervalId
 from mwcore.store.memory_store import MemoryCheckpointStore
 

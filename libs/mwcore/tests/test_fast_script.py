@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import pytest
 import redis
 
-from mwcore.store.checkpoint import Checkpoint, encode_batch
+from mwcore.store.checkpoint import Checkpoint
+from mwcore.store.checkpoint_wire import encode_batch
 from mwcore.store.fast_script import Arg, FastScript, pack_call
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore, commit_args

@@ -16,7 +16,7 @@ from mwcore.runtime.intake import InputBinding
 from mwcore.runtime.interval import Interval
 from mwcore.runtime.interval_deps import IntervalDeps
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.store.checkpoint import field_of
+from mwcore.store.checkpoint_wire import field_of
 from mwcore.store.interface import IntervalId
 from mwcore.store.memory_store import MemoryCheckpointStore
 

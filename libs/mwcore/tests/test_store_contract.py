@@ -11,7 +11,8 @@ import redis
 from mwcore.api.record import Production, TimeDomain
 from mwcore.core import Core
 from mwcore.errors import FencedError
-from mwcore.store.checkpoint import Checkpoint, TimerEntry, encode_entry, field_of
+from mwcore.store.checkpoint import Checkpoint, TimerEntry
+from mwcore.store.checkpoint_wire import encode_entry, field_of
 from mwcore.store.interface import CheckpointStore, IntervalId
 from mwcore.store.memory_store import MemoryCheckpointStore
 from mwcore.store.redis_store import RedisCheckpointStore

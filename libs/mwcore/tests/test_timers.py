@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from mwcore.api.record import TimeDomain
 from mwcore.runtime.timers import TimerQueue
-from mwcore.store.checkpoint import TimerEntry, decode_entry, encode_entry, field_of
+from mwcore.store.checkpoint import TimerEntry
+from mwcore.store.checkpoint_wire import decode_entry, encode_entry, field_of
 
 
 def entry(key: str, tag: str, ts: int, domain: TimeDomain = TimeDomain.EVENT) -> TimerEntry:

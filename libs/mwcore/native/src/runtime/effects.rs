@@ -20,25 +20,11 @@ use crate::runtime::context::{Context, Slot};
 use crate::runtime::timers::TimerQueue;
 use crate::store::checkpoint::{encode_entry, field_of, Entry};
 
-/// The open batch's parts that calls write to (a `Checkpoint`'s).
-struct Batch<'py> {
-    owner: Bound<'py, PyAny>, // the Checkpoint (for the reference's undo)
-    state: Bound<'py, PyDict>,
-    timers: Bound<'py, PyDict>,
-    productions: Bound<'py, PyList>,
-    seen: Bound<'py, PyDict>,
-}
-
-impl<'py> Batch<'py> {
-    fn of(batch: &Bound<'py, PyAny>) -> PyResult<Self> {
-        Ok(Batch {
-            owner: batch.clone(),
-            state: batch.getattr("state")?.downcast_into()?,
-            timers: batch.getattr("timers")?.downcast_into()?,
-            productions: batch.getattr("productions")?.downcast_into()?,
-            seen: batch.getattr("seen")?.downcast_into()?,
-        })
-    }
+/// The open batch's parts that calls write to (a `Checkpoint`'s, and where productions go).
+struct Batch<'a, 'py> {
+    state: &'a Bound<'py, PyDict>,
+    timers: &'a Bound<'py, PyDict>,
+    out: &'a Bound<'py, PyList>, // the batch's productions, or the weak ones
 }
 
 /// The native side of `mwcore.runtime.effects.Applier` (its common, not careful, path).
@@ -51,9 +37,7 @@ pub struct Applier {
     cache_get: Py<PyAny>,
     dirty: Py<PyDict>,
     timers: Py<TimerQueue>,
-    owner: Py<PyAny>, // the reference Applier: its weak list, counters and undo
-    counters: Py<PyAny>,
-    weak: bool,
+    undo: Py<PyAny>, // the reference's `_undo(key, error, state)`
     delete_fired: bool,
     record_type: Py<PyAny>, // mwcore.api.record.Record
     timer_type: SlotsType,  // mwcore.api.record.Timer
@@ -61,13 +45,15 @@ pub struct Applier {
 
 impl Applier {
     /// Run `call(ctx, arg)` for `key`; the error that made it leave no trace, or None.
+    /// Its productions' lateness is added to `late`.
     fn run(
         &self,
         py: Python<'_>,
         call: &Py<PyAny>,
         arg: &Bound<'_, PyAny>,
         key: &Bound<'_, PyString>,
-        batch: &Batch<'_>,
+        batch: &Batch<'_, '_>,
+        late: &mut u64,
     ) -> PyResult<Option<PyErr>> {
         let ctx = self.ctx.bind(py);
         if let Err(exc) = call.call1(py, (ctx, arg)) {
@@ -75,16 +61,16 @@ impl Applier {
                 return Err(exc); // as the reference: KeyboardInterrupt, SystemExit pass through
             }
             // user code failed: dead-lettered by the caller (RedoCareful propagates)
-            self.owner
-                .call_method1(py, "_undo", (key, exc.value(py), &batch.owner))?;
+            self.undo.call1(py, (key, exc.value(py), batch.state))?;
             return Ok(Some(exc));
         }
-        self.apply(py, key, batch)?;
+        *late += self.apply(py, key, batch)?;
         Ok(None)
     }
 
-    /// Merge one successful call's effects into the cache, the timer queue and the batch.
-    fn apply(&self, py: Python<'_>, key: &Bound<'_, PyString>, batch: &Batch<'_>) -> PyResult<()> {
+    /// Merge one successful call's effects into the cache, the timer queue and the batch;
+    /// how many of its productions were late.
+    fn apply(&self, py: Python<'_>, key: &Bound<'_, PyString>, batch: &Batch<'_, '_>) -> PyResult<u64> {
         let eff = self.ctx.bind(py).borrow_mut().take_effects();
         match eff.state {
             Slot::Unset => {}
@@ -127,44 +113,37 @@ impl Applier {
                 }
             }
         }
-        if !eff.productions.is_empty() {
-            let out = if self.weak {
-                self.owner.bind(py).getattr("weak")?.downcast_into::<PyList>()?
-            } else {
-                batch.productions.clone()
-            };
-            for p in eff.productions {
-                out.append(p)?;
-            }
+        for p in eff.productions {
+            batch.out.append(p)?;
         }
-        if eff.late_productions > 0 {
-            let counters = self.counters.bind(py);
-            let n: u64 = counters.getattr("late_productions")?.extract()?;
-            counters.setattr("late_productions", n + eff.late_productions)?;
-        }
-        Ok(())
+        Ok(eff.late_productions)
     }
 }
 
 #[pymethods]
 impl Applier {
-    /// `owner`: the reference `Applier` this serves (its computation, cache, dirty keys,
-    /// timer queue, counters, weak list); `ctx`'s parts besides: the outputs' encoders
-    /// and the clock; `kinds`: `(Record, Timer, Production, (EVENT, WALL, HOLD))`.
+    /// The reference `Applier`'s parts: the computation's two calls, the state cache's
+    /// `values` and `get`, the dirty keys, the timer queue (this core's), `undo(key, error,
+    /// state)` for a failed call, whether a firing deletes its stored timer; the
+    /// context's: the outputs' encoders and the clock; `kinds`: `(Record, Timer,
+    /// Production, (EVENT, WALL, HOLD))`.
     #[new]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        owner: &Bound<'_, PyAny>,
+        process_record: Py<PyAny>,
+        process_timer: Py<PyAny>,
+        values: Py<PyDict>,
+        cache_get: Py<PyAny>,
+        dirty: Py<PyDict>,
+        timers: Py<TimerQueue>,
+        undo: Py<PyAny>,
+        delete_fired: bool,
         encoders: Py<PyDict>,
         clock: Py<PyAny>,
         kinds: (Py<PyAny>, Py<PyAny>, Py<PyAny>, [Py<PyAny>; 3]),
     ) -> PyResult<Self> {
         let (record_type, timer_type, production, domains) = kinds;
-        let comp = owner.getattr("comp")?;
-        let cache = owner.getattr("cache")?;
-        let values: Py<PyDict> = cache.getattr("values")?.downcast_into::<PyDict>()?.unbind();
-        let cache_get = cache.getattr("get")?.unbind();
-        let timers: Py<TimerQueue> = owner.getattr("timers")?.downcast_into::<TimerQueue>()?.unbind();
         let ctx = Context::create(
             py,
             encoders,
@@ -176,16 +155,14 @@ impl Applier {
         )?;
         Ok(Applier {
             ctx,
-            process_record: comp.getattr("process_record")?.unbind(),
-            process_timer: comp.getattr("process_timer")?.unbind(),
+            process_record,
+            process_timer,
             values,
             cache_get,
-            dirty: owner.getattr("dirty")?.downcast_into::<PyDict>()?.unbind(),
+            dirty,
             timers,
-            counters: owner.getattr("counters")?.unbind(),
-            weak: !owner.getattr("weak")?.is_none(),
-            delete_fired: owner.getattr("_delete_fired")?.extract()?,
-            owner: owner.clone().unbind(),
+            undo,
+            delete_fired,
             record_type,
             timer_type: SlotsType::of(timer_type.bind(py).downcast::<PyType>()?)?,
         })
@@ -198,25 +175,30 @@ impl Applier {
     }
 
     /// As the reference's `records`: run `items` (each a `Record`, or `(index, error)` for
-    /// `bad`) into `batch` (whose `seen` gets each processed record's id); `latency`:
-    /// `(timestamps, arrivals, arrived)` or None; `fault` is called before item
-    /// `fault_at`; `failed(record, error)` gets each record user code failed on.
-    /// Returns how many records user code ran on.
+    /// `bad`) into the open batch (its `state` and `timers`; productions to `out`, its
+    /// `seen` each processed record's id); `latency`: `(timestamps, arrivals, arrived)`
+    /// or None; `fault` is called before item `fault_at`; `failed(record, error)` gets
+    /// each record user code failed on. Returns how many records user code ran on, and
+    /// how many late productions they made.
     #[allow(clippy::too_many_arguments)]
     fn records(
         &self,
         py: Python<'_>,
         items: &Bound<'_, PyList>,
-        batch: &Bound<'_, PyAny>,
+        state: &Bound<'_, PyDict>,
+        timers: &Bound<'_, PyDict>,
+        out: &Bound<'_, PyList>,
+        seen: &Bound<'_, PyDict>,
         latency: Option<(Bound<'_, PyList>, Bound<'_, PyList>, Bound<'_, PyAny>)>,
         fault_at: isize,
         fault: &Bound<'_, PyAny>,
         bad: &Bound<'_, PyAny>,
         failed: &Bound<'_, PyAny>,
-    ) -> PyResult<usize> {
-        let b = Batch::of(batch)?;
+    ) -> PyResult<(usize, u64)> {
+        let b = Batch { state, timers, out };
         let record_type = self.record_type.bind(py);
         let mut processed = 0;
+        let mut late = 0;
         for (n, item) in items.iter().enumerate() {
             if n as isize == fault_at {
                 fault.call0()?;
@@ -240,74 +222,73 @@ impl Applier {
                 let ts: i64 = timestamp.extract()?;
                 self.ctx.bind(py).borrow_mut().begin(&key, cause, ts);
             }
-            match self.run(py, &self.process_record, &item, &key, &b)? {
+            match self.run(py, &self.process_record, &item, &key, &b, &mut late)? {
                 Some(exc) => {
                     failed.call1((&item, exc.value(py)))?;
                 }
-                None => b.seen.set_item(rid, timestamp)?,
+                None => seen.set_item(rid, timestamp)?,
             }
         }
-        Ok(processed)
+        Ok((processed, late))
     }
 
     /// As the reference's `fire`: the timers of `domain` below `limit_ts`, oldest first
-    /// (those the callbacks set below it too), at most `max_firings`; `failed(entry,
-    /// firing id, error)` gets each one that raised. Returns how many fired.
-    #[pyo3(signature = (domain, limit_ts, batch, failed, max_firings=None, before=None))]
-    #[allow(clippy::too_many_arguments)] // the reference's signature
+    /// (those the callbacks set below it too), at most `max_firings`, into the open batch
+    /// (its `state` and `timers`; productions to `out`); `failed(entry, firing id,
+    /// error)` gets each one that raised. Returns how many fired, and how many late
+    /// productions they made.
+    #[pyo3(signature = (domain, limit_ts, state, timers, out, failed, max_firings=None, before=None))]
+    #[allow(clippy::too_many_arguments)] // the reference's signature, and the batch's parts
     fn fire(
         &self,
         py: Python<'_>,
         domain: &Bound<'_, PyAny>,
         limit_ts: i64,
-        batch: &Bound<'_, PyAny>,
+        state: &Bound<'_, PyDict>,
+        timers: &Bound<'_, PyDict>,
+        out: &Bound<'_, PyList>,
         failed: &Bound<'_, PyAny>,
         max_firings: Option<u64>,
         before: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<u64> {
-        let b = Batch::of(batch)?;
+    ) -> PyResult<(u64, u64)> {
+        let b = Batch { state, timers, out };
         let d = self.timers.bind(py).borrow().kinds.domain_of(domain)?;
         let mut fired: u64 = 0;
-        let result = (|| -> PyResult<()> {
-            loop {
-                let Some(entry) = self.timers.bind(py).borrow_mut().queue.pop_due(d, limit_ts) else {
-                    return Ok(());
-                };
-                fired += 1;
-                if let Some(before) = before {
-                    before.call0()?;
-                }
-                let fid = timer_firing_id(&entry.set_id, &entry.tag, entry.timestamp);
-                let key = PyString::new(py, &entry.key);
-                self.cache_get.call1(py, (&key,))?; // loaded, and the most recently used
-                self.ctx.bind(py).borrow_mut().begin(&key, &fid, entry.timestamp);
-                if self.delete_fired {
-                    b.timers
-                        .set_item(field_of(py, &entry.key, &entry.tag)?, py.None())?;
-                }
-                let timer = self.timer_type.make(
-                    py,
-                    [
-                        key.as_any(),
-                        PyString::new(py, &entry.tag).as_any(),
-                        entry.timestamp.into_pyobject(py)?.as_any(),
-                        domain,
-                    ],
-                )?;
-                if let Some(exc) = self.run(py, &self.process_timer, &timer, &key, &b)? {
-                    let e = self.timers.bind(py).borrow().kinds.to_python(py, &entry)?;
-                    failed.call1((e, PyBytes::new(py, &fid), exc.value(py)))?;
-                }
-                if max_firings.is_some_and(|m| fired >= m) {
-                    return Ok(());
-                }
+        let mut late = 0;
+        loop {
+            let Some(entry) = self.timers.bind(py).borrow_mut().queue.pop_due(d, limit_ts) else {
+                break;
+            };
+            fired += 1;
+            if let Some(before) = before {
+                before.call0()?; // as the reference: a firing that raises out counts none
             }
-        })();
-        result?; // as the reference: a firing that raises out counts none
-        let counters = self.counters.bind(py);
-        let n: u64 = counters.getattr("timers_fired")?.extract()?;
-        counters.setattr("timers_fired", n + fired)?;
-        Ok(fired)
+            let fid = timer_firing_id(&entry.set_id, &entry.tag, entry.timestamp);
+            let key = PyString::new(py, &entry.key);
+            self.cache_get.call1(py, (&key,))?; // loaded, and the most recently used
+            self.ctx.bind(py).borrow_mut().begin(&key, &fid, entry.timestamp);
+            if self.delete_fired {
+                b.timers
+                    .set_item(field_of(py, &entry.key, &entry.tag)?, py.None())?;
+            }
+            let timer = self.timer_type.make(
+                py,
+                [
+                    key.as_any(),
+                    PyString::new(py, &entry.tag).as_any(),
+                    entry.timestamp.into_pyobject(py)?.as_any(),
+                    domain,
+                ],
+            )?;
+            if let Some(exc) = self.run(py, &self.process_timer, &timer, &key, &b, &mut late)? {
+                let e = self.timers.bind(py).borrow().kinds.to_python(py, &entry)?;
+                failed.call1((e, PyBytes::new(py, &fid), exc.value(py)))?;
+            }
+            if max_firings.is_some_and(|m| fired >= m) {
+                break;
+            }
+        }
+        Ok((fired, late))
     }
 
     /// As the reference's `encode_dirty`: each dirty key's cached state encoded once,
@@ -362,7 +343,9 @@ impl Applier {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.ctx)?;
-        visit.call(&self.owner)?;
+        visit.call(&self.undo)?;
+        visit.call(&self.values)?;
+        visit.call(&self.dirty)?;
         visit.call(&self.process_record)?;
         visit.call(&self.process_timer)?;
         visit.call(&self.cache_get)

@@ -263,3 +263,7 @@ impl TimerQueue {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "timers_tests.rs"]
+mod tests;

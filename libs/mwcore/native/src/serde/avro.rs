@@ -298,3 +298,7 @@ impl Decoder {
         r.read(py, &self.plan).ok()
     }
 }
+
+#[cfg(test)]
+#[path = "avro_tests.rs"]
+mod tests;

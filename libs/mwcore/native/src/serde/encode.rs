@@ -15,7 +15,8 @@ use crate::serde::avro::{plan_of, Plan};
 /// The value is not one this encoder writes: the reference decides.
 struct Refer;
 
-fn long(out: &mut Vec<u8>, v: i64) {
+/// A zig-zag varint (`pub(super)`: the decoder's tests read back what it writes).
+pub(super) fn long(out: &mut Vec<u8>, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
     while z > 0x7F {
         out.push((z as u8 & 0x7F) | 0x80);
@@ -161,3 +162,7 @@ impl Encoder {
         self.fallback.bind(py).call1((value,))
     }
 }
+
+#[cfg(test)]
+#[path = "encode_tests.rs"]
+mod tests;

@@ -4,3 +4,5 @@
 pub mod avro;
 pub mod encode;
 pub mod strings;
+#[cfg(test)]
+pub(crate) mod testing;

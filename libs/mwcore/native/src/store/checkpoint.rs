@@ -125,12 +125,9 @@ fn encode_batch(productions: &Bound<'_, PyList>, blob: &mut Vec<u8>) -> PyResult
     Ok(())
 }
 
-fn dict_attr<'py>(cp: &Bound<'py, PyAny>, name: &str) -> PyResult<Bound<'py, PyDict>> {
-    Ok(cp.getattr(name)?.downcast_into::<PyDict>()?)
-}
-
 /// The commit script's `EVALSHA` call for one checkpoint, in RESP (the layout of
-/// `RedisCheckpointStore._commit_args`, after `sha`, the key count and `keys`).
+/// `checkpoint_wire.commit_args`, after `sha`, the key count and `keys`), from the
+/// `Checkpoint`'s parts.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn pack_commit<'py>(
@@ -140,22 +137,20 @@ pub fn pack_commit<'py>(
     token: &str,
     fencing: bool,
     commit_id: &[u8],
-    cp: &Bound<'py, PyAny>,
+    state: &Bound<'py, PyDict>,
+    timers: &Bound<'py, PyDict>,
+    pending: &Bound<'py, PyDict>,
+    acked: &Bound<'py, PyList>,
+    seen: &Bound<'py, PyDict>,
+    positions: &Bound<'py, PyDict>,
+    gc_below: Option<i64>,
+    segments: &Bound<'py, PyDict>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let state = dict_attr(cp, "state")?;
-    let timers = dict_attr(cp, "timers")?;
-    let pending = dict_attr(cp, "pending")?;
-    let acked = cp.getattr("acked")?.downcast_into::<PyList>()?;
-    let seen = dict_attr(cp, "seen")?;
-    let positions = dict_attr(cp, "positions")?;
-    let gc_below = cp.getattr("seen_gc_below")?;
-    let segments = dict_attr(cp, "segments")?;
-
     // a set/delete section: two counts, a field and value per set, a field per delete
     let sections = |d: &Bound<'py, PyDict>| 2 + d.len() + d.iter().filter(|(_, v)| !v.is_none()).count();
     let args = 3
-        + sections(&state)
-        + sections(&timers)
+        + sections(state)
+        + sections(timers)
         + 1
         + 2 * pending.len()
         + 1
@@ -165,7 +160,7 @@ pub fn pack_commit<'py>(
         + 1
         + 2 * positions.len()
         + if gc_below.is_none() { 1 } else { 2 }
-        + sections(&segments);
+        + sections(segments);
     let mut out = Resp::new(3 + keys.len() + args);
     out.bulk(b"EVALSHA");
     out.bulk(sha.as_bytes());
@@ -176,8 +171,8 @@ pub fn pack_commit<'py>(
     out.bulk(token.as_bytes());
     out.bulk(if fencing { b"1" } else { b"0" });
     out.bulk(commit_id);
-    sets_and_deletes(&mut out, &state)?;
-    sets_and_deletes(&mut out, &timers)?;
+    sets_and_deletes(&mut out, state)?;
+    sets_and_deletes(&mut out, timers)?;
     out.int(pending.len() as i64);
     let mut blob: Vec<u8> = Vec::new();
     for (key, productions) in pending.iter() {
@@ -200,13 +195,14 @@ pub fn pack_commit<'py>(
         out.bulk(&text_or_bytes(&field)?);
         out.int(offset.extract::<i64>()?);
     }
-    if gc_below.is_none() {
-        out.int(0);
-    } else {
-        out.int(1);
-        out.int(gc_below.extract::<i64>()?);
+    match gc_below {
+        None => out.int(0),
+        Some(below) => {
+            out.int(1);
+            out.int(below);
+        }
     }
-    sets_and_deletes(&mut out, &segments)?;
+    sets_and_deletes(&mut out, segments)?;
     Ok(PyBytes::new(py, &out.finish()))
 }
 

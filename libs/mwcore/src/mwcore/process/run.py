@@ -18,6 +18,7 @@ from mwcore.api.computation import Computation, load_computation
 from mwcore.injector.injector import Injector
 from mwcore.process import bootstrap, logs
 from mwcore.process.observe import instrument_authority, instrument_injector, instrument_workers
+from mwcore.process.plumbing import Plumbing
 from mwcore.process.pool import Pool
 from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
 from mwcore.process.wiring import build_authority, build_injector, build_workers
@@ -34,12 +35,13 @@ def run_computation(
     def body() -> int:
         s = settings or WorkerSettings.load(**({} if processes is None else {"processes": processes}))
         cls = computation if isinstance(computation, type) else load_computation(computation)
-        if s.processes > 1 and not s.pool_child:
+        plumbing = Plumbing.load()
+        if s.processes > 1 and not plumbing.pool_child:
             name = computation if isinstance(computation, str) else f"{cls.__module__}:{cls.__qualname__}"
             logs.configure(s.log_level, s.log_format)
             return Pool(name, s.processes).run()
         process = bootstrap.start(cls.name, s)
-        workers = build_workers(cls, s)
+        workers = build_workers(cls, s, plumbing)
         runner = Runner(workers, on_step=process.tick)
         if process.metrics is not None:
             instrument_workers(process.metrics, workers)

@@ -4,42 +4,37 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
-import socket
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
 from pydantic import Field, SecretStr, TypeAdapter, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from mwcore.api.signing import MIN_SECRET_CHARS, Signer
-from mwcore.controls import SAFE, NegativeControls, variable
-from mwcore.core import Core, default_core, native
+from mwcore.api.signing import Signer
+from mwcore.controls import NegativeControls, variable
+from mwcore.cores import CoreName, default_name, require
 from mwcore.errors import ConfigError
 from mwcore.injector.injector import LINGER_MS
-from mwcore.limits import NAMESPACE_PATTERN
+from mwcore.runtime.config import (
+    ClientConfig,
+    MetricsConfig,
+    WorkerConfig,
+    check_bootstrap,
+    check_namespace,
+    check_redis_url,
+    check_secret,
+)
 
 
-def _default_worker_id() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
-
-
-class MetricsSettings(BaseSettings):
+class MetricsSettings(MetricsConfig, BaseSettings):
     """Where a process serves its Prometheus metrics and health check."""
 
     model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")
 
-    # Prometheus metrics and /healthz on this port (unset: not served); 0 picks a free one
-    metrics_port: int | None = Field(default=None, ge=0, le=65535)
-    # the interface it listens on: this machine only, unless told (a container's
-    # health check asks from inside; a Prometheus elsewhere needs 0.0.0.0)
-    metrics_host: str = "127.0.0.1"
-    # /healthz answers 503 once the process's loop has not turned for this many seconds
-    metrics_stall_s: float = Field(default=60.0, gt=0)
 
-
-class ClientSettings(BaseSettings):
+class ClientSettings(ClientConfig, BaseSettings):
     """What every client of a pipeline reads: its broker and namespace (the model job
     reads these through the public API, ``mwcore.ClientSettings``). ``load()`` reads the
     environment once and raises ``ConfigError`` naming each bad variable; subclasses add
@@ -47,32 +42,9 @@ class ClientSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore")
 
-    bootstrap: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
-    namespace: str = "default"
-    # the pipeline secret: record ids, watermarks and witnesses authenticated (api/signing.py)
-    id_secret: SecretStr | None = None
-
-    @field_validator("bootstrap")
-    @classmethod
-    def _bootstrap(cls, v: str) -> str:
-        return _check_bootstrap(v)
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, v: str) -> str:
-        return check_namespace(v)
-
-    @field_validator("id_secret")
-    @classmethod
-    def _secret(cls, v: SecretStr | None) -> SecretStr | None:
-        return _check_secret(v)
-
-    def signer(self) -> Signer:
-        """What signs and checks with the pipeline secret (nothing, without one)."""
-        return _signer(self.id_secret)
-
     @classmethod
     def load(cls, **overrides: Any) -> Self:
+        overrides.setdefault("unsafe", negative_controls())
         settings = load_settings(cls, **overrides)
         settings.check()
         return settings
@@ -90,49 +62,27 @@ class ProcessSettings(MetricsSettings, ClientSettings):
     redis_url: str = Field(description="Redis URL of the checkpoint store, redis://host:port/db")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
-    # set by load() from MW_UNSAFE_* (not a variable of its own)
-    unsafe: NegativeControls = Field(default=SAFE, exclude=True)
 
     @field_validator("redis_url")
     @classmethod
     def _redis(cls, v: str) -> str:
-        return _check_redis_url(v)
-
-    @classmethod
-    def load(cls, **overrides: Any) -> Self:
-        overrides.setdefault("unsafe", negative_controls())
-        return super().load(**overrides)
+        return check_redis_url(v)
 
     def durable_store(self) -> bool:
         """Whether preflight refuses a Redis that can lose acknowledged writes."""
         return False
 
 
-class WorkerSettings(ProcessSettings):
-    """Everything a worker process reads from its environment."""
+class WorkerSettings(ProcessSettings, WorkerConfig):
+    """Everything a worker process reads from its environment: the runtime's settings
+    (``WorkerConfig``, passed down as they are) and what the process itself reads."""
 
     schemas_dir: Path = Field(description="directory of the Avro .avsc files")
-    worker_id: str = Field(default_factory=_default_worker_id)
     # worker processes of the computation on this machine (process/pool.py)
     processes: int = Field(default=1, ge=1, le=256)
-    instance_id: str | None = None
-    max_batch_records: int = Field(default=5000, ge=1)
-    # per interval: the most keys whose decoded state is kept in memory (the least recently
-    # used beyond it are forgotten between batches, and read again when next used)
-    max_cache_keys: int = Field(default=100_000, ge=1)
-    # 5 ms: half the latency of 10 in the worker at 10,000 records/s, and no less
-    # throughput under a backlog (docs/benchmarks.md, "The batch deadline")
-    max_batch_delay_ms: int = Field(default=5, ge=0)
-    # how soon a dead worker's intervals move on; the broker's group.min.session.timeout.ms
-    # must allow it (1 s in the local stack and compose, 6 s by Kafka's default)
-    session_timeout_ms: int = Field(default=1500, ge=500, le=300_000)
     # authority: follow the watermark authority's topic; redis: read mw:wm:<ns>:<name>
     # (set by hand, for tests); none: event timers never fire; max: they all fire
     watermark: Literal["authority", "redis", "none", "max"] = "authority"
-    report_interval_ms: int = Field(default=50, ge=10, le=5000)
-    # seen ids older than the input watermark minus this are forgotten (late injector
-    # data re-sent within it is still dropped as a duplicate)
-    seen_gc_slack_ms: int = Field(default=60_000, ge=0)
     # a store that can lose acknowledged writes (no appendfsync always) is refused at
     # start unless this is set (preflight.check_durable, docs/reliability.md)
     allow_volatile_store: bool = False
@@ -141,53 +91,21 @@ class WorkerSettings(ProcessSettings):
     # replicas (a cluster's, or a single Redis's connected ones), else 0
     redis_wait_replicas: int | Literal["auto"] = Field(default="auto")
     redis_wait_ms: int = Field(default=5000, ge=1, le=60_000)
-    # productions and watermark reports wait until Kafka holds the commit witness
-    # (runtime/witness.py); off: the witness only detects a loss older than its last write
-    witness_gate: bool = True
-    # after a stop on a store behind the commit witness, an operator who chose to go on
-    # from the older state sets this once (docs/reliability.md): the loss is logged, not fatal
-    accept_store_rollback: bool = False
-    latency_out: str = ""
-    faults: str = ""
-    fault_log: str = ""
-    # set in the children of a worker pool (process/pool.py): they run as plain workers
-    pool_child: bool = False
-    # native: the Rust core (mwcore/core.py), the default where installed; python: the
+    # native: the Rust core (mwcore/cores), the default where installed; python: the
     # pure-Python runtime (the reference), the default where the native core is not
-    core: Core = Field(default_factory=default_core)
-    # MW_NATIVE_CONSUMER (on by default; 0 turns it off): with the native core, the group
-    # consumer on its librdkafka instead of confluent-kafka's (transport/native_consumer.py),
-    # the record envelope read in Rust; the Python core ignores it
-    native_consumer: bool = True
-    # MW_NATIVE_BATCH_POLL (on by default; 0 turns it off): with the native consumer, a
-    # poll's messages taken from librdkafka in one call, from a queue of their own
-    # (native/src/fetched.rs), rather than one call a message
-    native_batch_poll: bool = True
-    # MW_NATIVE_EFFECTS (on by default; 0 turns it off): with the native core, user code
-    # run on its Context and the effects applied, the timers queued, in Rust
-    # (runtime/effects.py); the Python core ignores it
-    native_effects: bool = True
-    # MW_SEEN_BUCKETS (on by default; 0 keeps the one sorted set): new seen ids into sets
-    # of 5 s of event time (store/scripts.py: a fraction of the store's work per record);
-    # reads find both, so it can be turned on, and off, in a rolling deploy of a version
-    # that reads both (not beside workers of an older one, which read only the sorted set)
+    core: CoreName = Field(default_factory=default_name)
+    # new seen ids into sets of 5 s of event time (store/scripts.py: a fraction of the
+    # store's work per record); reads find both, so it can be turned on, and off, in a
+    # rolling deploy of a version that reads both (not beside workers of an older one,
+    # which read only the sorted set); 0 keeps the one sorted set
     seen_buckets: bool = True
-    # MW_OVERLAP_COMMITS (on by default; 0 turns it off): a batch's checkpoint is written to
-    # the store while the worker goes on with the next batch (runtime/worker.py: at most one
-    # commit turn in flight; its productions are sent, and the next one made, once it is durable)
-    overlap_commits: bool = True
-    # MW_WHOLE_STATE_MB (64 MiB by default; 0 turns it off): at acquisition, an interval's whole state is read
-    # when it is at most this many MiB (and at most the cache's keys), so a key not cached
-    # then is served without a read from the store (runtime/state_cache.py)
-    whole_state_mb: int = Field(default=64, ge=0)
     # young-generation threshold of Python's cycle collector in a worker process (0:
     # Python's default, 700); see runtime.runner.tune_gc
     gc_threshold: int = Field(default=50_000, ge=0)
 
     def check(self) -> None:
         _check_dir(self.schemas_dir)
-        if self.core == "native":
-            native()  # built? else one line saying how, before anything connects
+        require(self.core)  # built? else one line saying how, before anything connects
 
     def durable_store(self) -> bool:
         return not self.allow_volatile_store
@@ -246,15 +164,17 @@ class CommandSettings(BaseSettings):
     @field_validator("id_secret")
     @classmethod
     def _secret(cls, v: SecretStr | None) -> SecretStr | None:
-        return _check_secret(v)
+        return check_secret(v)
 
+    @cached_property
     def signer(self) -> Signer:
-        return _signer(self.id_secret)
+        """What signs and checks with the pipeline secret (nothing, without one)."""
+        return Signer(None if self.id_secret is None else self.id_secret.get_secret_value())
 
     @field_validator("bootstrap")
     @classmethod
     def _bootstrap(cls, v: str | None) -> str | None:
-        return v if v is None else _check_bootstrap(v)
+        return v if v is None else check_bootstrap(v)
 
     @field_validator("namespace")
     @classmethod
@@ -264,7 +184,7 @@ class CommandSettings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _redis(cls, v: str | None) -> str | None:
-        return v if v is None else _check_redis_url(v)
+        return v if v is None else check_redis_url(v)
 
     @classmethod
     def load(cls) -> Self:
@@ -323,40 +243,6 @@ def load_settings(cls: type[S], **overrides: Any) -> S:
 def _check_dir(schemas_dir: Path) -> None:
     if not schemas_dir.is_dir():
         raise ConfigError(f"MW_SCHEMAS_DIR={schemas_dir} is not a directory")
-
-
-def _check_bootstrap(v: str) -> str:
-    for part in v.split(","):
-        host, _, port = part.strip().rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"{part!r} is not host:port")
-    return v
-
-
-def _check_redis_url(v: str) -> str:
-    if not v.startswith(("redis://", "rediss://", "unix://")):
-        raise ValueError("must start with redis://, rediss:// or unix://")
-    return v
-
-
-def check_namespace(v: str) -> str:
-    """A namespace (``ValueError`` unless it is letters, digits, ``_`` and ``-``)."""
-    if not re.match(NAMESPACE_PATTERN, v):
-        raise ValueError(
-            f"{v!r:.80} is not a namespace: 1 to 63 letters, digits, '_' or '-', starting with "
-            "a letter or digit (it names topics, groups and Redis keys)"
-        )
-    return v
-
-
-def _check_secret(v: SecretStr | None) -> SecretStr | None:
-    if v is not None and len(v.get_secret_value()) < MIN_SECRET_CHARS:
-        raise ValueError(f"needs at least {MIN_SECRET_CHARS} characters")
-    return v
-
-
-def _signer(secret: SecretStr | None) -> Signer:
-    return Signer(None if secret is None else secret.get_secret_value())
 
 
 def _explain(exc: ValidationError) -> str:

@@ -6,11 +6,10 @@ from collections.abc import Mapping
 
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.computation import Computation
-from mwcore.api.signing import Signer
+from mwcore.cores import core
 from mwcore.injector.injector import Injector
+from mwcore.process.plumbing import Plumbing
 from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
-from mwcore.runtime.config import WorkerConfig
-from mwcore.runtime.faults import Faults
 from mwcore.runtime.worker import Worker
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.authority_log import RedisAuthorityLog
@@ -24,14 +23,18 @@ from mwcore.watermarks.authority import Authority, AuthorityConfig
 from mwcore.watermarks.source import FixedWatermark, WatermarkSource
 
 
-def build_workers(cls: type[Computation], settings: WorkerSettings) -> list[Worker]:
+def build_workers(
+    cls: type[Computation], settings: WorkerSettings, plumbing: Plumbing | None = None
+) -> list[Worker]:
     """The computation's worker, then one for each of its rekey stages; they share the
-    schema registry and the schemas topic (its lookups and what it has read)."""
+    schema registry and the schemas topic (its lookups and what it has read), and the
+    core that ``MW_CORE`` names (chosen here, once)."""
     from mwcore.runtime.rekey import rekey_stages
 
     stages = rekey_stages(cls, settings.unsafe)
     registry, schemas = build_schemas(settings)
-    return [build_worker(c, settings, registry, schemas) for c in (cls, *stages)]
+    plumbing = plumbing or Plumbing.load()
+    return [build_worker(c, settings, registry, schemas, plumbing) for c in (cls, *stages)]
 
 
 def build_schemas(settings: WorkerSettings) -> tuple[SchemaRegistry, SchemaTopic]:
@@ -44,38 +47,14 @@ def build_schemas(settings: WorkerSettings) -> tuple[SchemaRegistry, SchemaTopic
     return registry, schemas
 
 
-def worker_config(settings: WorkerSettings, signer: Signer) -> WorkerConfig:
-    """The runtime's configuration of a worker from its settings."""
-    native_consumer = settings.native_consumer and settings.core == "native"
-    return WorkerConfig(
-        bootstrap=settings.bootstrap,
-        namespace=settings.namespace,
-        worker_id=settings.worker_id,
-        instance_id=settings.instance_id,
-        max_batch_records=settings.max_batch_records,
-        max_cache_keys=settings.max_cache_keys,
-        max_batch_delay_ms=settings.max_batch_delay_ms,
-        session_timeout_ms=settings.session_timeout_ms,
-        latency_out=settings.latency_out,
-        witness_gate=settings.witness_gate,
-        health_stall_s=settings.metrics_stall_s,
-        report_interval_ms=settings.report_interval_ms,
-        seen_gc_slack_ms=settings.seen_gc_slack_ms,
-        accept_store_rollback=settings.accept_store_rollback,
-        controls=settings.unsafe,
-        signer=signer,
-        core=settings.core,
-        native_consumer=native_consumer,
-        native_batch_poll=settings.native_batch_poll and native_consumer,
-        native_effects=settings.native_effects and settings.core == "native",
-        overlap_commits=settings.overlap_commits,
-        whole_state_mb=settings.whole_state_mb,
-    )
-
-
 def build_worker(
-    cls: type[Computation], settings: WorkerSettings, registry: SchemaRegistry, schemas: SchemaTopic
+    cls: type[Computation],
+    settings: WorkerSettings,
+    registry: SchemaRegistry,
+    schemas: SchemaTopic,
+    plumbing: Plumbing,
 ) -> Worker:
+    parts = core(settings.core)
     client = redis_client(settings.redis_url)
     wait = settings.redis_wait_replicas
     store = RedisCheckpointStore(
@@ -84,10 +63,10 @@ def build_worker(
         retries=REDIS_RETRIES,
         replicas=default_wait_replicas(client) if wait == "auto" else wait,
         wait_ms=settings.redis_wait_ms,
-        core=settings.core,
+        packer=parts.packer(),
         seen_buckets=settings.seen_buckets,
     )
-    signer = settings.signer()
+    signer = settings.signer
     watermarks: WatermarkSource
     if settings.watermark == "authority":
         watermarks = TopicWatermark(WatermarkFeed(settings.bootstrap, settings.namespace, signer))
@@ -97,14 +76,15 @@ def build_worker(
         watermarks = FixedWatermark(MAX_WATERMARK)
     else:
         watermarks = FixedWatermark()
-    config = worker_config(settings, signer)
     return Worker(
         cls(),
-        config,
+        settings,
         store,
         registry,
         watermarks,
-        faults=Faults(settings.faults, settings.fault_log),
+        core=parts,
+        tuning=plumbing.tuning(),
+        faults=plumbing.fault_points(),
         reports=RedisReportSink(client, settings.namespace),
         schemas=schemas,
     )
@@ -120,7 +100,7 @@ def build_authority(settings: AuthoritySettings) -> Authority:
         controls=settings.unsafe,
     )
     log = RedisAuthorityLog(redis_client(settings.redis_url), settings.namespace)
-    publisher = WatermarkPublisher(settings.bootstrap, settings.namespace, settings.signer())
+    publisher = WatermarkPublisher(settings.bootstrap, settings.namespace, settings.signer)
     return Authority(log, publisher, config)
 
 
@@ -135,5 +115,5 @@ def build_injector(name: str, outputs: Mapping[str, str | None], settings: Injec
         index=settings.injector_index,
         processes=settings.injector_processes,
         linger_ms=settings.injector_linger_ms,
-        signer=settings.signer(),
+        signer=settings.signer,
     )

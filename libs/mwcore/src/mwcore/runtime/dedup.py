@@ -4,16 +4,15 @@ A Bloom filter in memory answers "never seen" for almost every new record; where
 says "maybe", the interval's seen-id set in the store decides. The filter holds the
 ids of every committed checkpoint; past its capacity (its false-positive rate climbs,
 and with it the store look-ups) it is rebuilt at twice the size from the durable set,
-which seen-id garbage collection keeps to the live ids. On the native core
-(``MW_CORE=native``) the filter, and the pass over a chunk's ids, are Rust's.
+which seen-id garbage collection keeps to the live ids. The filter is the core's
+(``runtime/parts.py``: on the native core, it and the pass over a chunk's ids are Rust's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from mwcore.core import Core, native
-from mwcore.runtime.bloom import BloomFilter, Filter
+from mwcore.runtime.bloom import Filter
 from mwcore.runtime.counters import Counters
 
 MIN_CAPACITY = 200_000
@@ -26,13 +25,14 @@ class SeenIds:
         lookup: Callable[[list[bytes]], list[bool]],
         all_ids: Callable[[], list[bytes]],
         counters: Counters,
-        core: Core = "python",
+        new_filter: Callable[[int], Filter],
     ) -> None:
         """``recovered``: the stored seen ids; ``lookup``: whether each id is in the
-        stored set; ``all_ids``: every stored id (to rebuild the filter)."""
+        stored set; ``all_ids``: every stored id (to rebuild the filter); ``new_filter``:
+        a filter for about so many ids (the core's)."""
         self._lookup = lookup
         self._all_ids = all_ids
-        self._new: Callable[[int], Filter] = native().Bloom if core == "native" else BloomFilter
+        self._new = new_filter
         self.bloom = self._filter(recovered)
         self._counters = counters
 

@@ -26,10 +26,10 @@ nothing for them.
 A timer's firing also deletes the timer's copy in the batch (a re-set in the callback,
 applied after, wins).
 
-With ``native=True`` (``MW_NATIVE_EFFECTS``, on by default with the native core) the common path runs
-in Rust (``mwcore_native.Applier``): ``records`` and ``fire`` call user code with the
-native ``Context`` and apply its effects there, on the native timer queue
-(``timers.timer_queue``). The careful redo, and undoing a failed call, stay here.
+This is the reference. The native core's applier (``mwcore.cores.native.effects``) runs
+the common path in Rust: ``records`` and ``fire`` call user code with the native
+``Context`` and apply its effects there, on the native timer queue; the careful redo,
+and undoing a failed call, stay here.
 """
 
 from __future__ import annotations
@@ -38,17 +38,16 @@ from collections.abc import Callable
 from typing import Any
 
 from mwcore.api import ids
-from mwcore.api.codecs import JsonCodec
 from mwcore.api.computation import Computation
 from mwcore.api.context import UNSET, Context, Effects, Encoder
 from mwcore.api.record import Production, Record, TimeDomain, Timer
 from mwcore.controls import SAFE, NegativeControls
-from mwcore.core import native as native_core
 from mwcore.errors import SerializationError
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.state_cache import StateCache
 from mwcore.runtime.timers import Timers
-from mwcore.store.checkpoint import Checkpoint, TimerEntry, encode_entry, field_of
+from mwcore.store.checkpoint import Checkpoint, TimerEntry
+from mwcore.store.checkpoint_wire import encode_entry, field_of
 
 TimerFailed = Callable[[TimerEntry, bytes, Exception], None]  # (entry, firing id, error)
 # (timestamps, arrivals, arrival ms): where each record's timestamp and arrival go
@@ -77,7 +76,6 @@ class Applier:
         counters: Counters,
         controls: NegativeControls = SAFE,  # keep_fired_timers: a firing leaves its timer stored
         careful: bool = True,  # encode each call's state at once (else once per dirty key per batch)
-        native: bool = False,  # the common path in Rust (timers: the native TimerQueue)
     ) -> None:
         self.comp = computation
         self.cache = cache
@@ -87,15 +85,9 @@ class Applier:
         self.weak: list[Production] | None = [] if computation.options.productions == "weak" else None
         self._values = cache.values
         self._encode = cache.codec.encode
-        # JsonCodec's first try, called by the native core without encode's frame
-        self._first_try = cache.codec.first_try() if type(cache.codec) is JsonCodec else None
         self._delete_fired = not controls.keep_fired_timers
         self.careful = careful
         self.dirty: dict[str, None] = {}  # keys whose cached state the batch has yet to encode (in order)
-        self._native: Any = None
-        if native:
-            kinds = (Record, Timer, Production, (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD))
-            self._native = native_core().Applier(self, encoders, clock, kinds)
 
     def records(
         self,
@@ -110,9 +102,6 @@ class Applier:
         """Run a chunk of records, in order: each one user code ran on is seen in the
         batch; ``failed`` gets each one it failed on, ``bad`` each item that is no
         record; ``fault`` is called before item ``fault_at``. How many records ran."""
-        if self._native is not None and not self.careful:
-            ran: int = self._native.records(items, batch, latency, fault_at, fault, bad, failed)
-            return ran
         seen = batch.seen
         processed = 0
         for n, item in enumerate(items):
@@ -140,7 +129,7 @@ class Applier:
         try:
             self.comp.process_record(ctx, record)
         except Exception as exc:  # user code failed: dead-lettered by the caller
-            self._undo(key, exc, batch)
+            self._undo(key, exc, batch.state)
             return exc
         return self.apply(key, ctx.effects(), batch)
 
@@ -156,15 +145,16 @@ class Applier:
         try:
             self.comp.process_timer(ctx, Timer(key, entry.tag, entry.timestamp, entry.domain))
         except Exception as exc:
-            self._undo(key, exc, batch)
+            self._undo(key, exc, batch.state)
             return exc
         return self.apply(key, ctx.effects(), batch)
 
-    def _undo(self, key: str, exc: Exception, batch: Checkpoint) -> None:
-        """Put the key's cached state back as it was before the failed call."""
+    def _undo(self, key: str, exc: Exception, state: dict[bytes, bytes | None]) -> None:
+        """Put the key's cached state back as it was before the failed call (``state``:
+        the open batch's)."""
         if key in self.dirty:  # its last good value was never encoded
             raise RedoCareful(key, exc)
-        self.cache.restore(key, batch.state)
+        self.cache.restore(key, state)
 
     def fire(
         self,
@@ -178,9 +168,6 @@ class Applier:
         """Fire the timers of ``domain`` below ``limit_ts``, oldest first (those the
         callbacks set below it too), at most ``max_firings``; ``failed`` gets each one
         that raised. Returns how many fired."""
-        if self._native is not None and not self.careful:
-            n: int = self._native.fire(domain, limit_ts, batch, failed, max_firings, before)
-            return n
         fired = 0
         while (entry := self.timers.pop_due(domain, limit_ts)) is not None:
             fired += 1
@@ -238,12 +225,6 @@ class Applier:
         """Write the state of each key the batch changed, encoded once; ``RedoCareful``
         if one cannot be encoded (the careful redo finds the call that made it)."""
         if not self.dirty:
-            return
-        if self._native is not None:
-            failed = self._native.encode_dirty(batch.state, self._encode, self._first_try)
-            if failed is not None:
-                key, exc = failed
-                raise RedoCareful(key, exc) from exc
             return
         encode, values, state = self._encode, self._values, batch.state
         for key in self.dirty:

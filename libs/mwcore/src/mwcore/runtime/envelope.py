@@ -5,27 +5,41 @@ A message without an id gets one derived from its position, and so does one whos
 does not verify with the pipeline secret (``api/signing.py``): it is a dead letter
 ``bad_id``, never deduplicated under the id it claims, and its late mark is dropped.
 
-``read_ids`` is the reference; on the native consumer (the default on the native core),
-whose messages carry these headers apart, ``mwcore_native.read_ids`` does the same
-work in Rust (``libs/mwcore/tests/test_native.py`` holds the two to identical output).
+``read_ids`` is the reference (``ReferenceReader``); the native core's reader
+(``mwcore.cores.native``), whose messages carry these headers apart, does the same work
+in Rust (``libs/mwcore/tests/test_native.py`` holds the two to identical output).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from functools import partial
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from mwcore.api import ids
 from mwcore.api.record import ID_HEADER, LATE_HEADER
 from mwcore.api.signing import MAC_HEADER, Signer
-from mwcore.core import native
 from mwcore.transport.message import Message
 
 # (rids, lates, forged): each message's record id; the index and mark of each late
 # one; the indexes whose id did not verify.
 Envelope = tuple[list[bytes], dict[int, bytes], set[int]]
-IdReader = Callable[[Sequence[Message]], Envelope]
+
+
+class IdReader(Protocol):
+    """Reads a chunk's envelope: ``ReferenceReader``, or the native core's (which reads
+    only the native consumer's messages)."""
+
+    def read(self, messages: Sequence[Message]) -> Envelope: ...
+
+
+class ReferenceReader:
+    """``read_ids`` with the pipeline's signer."""
+
+    def __init__(self, signer: Signer) -> None:
+        self._signer = signer
+
+    def read(self, messages: Sequence[Message]) -> Envelope:
+        return read_ids(messages, self._signer)
 
 
 def read_ids(messages: Sequence[Message], signer: Signer) -> Envelope:
@@ -52,17 +66,3 @@ def read_ids(messages: Sequence[Message], signer: Signer) -> Envelope:
             rid = ids.from_position(m.topic() or "", m.partition() or 0, m.offset() or 0)
         rids.append(rid)
     return rids, lates, forged
-
-
-def id_reader(signer: Signer, native_messages: bool = False) -> IdReader:
-    """``read_ids`` with ``signer``; in Rust when the messages are the native consumer's."""
-    if not native_messages:
-        return partial(read_ids, signer=signer)
-    fast = native().read_ids
-    key = signer.mac_key
-
-    def read(messages: Sequence[Message]) -> Envelope:
-        got: Envelope = fast(messages, key)
-        return got
-
-    return read

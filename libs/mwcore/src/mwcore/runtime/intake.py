@@ -3,20 +3,20 @@ path of the whole runtime (semantics section 2, steps 1 and 2).
 
 For a chunk of messages (one partition index, in offset order per topic):
 
-1. record ids (and an injector's late mark) are read from the headers
-   (``envelope.py``, in Rust on the native consumer); a message without an id gets one
+1. record ids (and an injector's late mark) are read from the headers by the core's
+   reader (``envelope.py``); a message without an id gets one
    derived from its position, and so does one whose id does not verify with the
    pipeline secret (``api/signing.py``: it is a dead letter ``bad_id``, never
    deduplicated under the id it claims);
 2. the batch's input positions move past the last message of each topic;
-3. duplicates are dropped (``dedup.py``), and the rest screened (``screening.py``, in
-   Rust on the native consumer): records an injector let through late are routed to
+3. duplicates are dropped (``dedup.py``), and the rest screened by the core's screener
+   (``screening.py``): records an injector let through late are routed to
    the late stream (or dropped), counted, and marked seen; keys are decoded, and
    values; a message that has no key, a key or timestamp out of the kit's bounds
    (``limits.py``), or a value that does not decode becomes a dead letter, and is seen;
 4. the records' state is loaded in one read;
-5. user code runs, record by record (``Applier.records``, in Rust with the native
-   effects); a record it fails on becomes a dead letter, and is seen.
+5. user code runs, record by record (the core's ``Applier.records``); a record it fails
+   on becomes a dead letter, and is seen.
 
 Each message's fields are read once, and nothing is allocated per record beyond the
 record itself and its effects.
@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mwcore.api.record import Record
-from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.controls import SAFE, NegativeControls
 from mwcore.errors import InvalidRecord, SerializationError
 from mwcore.limits import MAX_TIMESTAMP, MIN_TIMESTAMP
@@ -38,12 +37,13 @@ from mwcore.runtime import dead_letters, screening
 from mwcore.runtime.dead_letters import Incoming
 from mwcore.runtime.dedup import SeenIds
 from mwcore.runtime.effects import Applier
-from mwcore.runtime.envelope import IdReader, id_reader
+from mwcore.runtime.envelope import IdReader
 from mwcore.runtime.faults import Faults
-from mwcore.runtime.screening import Bindings, Screen, screener
+from mwcore.runtime.screening import Bindings, Screener
 from mwcore.runtime.state_cache import StateCache
 from mwcore.serde.avro import AvroSerde
-from mwcore.store.checkpoint import Checkpoint, position_field
+from mwcore.store.checkpoint import Checkpoint
+from mwcore.store.checkpoint_wire import position_field
 from mwcore.transport.message import Message
 
 
@@ -53,7 +53,7 @@ class InputBinding:
 
     stream: str
     serde: AvroSerde
-    decode: Callable[[bytes], Any] | None = None  # None: the serde's (native_codecs: the native core's)
+    decode: Callable[[bytes], Any] | None = None  # None: the serde's (else the core's decoder)
 
     def __post_init__(self) -> None:
         if self.decode is None:
@@ -82,6 +82,8 @@ class Intake:
 
     name: str  # the interval, for fault points
     inputs: dict[str, InputBinding]  # topic -> binding
+    reader: IdReader  # the core's: ids checked with the pipeline secret, if there is one
+    screener: Screener  # the core's
     seen: SeenIds
     cache: StateCache
     applier: Applier
@@ -93,15 +95,9 @@ class Intake:
     clock: Callable[[], int]  # wall ms
     on_error: Callable[[str, dict[str, Any]], None]  # told of each dead letter (the worker logs it)
     controls: NegativeControls = SAFE  # drop_dead_letters: a bad record leaves no dead letter
-    signer: Signer = UNSIGNED  # with a pipeline secret: every record id must verify
-    native_messages: bool = False  # the native consumer's: steps 1 and 2 in Rust
-    _read: IdReader = field(init=False, repr=False)
-    _screen: Screen = field(init=False, repr=False)
     _bindings: Bindings = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._read = id_reader(self.signer, self.native_messages)
-        self._screen = screener(self.native_messages)
         self._bindings = {t: (b.stream, b.decode) for t, b in self.inputs.items()}  # type: ignore[misc]
 
     def process(self, messages: Sequence[Message], batch: OpenBatch, positions: dict[str, int]) -> None:
@@ -111,11 +107,11 @@ class Intake:
         counters = self.applier.counters
         cp = batch.checkpoint
         # 1. Record ids (and the injector's late mark) from the headers.
-        rids, lates, forged = self._read(messages)
+        rids, lates, forged = self.reader.read(messages)
         self._advance_positions(messages, cp, positions)
         # 2. Drop duplicates; set aside what is no record; decode the rest.
         dup = self.seen.duplicates(rids, batch.seen) if self.exactly_once else None
-        duplicates, early, items, keys = self._screen(
+        duplicates, early, items, keys = self.screener.screen(
             messages, rids, dup, forged, lates, batch.seen, self._bindings
         )
         counters.duplicates += duplicates
@@ -132,7 +128,7 @@ class Intake:
                 self.dead_letter(_incoming(m, rids[i], None), InvalidRecord("bad_timestamp", why), cp)
         self.cache.preload(keys)
 
-        # 3. User code, record by record (in Rust with the native effects).
+        # 3. User code, record by record.
         def bad(i: int, exc: BaseException) -> None:  # no key, or a value that does not decode
             self.dead_letter(_incoming(messages[i], rids[i], None), exc, cp)
 

@@ -11,7 +11,8 @@ the worker commits its checkpoint; ``committed`` then queues the productions to 
 ``report`` builds the watermark report of the committed state (``reports.py``).
 
 Between ``prepare`` and ``committed`` the checkpoint is *in flight* (``in_flight``), and
-with overlapping commits (``MW_OVERLAP_COMMITS``) the next batch is built meanwhile.
+with overlapping commits (the default: ``Tuning.overlap_commits``) the next batch is
+built meanwhile.
 What it reads of the batch before stays right: its record ids count as seen (the next
 batch's seen ids start with them), a key's state missing from the cache is read from
 the checkpoint in flight before the store (``_load``), and a report shows the last
@@ -31,14 +32,13 @@ from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.api.record import Production, TimeDomain
 from mwcore.runtime import dead_letters
 from mwcore.runtime.dedup import SeenIds
-from mwcore.runtime.effects import Applier
 from mwcore.runtime.intake import Intake, OpenBatch
 from mwcore.runtime.interval_deps import IntervalDeps
 from mwcore.runtime.outbox import Outbox, OutboxBatch, OutboxCommit
 from mwcore.runtime.reports import ReportDraft, Reports
 from mwcore.runtime.state_cache import StateCache
-from mwcore.runtime.timers import timer_queue
-from mwcore.store.checkpoint import Checkpoint, Snapshot, TimerEntry, position_field
+from mwcore.store.checkpoint import Checkpoint, Snapshot, TimerEntry
+from mwcore.store.checkpoint_wire import position_field
 from mwcore.store.interface import IntervalId
 from mwcore.transport.message import Message
 from mwcore.watermarks.report_format import encode_segments
@@ -76,31 +76,33 @@ class Interval:
         self.positions: dict[str, int] = dict(snapshot.positions)
         self.committed_positions: dict[str, int] = dict(snapshot.positions)
         self.commits = snapshot.commits
-        self.timers = timer_queue(deps.native_effects)
+        config, core = deps.config, deps.core
+        self.timers = core.timer_queue()
         for entry in snapshot.timers:
             self.timers.set(entry)
-        self.cache = StateCache(deps.codec, self._load, deps.max_cache_keys, deps.controls)
+        self.cache = StateCache(deps.codec, self._load, config.max_cache_keys, config.unsafe)
         if deps.whole_state_bytes > 0:
-            stored = deps.store.whole_state(iid, deps.max_cache_keys, deps.whole_state_bytes)
+            stored = deps.store.whole_state(iid, config.max_cache_keys, deps.whole_state_bytes)
             if stored is not None:
                 self.cache.know(stored)
-        self.applier = Applier(
+        self.applier = core.applier(
             self.comp,
             self.cache,
             self.timers,
             deps.encoders,
             deps.clock,
             deps.counters,
-            deps.controls,
+            config.unsafe,
             careful=careful_until is not None,
-            native=deps.native_effects,
         )
         self.careful_until = careful_until
         self._careful_since = time.monotonic()
-        self.seen = SeenIds(snapshot.seen, self._lookup_seen, self._all_seen, deps.counters, deps.core)
+        self.seen = SeenIds(snapshot.seen, self._lookup_seen, self._all_seen, deps.counters, core.filter)
         self.intake = Intake(
             name=str(iid),
             inputs=deps.inputs,
+            reader=core.reader(config.signer),
+            screener=core.screener(),
             seen=self.seen,
             cache=self.cache,
             applier=self.applier,
@@ -111,16 +113,14 @@ class Interval:
             record_latency=deps.record_latency,
             clock=deps.clock,
             on_error=deps.on_error,
-            controls=deps.controls,
-            signer=deps.signer,
-            native_messages=deps.native_messages,
+            controls=config.unsafe,
         )
         # Pending batches of the snapshot are sent again first.
         self.outbox = Outbox(
             snapshot.pending,
             snapshot.segments,
             recovered_commit=snapshot.commits,
-            gated=deps.witness_gated,
+            gated=config.witness_gate,
             refuse=self._refused,
         )
         self.reports = Reports(iid.index, self.token, self.outbox, self.timers)
@@ -190,7 +190,7 @@ class Interval:
         with overlapping commits, also once this owner made one durable (its first batch
         holds where newly assigned partitions start), whatever batches follow it:
         ``report`` counts what they may still produce (``_after_durable``)."""
-        return self.idle() or (self.deps.overlap_commits and self._committed_here)
+        return self.idle() or (self.deps.tuning.overlap_commits and self._committed_here)
 
     @property
     def has_cleanup(self) -> bool:
@@ -265,7 +265,7 @@ class Interval:
 
     def _dead_letter_timer(self, entry: TimerEntry, firing_id: bytes, exc: Exception) -> None:
         self.deps.counters.dead_letters += 1
-        if not self.deps.controls.drop_dead_letters:
+        if not self.deps.config.unsafe.drop_dead_letters:
             dead = dead_letters.timer_dead_letter(self.deps.dead_letter_topic, entry, firing_id, exc)
             self.batch.productions.append(dead)
 
@@ -307,7 +307,9 @@ class Interval:
         # Weak productions not acknowledged by now are checkpointed, like strong ones:
         # those already sent and those made since the last send (e.g. by timers).
         self.flush_weak()
-        handover = self.outbox.for_checkpoint(self._new_batch_key, weak=not self.deps.controls.unchecked_weak)
+        handover = self.outbox.for_checkpoint(
+            self._new_batch_key, weak=not self.deps.config.unsafe.unchecked_weak
+        )
         cp.pending.update(handover.pending())
         cp.acked = handover.deleted
         if handover.segments_key is not None:
@@ -320,7 +322,7 @@ class Interval:
         batch = self.open
         cp.records = batch.records
         cp.commit_id = self._new_batch_key()
-        floor = self.watermark - self.deps.seen_gc_slack_ms
+        floor = self.watermark - self.deps.config.seen_gc_slack_ms
         if self.watermark > MIN_WATERMARK and floor >= self.seen_gc_done + 1000:
             cp.seen_gc_below = floor
         prepared = PreparedCommit(
@@ -334,7 +336,7 @@ class Interval:
         )
         self.in_flight = prepared
         # the next batch; built while this one is in flight, its ids count as seen until durable
-        self._reset_batch(seen=set(cp.seen) if self.deps.overlap_commits else None)
+        self._reset_batch(seen=set(cp.seen) if self.deps.tuning.overlap_commits else None)
         self.cache.trim()  # (no key is dirty now; one forgotten is read back from ``_load``)
         return prepared
 
@@ -358,7 +360,7 @@ class Interval:
         until = self.careful_until
         if (
             until is not None
-            and time.monotonic() - self._careful_since >= self.deps.careful_s
+            and time.monotonic() - self._careful_since >= self.deps.tuning.careful_s
             and all(self.committed_positions.get(f, -1) >= o for f, o in until.items())
         ):
             self.careful_until = None  # past the batch that was redone, and for long enough

@@ -11,9 +11,8 @@ from typing import Any
 
 from mwcore.api.codecs import AvroCodec
 from mwcore.api.computation import Computation
-from mwcore.core import Core
 from mwcore.runtime.intake import InputBinding
-from mwcore.runtime.native_codecs import decoding, encoding
+from mwcore.runtime.parts import Core
 from mwcore.serde.avro import AvroSerde, SchemaRegistry, SchemaVersion
 from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stream, rekey_stream, topic_name
 from mwcore.watermarks.report_format import NodeSpec
@@ -62,25 +61,23 @@ class Layout:
             topics[self.late] = 1
         ensure_topics(bootstrap, topics)
 
-    def bindings(self, registry: SchemaRegistry, core: Core = "python") -> dict[str, InputBinding]:
-        """topic -> how its messages become records (decoded by ``core``)."""
+    def bindings(self, registry: SchemaRegistry, core: Core) -> dict[str, InputBinding]:
+        """topic -> how its messages become records (decoded by ``core``'s decoder)."""
         out: dict[str, InputBinding] = {}
         for inp in self.comp.inputs:
             serde = AvroSerde(registry, inp.schema or "")
-            decode = decoding(serde) if core == "native" else serde.decode
+            decode = core.decoder(serde)
             for topic, stream in self.inputs.items():
                 if stream == inp.stream:
                     out[topic] = InputBinding(inp.stream, serde, decode)
         return out
 
-    def encoders(
-        self, registry: SchemaRegistry, core: Core = "python"
-    ) -> dict[str, tuple[str, Callable[[Any], bytes]]]:
-        """stream -> (topic, encode) of every output (encoded by ``core``)."""
+    def encoders(self, registry: SchemaRegistry, core: Core) -> dict[str, tuple[str, Callable[[Any], bytes]]]:
+        """stream -> (topic, encode) of every output (encoded by ``core``'s encoder)."""
         out = {}
         for o in self.comp.outputs:
             serde = AvroSerde(registry, o.schema)
-            out[o.stream] = (self.outputs[o.stream], encoding(serde) if core == "native" else serde.encode)
+            out[o.stream] = (self.outputs[o.stream], core.encoder(serde))
         return out
 
     def writer_schemas(self, registry: SchemaRegistry) -> list[SchemaVersion]:

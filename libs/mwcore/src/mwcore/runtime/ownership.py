@@ -23,15 +23,13 @@ from collections.abc import Callable
 import structlog
 
 from mwcore.errors import FencedError
-from mwcore.runtime.config import WorkerConfig
 from mwcore.runtime.effects import RedoCareful
 from mwcore.runtime.health import Health
 from mwcore.runtime.interval import Interval
 from mwcore.runtime.interval_deps import IntervalDeps
 from mwcore.runtime.witness import Witness
 from mwcore.store.interface import IntervalId
-from mwcore.transport.consumer import BEGINNING, Part
-from mwcore.transport.native_consumer import Member
+from mwcore.transport.consumer import BEGINNING, Member, Part
 
 log = structlog.get_logger("mwcore.runtime.worker")
 
@@ -40,7 +38,6 @@ class Ownership:
     def __init__(
         self,
         deps: IntervalDeps,
-        config: WorkerConfig,
         topics: list[str],
         witness: Witness,
         health: Health,
@@ -48,7 +45,7 @@ class Ownership:
         on_revoked: Callable[[list[Interval]], dict[str, int]],  # drain: commit, flush, release
     ) -> None:
         self.deps = deps
-        self.cfg = config
+        self.cfg = deps.config
         self.name = deps.computation.name
         self.topics = topics
         self.witness = witness
@@ -165,7 +162,7 @@ class Ownership:
         if self.consumer is None:
             return store_commits
         witnessed_commits = self.witness.read(self.consumer, iid.index)
-        if self.cfg.accept_store_rollback or self.cfg.controls.ignore_rollback:
+        if self.cfg.accept_store_rollback or self.cfg.unsafe.ignore_rollback:
             if witnessed_commits > store_commits:
                 event = "rollback_accepted" if self.cfg.accept_store_rollback else "rollback_ignored"
                 log.warning(event, interval=str(iid), store=store_commits, witness=witnessed_commits)
@@ -188,8 +185,8 @@ class Ownership:
         self.witness.forget(index)
         if self.consumer is not None:
             self.consumer.pause(self.parts(index))
-        delay = 0.0 if exc.store_restarted else self.cfg.refence_backoff_s
-        if not self.cfg.controls.no_retake:
+        delay = 0.0 if exc.store_restarted else self.deps.tuning.refence_backoff_s
+        if not self.cfg.unsafe.no_retake:
             self.retakes[index] = time.monotonic() + delay
         log.warning(
             "fenced",

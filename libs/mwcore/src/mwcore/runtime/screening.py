@@ -16,21 +16,19 @@ duplicates (``dedup.py``), ``screen`` passes over the chunk once, in order:
   ``(index, error)`` for the caller to dead-letter; the keys of the items are collected
   to load their state in one read.
 
-``screen`` is the reference; on the native consumer (the default on the native core)
-``mwcore_native.Screener`` does the same work in Rust
-(``libs/mwcore/tests/test_native_screening.py`` holds the two to identical output). There is one
-per process: it keeps the short strings that recur in the input (keys, and strings in
-values) as one ``str`` each, for every interval of the worker (``strings.rs``).
+``screen`` is the reference (``ReferenceScreener``); the native core's screener
+(``mwcore.cores.native``) does the same work in Rust on the native consumer's messages
+(``libs/mwcore/tests/test_native_screening.py`` holds the two to identical output). There
+is one per process: it keeps the short strings that recur in the input (keys, and strings
+in values) as one ``str`` each, for every interval of the worker (``serde/strings.rs``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 from mwcore.api.record import Record
-from mwcore.core import native
 from mwcore.errors import InvalidRecord, SerializationError
 from mwcore.limits import MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.transport.message import Message
@@ -43,10 +41,23 @@ Bindings = dict[str, tuple[str, Callable[[bytes], Any]]]  # topic -> (stream, de
 Item = Record | tuple[int, SerializationError]
 # (duplicates, early, items, keys)
 Screened = tuple[int, list[tuple[int, str]], list[Item], set[str]]
-Screen = Callable[
-    [Sequence[Message], list[bytes], list[bool] | None, set[int], dict[int, bytes], set[bytes], Bindings],
-    Screened,
-]
+
+
+class Screener(Protocol):
+    """Screens a chunk (``screen``'s arguments and result): ``ReferenceScreener``, or the
+    native core's (which screens only the native consumer's messages)."""
+
+    def screen(
+        self,
+        messages: Sequence[Message],
+        rids: list[bytes],
+        dup: list[bool] | None,
+        forged: set[int],
+        lates: dict[int, bytes],
+        batch_seen: set[bytes],
+        bindings: Bindings,
+    ) -> Screened: ...
+
 
 _tuple_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 
@@ -115,16 +126,17 @@ def key_error(raw: bytes | None) -> SerializationError:
     return SerializationError("key is not UTF-8")
 
 
-def screener(native_messages: bool = False) -> Screen:
-    """``screen``; in Rust when the messages are the native consumer's."""
-    return _native_screen() if native_messages else screen
+class ReferenceScreener:
+    """``screen``."""
 
-
-@cache
-def _native_screen() -> Screen:
-    fast: Screen = (
-        native()
-        .Screener(Record, SerializationError, key_error, MIN_TIMESTAMP, MAX_TIMESTAMP, MAX_KEY_BYTES)
-        .screen
-    )
-    return fast
+    def screen(
+        self,
+        messages: Sequence[Message],
+        rids: list[bytes],
+        dup: list[bool] | None,
+        forged: set[int],
+        lates: dict[int, bytes],
+        batch_seen: set[bytes],
+        bindings: Bindings,
+    ) -> Screened:
+        return screen(messages, rids, dup, forged, lates, batch_seen, bindings)

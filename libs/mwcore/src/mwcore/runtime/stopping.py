@@ -18,7 +18,7 @@ import structlog
 
 from mwcore.api.computation import Computation
 from mwcore.runtime.commit_turns import CommitTurns
-from mwcore.runtime.config import WorkerConfig
+from mwcore.runtime.config import Tuning, WorkerConfig
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.interval import Interval
 from mwcore.runtime.latency import LatencyRecorder
@@ -26,9 +26,8 @@ from mwcore.runtime.ownership import Ownership
 from mwcore.runtime.watermark_reporter import WatermarkReporter
 from mwcore.runtime.witness import Witness
 from mwcore.store.interface import CheckpointStore
-from mwcore.transport.native_consumer import Member
-from mwcore.transport.native_producer import NativeSender
-from mwcore.transport.producer import Sender
+from mwcore.transport.consumer import Member
+from mwcore.transport.producer import ProductionSender
 
 log = structlog.get_logger("mwcore.runtime.worker")
 
@@ -38,8 +37,9 @@ class Worker(Protocol):
 
     comp: Computation
     cfg: WorkerConfig
+    tuning: Tuning
     store: CheckpointStore
-    sender: Sender | NativeSender
+    sender: ProductionSender
     consumer: Member | None
     witness: Witness
     reporter: WatermarkReporter
@@ -141,7 +141,7 @@ def abort(w: Worker) -> None:
 def shutdown(w: Worker) -> None:
     """Drain every interval, release them, leave the group."""
     took: dict[str, int] = {}
-    if w.cfg.controls.skip_drain:
+    if w.cfg.unsafe.skip_drain:
         w.settle()
         w.ownership.clear()  # nothing committed or drained, not even on revocation
     else:
@@ -154,7 +154,7 @@ def shutdown(w: Worker) -> None:
         w.consumer = None
     log.info("stopped", computation=w.comp.name, worker=w.cfg.worker_id, **vars(w.counters), **took)
     if w.latencies is not None:
-        w.latencies.write(w.cfg.latency_out)
+        w.latencies.write(w.tuning.latency_out)
 
 
 def leave(w: Worker) -> None:

@@ -1,12 +1,12 @@
 """The timers of one key interval, in memory, ordered by time per domain.
 
 The checkpoint holds the durable copy (one hash field per (key, tag):
-``store.checkpoint.field_of``); this queue is soft state rebuilt from it on recovery.
+``store.checkpoint_wire.field_of``); this queue is soft state rebuilt from it on recovery.
 A timer is identified by (key, tag): setting it again replaces it. Due timers come out
 in timestamp order (so in order per key).
 
-``timer_queue(native=True)`` gives the native core's twin (``mwcore_native.TimerQueue``),
-which the native ``Applier`` (``effects.py``) fires from without Python objects.
+``TimerQueue`` is the reference; the native core's twin (``runtime/timers.rs``) is the
+queue its applier fires from without Python objects.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from typing import Protocol
 
 from mwcore.api.record import TimeDomain
-from mwcore.core import native
 from mwcore.store.checkpoint import TimerEntry
 
 
@@ -29,14 +28,6 @@ class Timers(Protocol):
     def clear_all(self) -> None: ...
     def oldest(self, domain: TimeDomain) -> int | None: ...
     def pop_due(self, domain: TimeDomain, limit: int) -> TimerEntry | None: ...
-
-
-def timer_queue(native_effects: bool = False) -> Timers:
-    """A ``TimerQueue``; the native core's when its ``Applier`` runs the effects."""
-    if not native_effects:
-        return TimerQueue()
-    queue: Timers = native().TimerQueue(TimerEntry, (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD))
-    return queue
 
 
 class TimerQueue:

@@ -10,7 +10,7 @@ Loop, each turn (``step``):
    checkpoint each, all in one round trip, then send its productions;
 5. report the intervals' committed state to the watermark authority when a report is due.
 
-With overlapping commits (``MW_OVERLAP_COMMITS``), step 4 only sends the round trip, on a
+With overlapping commits (the default; ``Tuning.overlap_commits``), step 4 only sends the round trip, on a
 thread of its own, and the loop goes on: the turns after it build the next batches
 while the store writes (``interval.py`` says what stays right meanwhile). The commit's
 results are taken (its productions sent, the witness written) at the first turn after
@@ -41,7 +41,7 @@ from mwcore.api.record import ID_HEADER, Production
 from mwcore.errors import FencedError
 from mwcore.runtime import stopping
 from mwcore.runtime.commit_turns import CommitTurns, Turn
-from mwcore.runtime.config import WorkerConfig
+from mwcore.runtime.config import Tuning, WorkerConfig
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.effects import RedoCareful
 from mwcore.runtime.faults import NO_FAULTS, Faults
@@ -51,16 +51,15 @@ from mwcore.runtime.interval_deps import IntervalDeps
 from mwcore.runtime.latency import LatencyRecorder
 from mwcore.runtime.layout import Layout
 from mwcore.runtime.ownership import Ownership
+from mwcore.runtime.parts import Core
 from mwcore.runtime.reports import ReportDraft
 from mwcore.runtime.watermark_reporter import WatermarkReporter
 from mwcore.runtime.witness import Witness
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.interface import CheckpointStore
 from mwcore.store.report_sink import NullReportSink, ReportSink
-from mwcore.transport.consumer import GroupConsumer
-from mwcore.transport.native_consumer import Member, NativeGroupConsumer
-from mwcore.transport.native_producer import NativeSender
-from mwcore.transport.producer import Sender, production_headers
+from mwcore.transport.consumer import Member
+from mwcore.transport.producer import production_headers
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.watermarks.source import WatermarkSource
 
@@ -76,6 +75,8 @@ class Worker:
         registry: SchemaRegistry,
         watermarks: WatermarkSource,
         *,
+        core: Core,
+        tuning: Tuning | None = None,
         clock: Clock | None = None,
         faults: Faults = NO_FAULTS,
         reports: ReportSink | None = None,
@@ -84,6 +85,8 @@ class Worker:
         computation.validate()
         self.comp = computation
         self.cfg = config
+        self.core = core
+        self.tuning = tuning = tuning or Tuning()
         self.store = store
         self.registry = registry
         # where start() publishes the writer schemas (looking writers up is the
@@ -99,46 +102,37 @@ class Worker:
         self.deps = IntervalDeps(
             computation=computation,
             store=store,
+            core=core,
+            config=config,
             codec=computation.state,
-            inputs=self.layout.bindings(registry, config.core),
-            encoders=self.layout.encoders(registry, config.core),
+            inputs=self.layout.bindings(registry, core),
+            encoders=self.layout.encoders(registry, core),
             dead_letter_topic=self.layout.dead_letters,
             late_topic=self.layout.late,
-            exactly_once=computation.options.exactly_once and not config.controls.disable_dedup,
-            max_cache_keys=config.max_cache_keys,
-            whole_state_bytes=config.whole_state_mb << 20,
-            careful_s=config.careful_s,
-            seen_gc_slack_ms=config.seen_gc_slack_ms,
+            exactly_once=computation.options.exactly_once and not config.unsafe.disable_dedup,
+            tuning=tuning,
             faults=faults,
             counters=self.counters,
+            record_latency=bool(tuning.latency_out),
             on_error=lambda event, info: log.warning(event, computation=computation.name, **info),
             clock=self.clock.now_ms,
-            witness_gated=config.witness_gate,
-            record_latency=bool(config.latency_out),
-            controls=config.controls,
-            signer=config.signer,
-            core=config.core,
-            native_messages=config.native_consumer,
-            native_effects=config.native_effects,
-            overlap_commits=config.overlap_commits,
         )
         self.reporter = WatermarkReporter(
             reports or NullReportSink(),
             self.layout.spec(),
             self.clock.now_ms,
             config.report_interval_ms,
-            background=config.overlap_commits,
+            background=tuning.overlap_commits,
         )
-        self.latencies = LatencyRecorder() if config.latency_out else None
-        self.sender = NativeSender(config.bootstrap) if config.core == "native" else Sender(config.bootstrap)
+        self.latencies = LatencyRecorder() if tuning.latency_out else None
+        self.sender = core.sender(config.bootstrap)
         self._sent_by = ("mw-sender", config.worker_id.encode())
         self._sign = config.signer.sign_id if config.signer.enabled else None
         self.consumer: Member | None = None
         self.witness = Witness(self.topics, signer=config.signer)
-        self.health = Health(config.health_stall_s)
+        self.health = Health(config.metrics_stall_s)
         self.ownership = Ownership(
             self.deps,
-            config,
             list(self.topics),
             self.witness,
             self.health,
@@ -149,7 +143,7 @@ class Worker:
         self.input_watermark = MIN_WATERMARK  # as last read, for metrics
         # (batch seconds, commit seconds) of each commit, when metrics are on
         self.on_commit: Callable[[float, float], None] | None = None
-        self.turns = CommitTurns(store, config.overlap_commits)
+        self.turns = CommitTurns(store, tuning.overlap_commits)
 
     # -- membership ------------------------------------------------------------------------
 
@@ -161,15 +155,16 @@ class Worker:
         self.layout.create_topics(self.cfg.bootstrap)
         self.schemas.publish(self.layout.writer_schemas(self.registry))
         self.reporter.declare()
-        args = (self.cfg.bootstrap, self.layout.group, self.cfg.instance_id, self.cfg.session_timeout_ms)
-        on_committed = self.witness.on_committed
-        self.consumer = (
-            NativeGroupConsumer(*args, on_committed=on_committed, batch_poll=self.cfg.native_batch_poll)
-            if self.cfg.native_consumer
-            else GroupConsumer(*args, on_committed=on_committed)
+        cfg = self.cfg
+        self.consumer = self.core.consumer(
+            cfg.bootstrap,
+            self.layout.group,
+            cfg.instance_id,
+            cfg.session_timeout_ms,
+            self.witness.on_committed,
         )
         self.ownership.join(self.consumer)
-        log.info("joined", computation=self.comp.name, worker=self.cfg.worker_id, core=self.cfg.core)
+        log.info("joined", computation=self.comp.name, worker=cfg.worker_id, core=self.core.name)
 
     def acquire(self, index: int) -> Interval:
         """Take the interval over (``ownership.py``) and re-send its pending productions."""
@@ -185,7 +180,7 @@ class Worker:
         # read (with an exact watermark either order is correct).
         self.settle(wait=False)
         self._fire_timers()
-        messages = consumer.poll(cfg.poll_records, self._poll_timeout())
+        messages = consumer.poll(self.tuning.poll_records, self._poll_timeout())
         self.settle(wait=False)
         if messages:
             self.schemas.polled()  # a writer schema these need was published before them

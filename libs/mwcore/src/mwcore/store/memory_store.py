@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from mwcore.api.record import Production
 from mwcore.errors import FencedError
-from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_entry
+from mwcore.store.checkpoint import Checkpoint, Snapshot
+from mwcore.store.checkpoint_wire import decode_entry
 from mwcore.store.interface import IntervalId
 from mwcore.watermarks.report_format import decode_segments
 

@@ -11,12 +11,12 @@ import redis
 from redis.backoff import ExponentialBackoff
 
 from mwcore.controls import SAFE, NegativeControls
-from mwcore.core import Core, native
 from mwcore.errors import CheckpointError, FencedError
 from mwcore.store import scripts
-from mwcore.store.checkpoint import Checkpoint, Snapshot, decode_batch, decode_entry, encode_batch
+from mwcore.store.checkpoint import Checkpoint, Snapshot
+from mwcore.store.checkpoint_wire import CommitPacker, decode_batch, decode_entry, reference_packer
 from mwcore.store.client import REDIS_RETRIES, RedisClient, execute, redis_client
-from mwcore.store.fast_script import Arg, Call, FastScript, Packed
+from mwcore.store.fast_script import Arg, Call, FastScript
 from mwcore.store.interface import IntervalId
 from mwcore.watermarks.report_format import STREAM_MAXLEN, decode_segments, report_stream
 
@@ -81,12 +81,12 @@ class RedisCheckpointStore:
         retries: int = 5,
         replicas: int = 0,
         wait_ms: int = 5_000,
-        core: Core = "python",  # native: checkpoints packed by mwcore_native (mwcore/core.py)
+        packer: CommitPacker = reference_packer,  # the core's (mwcore/cores)
         seen_buckets: bool = False,  # MW_SEEN_BUCKETS: new seen ids into buckets (scripts.COMMIT)
     ) -> None:
         self._r = client
         self._seen_buckets = seen_buckets
-        self._pack_native = native().pack_commit if core == "native" else None
+        self._pack = packer
         self._fencing = not controls.disable_fencing
         self._scheme: TokenScheme = "counter-only" if controls.counter_tokens else "safe"
         self._retries = retries
@@ -269,13 +269,10 @@ class RedisCheckpointStore:
         return results
 
     def _commit_call(self, interval: IntervalId, token: str, cp: Checkpoint) -> Call:
-        """The commit script's call for one checkpoint: its keys and arguments, or
-        (native core) the call packed whole."""
+        """The commit script's call for one checkpoint: its keys and arguments, or the
+        call packed whole (as the core's packer makes it)."""
         keys = self.keys(interval).commit_keys(self._seen_buckets)
-        if self._pack_native is None:
-            return keys, commit_args(token, self._fencing, cp)
-        commit_id = cp.commit_id or os.urandom(16)
-        return keys, Packed(self._pack_native(self._commit.sha, keys, token, self._fencing, commit_id, cp))
+        return keys, self._pack(self._commit.sha, keys, token, self._fencing, cp)
 
     def commits_by_token(self, interval: IntervalId) -> dict[str, int]:
         """How many commits each token got accepted (an audit trail for the tests)."""
@@ -286,40 +283,3 @@ class RedisCheckpointStore:
             if name.startswith("c:"):
                 out[name[2:]] = int(v)
         return out
-
-
-def commit_args(token: str, fencing: bool, cp: Checkpoint) -> list[Arg]:
-    """The commit script's arguments (the reference of ``mwcore_native.pack_commit``,
-    whose output is ``pack_call(sha, keys, these)``)."""
-    commit_id = cp.commit_id or os.urandom(16)
-    args: list[Arg] = [token, "1" if fencing else "0", commit_id]
-    _sets_and_deletes(args, cp.state)
-    _sets_and_deletes(args, cp.timers)
-    args.append(len(cp.pending))
-    for key, productions in cp.pending.items():
-        args += (key, encode_batch(productions))
-    args.append(len(cp.acked))
-    args += cp.acked
-    args.append(len(cp.seen))
-    for rid, ts in cp.seen.items():
-        args += (ts, rid)
-    args.append(len(cp.positions))
-    for pos_field, off in cp.positions.items():
-        args += (pos_field, off)
-    if cp.seen_gc_below is None:
-        args.append(0)
-    else:
-        args += (1, cp.seen_gc_below)
-    _sets_and_deletes(args, cp.segments)
-    return args
-
-
-def _sets_and_deletes(args: list[Arg], writes: dict[bytes, bytes | None]) -> None:
-    """Append a "set" section (count, then field/value pairs) and a "delete" section."""
-    deletes = [f for f, v in writes.items() if v is None]
-    args.append(len(writes) - len(deletes))
-    for f, v in writes.items():
-        if v is not None:
-            args += (f, v)
-    args.append(len(deletes))
-    args += deletes

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from mwcore.process.settings import check_namespace
+from mwcore.runtime.config import check_namespace
 from mwcore.tools import commands
 
 

@@ -80,7 +80,7 @@ def mw_watermarks(args: argparse.Namespace) -> int:
     from mwcore.tools import watermarks_view as view
 
     namespace = _namespace(args)
-    return view.main(_bootstrap(args), namespace, args.once, args.interval, signer=_env().signer())
+    return view.main(_bootstrap(args), namespace, args.once, args.interval, signer=_env().signer)
 
 
 def mw_tail(args: argparse.Namespace) -> int:
@@ -228,7 +228,7 @@ def mw_replay(args: argparse.Namespace) -> int:
         source_namespace=source,
         from_ms=parse_time(args.from_time) if args.from_time else None,
         to_ms=parse_time(args.to_time) if args.to_time else None,
-        signer=_env().signer(),
+        signer=_env().signer,
     )
     bar = None if args.quiet else Bar(f"replay {args.stream} -> {args.namespace}")
     last: list[Progress] = []

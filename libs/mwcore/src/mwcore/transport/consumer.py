@@ -11,7 +11,7 @@ the per-record path costs nothing here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import structlog
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -43,6 +43,38 @@ class Offset(NamedTuple):
 OnAssign = Callable[[list[Part]], dict[Part, int]]  # the start offset of each assigned part
 OnRevoke = Callable[[list[Part]], None]
 OnCommitted = Callable[[list[Offset]], None]  # what a commit wrote (failed parts left out)
+
+
+class Member(Protocol):
+    """A worker's member of its consumer group: ``GroupConsumer`` (the reference), or the
+    native core's (``mwcore.cores.native.consumer``), with the same methods, arguments
+    and results. Rebalances call the callbacks given to ``subscribe`` from ``poll``."""
+
+    session_timeout_ms: int
+
+    def subscribe(
+        self, topics: Sequence[str], on_assign: OnAssign, on_revoke: OnRevoke, on_lost: OnRevoke
+    ) -> None: ...
+    def assignment(self) -> list[Part]: ...
+    def poll(self, max_messages: int, timeout: float) -> list[Message]: ...
+    def pause(self, parts: Iterable[Part]) -> None: ...
+    def resume(self, parts: Iterable[Part]) -> None: ...
+    def seek(self, part: Part, offset: int) -> None: ...
+    def end_offset(self, part: Part, cached: bool = False, timeout: float = 30.0) -> int: ...
+    def position(self, part: Part) -> int: ...
+    def committed(self, parts: Iterable[Part], timeout: float = 10.0) -> list[Offset]: ...
+    def commit(self, offsets: Sequence[Offset], asynchronous: bool = True) -> bool: ...
+    def close(self) -> None: ...
+
+
+def kafka_exception(code: int, text: str) -> KafkaException:
+    """A librdkafka error (its code and text) as confluent-kafka raises it, so that
+    ``through_transient`` and the callers read the native core's errors as the
+    reference's."""
+    return KafkaException(KafkaError(code, text))
+
+
+INVALID_SESSION_TIMEOUT: int = KafkaError.INVALID_SESSION_TIMEOUT
 
 
 def _part(tp: TopicPartition) -> Part:

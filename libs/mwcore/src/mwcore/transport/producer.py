@@ -17,7 +17,7 @@ anyone calls it refused.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -85,6 +85,58 @@ class Refused:
 
     def headers(self) -> list[tuple[str, str | bytes | None]]:
         return self._headers
+
+
+class Tallied(Protocol):
+    """What receives a batch's reports: one at a time (the reference calls it with each
+    production's error and message), or all at once (the native core's ``settle_all``):
+    ``runtime.outbox.OutboxBatch``."""
+
+    def __call__(self, err: Any, msg: Any) -> None: ...
+
+    def settle_all(
+        self,
+        failures: list[tuple[Any, str, bytes | None, bytes | None]],
+        ends: dict[tuple[str, int], int],
+        counts: dict[tuple[str, int], int],
+    ) -> None: ...
+
+
+class ProductionSender(Protocol):
+    """What sends a worker's productions: ``Sender`` (the reference), or the native core's
+    (``mwcore.cores.native.sender``), with the same methods, arguments and results."""
+
+    def send_all(
+        self,
+        productions: list[Production],
+        on_delivery: Tallied,
+        id_header: str,
+        *extra: Header,
+        sign: Callable[[bytes], bytes] | None = None,
+    ) -> int: ...
+    def send_alone(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        *,
+        timestamp: int,
+        headers: Sequence[tuple[str, str | bytes | None]],
+        timeout: float = ...,
+    ) -> tuple[Any, Any]: ...
+    def poll(self, timeout: float = 0.0) -> int: ...
+    def flush(self, timeout: float) -> int: ...
+    def purge(self) -> int: ...
+
+
+def delivery_error(code: int) -> KafkaError:
+    """A delivery report's error from librdkafka's code, as confluent-kafka gives it."""
+    return KafkaError(code)
+
+
+def timed_out() -> KafkaException:
+    """What ``send_alone`` returns when the broker's answer did not come in time."""
+    return KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT))
 
 
 class Sender:
@@ -181,7 +233,7 @@ class Sender:
             return exc, Refused(topic, key, value, timestamp, headers)
         self._p.flush(timeout)
         if not result:
-            return KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT)), None
+            return timed_out(), None
         return result[0]
 
     def poll(self, timeout: float = 0.0) -> int:

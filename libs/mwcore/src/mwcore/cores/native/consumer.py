@@ -1,5 +1,4 @@
-"""A worker's membership of its consumer group on the native core (``MW_CORE=native``;
-the default, ``MW_NATIVE_CONSUMER=0`` turns it off).
+"""A worker's membership of its consumer group on the native core.
 
 The same service as ``consumer.GroupConsumer`` (its methods, arguments and results),
 on the native core's librdkafka consumer: a poll's messages cross from Rust at once,
@@ -13,20 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import structlog
-from confluent_kafka import KafkaError, KafkaException
 
-from mwcore.core import native
+from mwcore.cores.native import rust
 from mwcore.errors import ConfigError
 from mwcore.transport.consumer import (
-    GroupConsumer,
+    INVALID_SESSION_TIMEOUT,
     Offset,
     OnAssign,
     OnCommitted,
     OnRevoke,
     Part,
+    kafka_exception,
     member_config,
     session_refused,
 )
@@ -47,9 +46,9 @@ def _as_kafka_exception() -> Iterator[None]:
     """The native core's ``KafkaFailure(code, text)`` as confluent-kafka's exception."""
     try:
         yield
-    except native().KafkaFailure as exc:
+    except rust.KafkaFailure as exc:
         code, text = exc.args
-        raise KafkaException(KafkaError(code, text)) from None
+        raise kafka_exception(code, text) from None
 
 
 def _parts(raw: list[tuple[str, int]]) -> list[Part]:
@@ -64,23 +63,23 @@ class NativeGroupConsumer:
         instance_id: str | None = None,
         session_timeout_ms: int = 1500,
         on_committed: OnCommitted | None = None,
-        batch_poll: bool = False,
+        batch_poll: bool = True,
     ) -> None:
         """``batch_poll``: a poll's messages taken from librdkafka in one call, from a
-        queue of their own (``MW_NATIVE_BATCH_POLL``, on by default in a worker;
-        ``native/src/fetched.rs``)."""
+        queue of their own (``transport/fetched.rs``), as a worker's are; off: one call a
+        message (the consumer's tests read both ways)."""
         self.session_timeout_ms = session_timeout_ms
         self.group = group
         self._on_committed = on_committed
         conf = member_config(bootstrap, group, instance_id, session_timeout_ms)
         try:
-            self._c = native().GroupConsumer(
+            self._c = rust.GroupConsumer(
                 {k: _setting(v) for k, v in conf.items()}, self._committed_cb, batch_poll
             )
-        except native().KafkaFailure as exc:
+        except rust.KafkaFailure as exc:
             raise ConfigError(
-                f"MW_NATIVE_CONSUMER: the native core's consumer refuses its settings ({exc.args[1]}); "
-                "fix them, or set MW_NATIVE_CONSUMER=0"
+                f"MW_CORE=native: the native core's consumer refuses its settings ({exc.args[1]}); "
+                "fix them, or set MW_CORE=python"
             ) from None
 
     # -- membership ------------------------------------------------------------------------
@@ -111,21 +110,20 @@ class NativeGroupConsumer:
         messages, errors = self._c.poll(max_messages, timeout)
         for code, text in errors:
             self._error(code, text)
-        out: list[Message] = messages
-        return out
+        return cast(list[Message], messages)  # (``Msg``: the methods a ``Message`` has)
 
     def _error(self, code: int, text: str) -> None:
-        if code == KafkaError.INVALID_SESSION_TIMEOUT:
+        if code == INVALID_SESSION_TIMEOUT:
             raise session_refused(self.session_timeout_ms)
         log.warning("consumer_error", group=self.group, error=text, code=code)
 
     def pause(self, parts: Iterable[Part]) -> None:
         with _as_kafka_exception():
-            self._c.pause([tuple(p) for p in parts])
+            self._c.pause([(p.topic, p.partition) for p in parts])
 
     def resume(self, parts: Iterable[Part]) -> None:
         with _as_kafka_exception():
-            self._c.resume([tuple(p) for p in parts])
+            self._c.resume([(p.topic, p.partition) for p in parts])
 
     def seek(self, part: Part, offset: int) -> None:
         with _as_kafka_exception():
@@ -151,17 +149,16 @@ class NativeGroupConsumer:
 
     def committed(self, parts: Iterable[Part], timeout: float = 10.0) -> list[Offset]:
         with _as_kafka_exception():
-            got = self._c.committed([tuple(p) for p in parts], timeout)
+            got = self._c.committed([(p.topic, p.partition) for p in parts], timeout)
         return [Offset(t, p, o, m) for t, p, o, m in got]
 
     def commit(self, offsets: Sequence[Offset], asynchronous: bool = True) -> bool:
         """As ``GroupConsumer.commit``: ``on_committed`` gets what an asynchronous commit
         wrote at a later poll, and what a synchronous one wrote at once."""
         try:
-            with _as_kafka_exception():
-                self._c.commit([tuple(o) for o in offsets], asynchronous)
-        except KafkaException as exc:
-            log.warning("offset_commit_failed", group=self.group, error=str(exc))
+            self._c.commit([(o.topic, o.partition, o.offset, o.metadata) for o in offsets], asynchronous)
+        except rust.KafkaFailure as exc:
+            log.warning("offset_commit_failed", group=self.group, error=str(kafka_exception(*exc.args)))
             return False
         if not asynchronous:  # as the reference: what a synchronous commit wrote, at once
             self._committed_cb(None, [tuple(o) for o in offsets])  # type: ignore[misc]
@@ -175,6 +172,3 @@ class NativeGroupConsumer:
 
     def close(self) -> None:
         self._c.close()
-
-
-Member = GroupConsumer | NativeGroupConsumer  # a worker's group member, on either core

@@ -1,39 +1,27 @@
-"""Sending the worker's productions on the native core (``MW_CORE=native``).
+"""Sending the worker's productions on the native core.
 
 The same service as ``producer.Sender`` for the worker (``send_all``, ``send_alone``,
 ``poll``, ``flush``), on the native core's librdkafka producer: a batch crosses into
 Rust once, and its delivery reports come back once, tallied (``OutboxBatch.settle_all``),
 instead of one Python callback per production. A delivery error is a confluent-kafka
-``KafkaError`` with librdkafka's code, so ``refused_for_good`` reads it as it reads the
+``KafkaError`` with librdkafka's code (``delivery_error``), so ``refused_for_good`` reads it as it reads the
 reference's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
-
-from confluent_kafka import KafkaError, KafkaException
+from typing import Any
 
 from mwcore.api.record import Production
 from mwcore.api.signing import MAC_HEADER
-from mwcore.core import native
+from mwcore.cores.native import rust
 from mwcore.errors import ConfigError
 from mwcore.transport.message import Header
+from mwcore.transport.producer import Tallied, delivery_error, timed_out
 from mwcore.transport.topics import MESSAGE_TIMEOUT_MS, producer_config
 
 ALONE = 2**63  # the batch number of a record sent alone
-
-
-class Tallied(Protocol):
-    """What receives a batch's reports, at once (``runtime.outbox.OutboxBatch``)."""
-
-    def settle_all(
-        self,
-        failures: list[tuple[Any, str, bytes | None, bytes | None]],
-        ends: dict[tuple[str, int], int],
-        counts: dict[tuple[str, int], int],
-    ) -> None: ...
 
 
 def _setting(value: Any) -> str:
@@ -46,7 +34,7 @@ class NativeSender:
     def __init__(self, bootstrap: str, **overrides: Any) -> None:
         conf = {k: _setting(v) for k, v in producer_config(bootstrap, **overrides).items()}
         try:
-            self._p = native().Producer(conf)
+            self._p = rust.Producer(conf)
         except ValueError as exc:
             raise ConfigError(
                 f"MW_CORE=native: the native core's producer refuses its settings ({exc}); "
@@ -91,7 +79,7 @@ class NativeSender:
         self._p.send_all(ALONE, [record], None, (), MAC_HEADER, None)
         self.flush(timeout)
         if not self._alone:
-            return KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT)), None
+            return timed_out(), None
         return self._alone.pop()
 
     def poll(self, timeout: float = 0.0) -> int:
@@ -111,7 +99,7 @@ class NativeSender:
 
     def _dispatch(self, settled: list[Any]) -> int:
         for batch, ends, counts, failures in settled:
-            errors = [(KafkaError(code), topic, key, value) for code, topic, key, value in failures]
+            errors = [(delivery_error(code), topic, key, value) for code, topic, key, value in failures]
             if batch == ALONE:
                 self._alone = [(errors[0][0] if errors else None, None)]
                 continue

@@ -1,8 +1,8 @@
-"""The Avro codecs of a worker's inputs and outputs on the native core (``MW_CORE=native``).
+"""The Avro codecs of a worker's inputs and outputs on the native core.
 
 Each wraps the serde it stands for: values of the schema's own writer are decoded,
 and values whose parts have exactly the types the schema reads back are encoded, in
-Rust (``mwcore_native.Decoder``, ``Encoder``), by a plan of the schema
+Rust (``serde/avro.rs``, ``serde/encode.rs``), by a plan of the schema
 (``serde/native_plan.py``: the walk the generated codec makes); anything
 else goes to the serde, which reads or writes it or raises its own error. So values,
 bytes and errors (a dead letter's text) are the same on both cores
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mwcore.core import native
+from mwcore.cores.native import rust
 from mwcore.limits import MAX_AVRO_ITEMS
 from mwcore.serde.avro import AvroSerde
 from mwcore.serde.native_plan import native_plan
@@ -26,10 +26,7 @@ def decoding(serde: AvroSerde) -> Callable[[bytes], Any]:
     plan = native_plan(sv.parsed)
     if plan is None:  # nor has the serde a generated codec: fastavro reads it
         return serde.decode
-    decode: Callable[[bytes], Any] = (
-        native().Decoder(plan, sv.fingerprint, MAX_AVRO_ITEMS, serde.decode).decode
-    )
-    return decode
+    return rust.Decoder(plan, sv.fingerprint, MAX_AVRO_ITEMS, serde.decode).decode
 
 
 def encoding(serde: AvroSerde) -> Callable[[Any], bytes]:
@@ -37,5 +34,4 @@ def encoding(serde: AvroSerde) -> Callable[[Any], bytes]:
     plan = native_plan(serde.schema.parsed)
     if plan is None:
         return serde.encode
-    encode: Callable[[Any], bytes] = native().Encoder(plan, serde.header, serde.encode).encode
-    return encode
+    return rust.Encoder(plan, serde.header, serde.encode).encode

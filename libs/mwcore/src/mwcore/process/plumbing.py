@@ -1,0 +1,41 @@
+"""Test plumbing: what tests, benchmarks and the kit's own supervisor set in a worker
+process, read apart from the settings (it is no part of the public surface: the README's
+table of settings leaves it out).
+
+- ``MW_FAULTS`` / ``MW_FAULT_LOG``: fault injection for the crash and zombie tests
+  (``runtime/faults.py``: ``point:kill|stop:probability[:once][:after=N]``, comma-separated)
+  / the file each firing is logged to;
+- ``MW_LATENCY_OUT``: a file to write, at exit, the commit latency of every record
+  (``bench/throughput.py``);
+- ``MW_POOL_CHILD``: set by a worker pool in its children (``pool.py``): they run as
+  plain workers.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from mwcore.process.settings import load_settings
+from mwcore.runtime.config import Tuning
+from mwcore.runtime.faults import Faults
+
+
+class Plumbing(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MW_", extra="ignore", frozen=True)
+
+    faults: str = ""
+    fault_log: str = ""
+    latency_out: str = ""
+    pool_child: bool = False
+
+    @classmethod
+    def load(cls) -> Self:
+        return load_settings(cls)
+
+    def fault_points(self) -> Faults:
+        return Faults(self.faults, self.fault_log)
+
+    def tuning(self) -> Tuning:
+        return Tuning(latency_out=self.latency_out)
