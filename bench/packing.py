@@ -1,5 +1,5 @@
-"""Packing one checkpoint's commit command: hiredis against the hand-written packer it
-replaced, in one process, alternating.
+"""Packing one checkpoint's commit command: each core's packer (``Core.packer``), in one
+process, alternating.
 
 Run: ``.venv/bin/python bench/packing.py [--records 5000] [--rounds 9]``; prints one
 line per round and variant, JSON last.
@@ -10,15 +10,14 @@ random bytes, millisecond timestamps), one 307,000-byte pending batch, one input
 position and a seen-GC floor (``--records`` scales it). The cycle collector is tuned
 as in a worker (``--gc-threshold``). Timed per checkpoint:
 
-- ``old``: the arguments with the seen section pre-packed as one blob, then the
-  hand-written packer (both as at commit 922e7cf, copied below);
-- ``hiredis``: the store's ``commit_args`` (seen ids as plain arguments), then
-  ``fast_script.pack_call`` (``hiredis.pack_command``);
-- ``native``: ``mwcore_native.pack_commit`` (``MW_CORE=native``'s packing, straight
-  from the checkpoint), where the native core is built;
+- ``hiredis``: the reference's packer (``checkpoint_wire.commit_args``), then
+  ``fast_script.pack_call`` (``hiredis.pack_command``), as the store packs them;
+- ``native``: the native core's packer (``store/checkpoint.rs``, straight from the
+  checkpoint's parts), where the native core is built;
 
-and apart: building the arguments (old / new), and packing the same flat arguments
-(hand-written / hiredis), per argument. Both variants must give identical bytes.
+and apart: building the arguments, and packing them, per argument. Both cores must give
+identical bytes. (The hand-written packer hiredis replaced was measured against it with
+this benchmark at 380527c: docs/benchmarks.md.)
 """
 
 from __future__ import annotations
@@ -29,84 +28,22 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mwcore.core import native
-from mwcore.errors import ConfigError
+from mwcore.cores import core, installed
 from mwcore.runtime.runner import tune_gc
 from mwcore.store import scripts
 from mwcore.store.checkpoint import Checkpoint
-from mwcore.store.checkpoint_wire import encode_batch
-from mwcore.store.fast_script import FastScript, pack_call
+from mwcore.store.checkpoint_wire import commit_args
+from mwcore.store.fast_script import FastScript, Packed, pack_call
 from mwcore.store.interface import IntervalId
-from mwcore.store.redis_store import RedisCheckpointStore, _sets_and_deletes, commit_args
-
-# --- The code this replaced (store/resp.py and redis_store.py at 922e7cf), to measure against.
-
-
-class PackedArgs(NamedTuple):
-    data: bytes
-    n_args: int
-
-
-def old_pack_command(args: Sequence[Any]) -> bytes:
-    count = len(args)
-    out = [b""]
-    append = out.append
-    for a in args:
-        if a.__class__ is not bytes:
-            if isinstance(a, PackedArgs):
-                append(a.data)
-                count += a.n_args - 1
-                continue
-            if isinstance(a, str):
-                a = a.encode()
-            elif isinstance(a, int):
-                a = b"%d" % a
-        append(b"$%d\r\n%b\r\n" % (len(a), a))
-    out[0] = b"*%d\r\n" % count
-    return b"".join(out)
-
-
-def old_packed_seen(seen: dict[bytes, int]) -> PackedArgs:
-    fmt = b"$%d\r\n%b\r\n$%d\r\n%b\r\n"
-    parts = []
-    for rid, ts in seen.items():
-        t = b"%d" % ts
-        parts.append(fmt % (len(t), t, len(rid), rid))
-    return PackedArgs(b"".join(parts), 2 * len(seen))
-
-
-def old_commit_args(token: str, cp: Checkpoint) -> list[Any]:
-    args: list[Any] = [token, "1", cp.commit_id]
-    _sets_and_deletes(args, cp.state)
-    _sets_and_deletes(args, cp.timers)
-    args.append(len(cp.pending))
-    for key, productions in cp.pending.items():
-        args += (key, encode_batch(productions))
-    args.append(len(cp.acked))
-    args += cp.acked
-    args.append(len(cp.seen))
-    if cp.seen:
-        args.append(old_packed_seen(cp.seen))
-    args.append(len(cp.positions))
-    for pos_field, off in cp.positions.items():
-        args += (pos_field, off)
-    if cp.seen_gc_below is None:
-        args.append(0)
-    else:
-        args += (1, cp.seen_gc_below)
-    _sets_and_deletes(args, cp.segments)
-    return args
-
-
-# ---
+from mwcore.store.redis_store import RedisCheckpointStore
 
 
 def checkpoint(records: int, rng: random.Random) -> Checkpoint:
@@ -147,33 +84,26 @@ def main() -> None:
     keys = store.keys(IntervalId("bench", "count", 0)).commit_keys()
     token = "0123456789abcdef:1"
 
-    def old() -> bytes:
-        return old_pack_command(["EVALSHA", sha, len(keys), *keys, *old_commit_args(token, cp)])
+    reference = core("python").packer()
 
     def new() -> bytes:
-        return pack_call(sha, keys, commit_args(token, True, cp))
+        packed = reference(sha, keys, token, True, cp)
+        assert not isinstance(packed, Packed)
+        return pack_call(sha, keys, packed)
 
     flat_args = commit_args(token, True, cp)
-    flat: list[Any] = ["EVALSHA", sha, len(keys), *keys, *flat_args]
-    assert old() == new() == old_pack_command(flat), "the two packings differ"
-    try:
-        pack_native = native().pack_commit
-    except ConfigError:
-        pack_native = None  # the native core is not built here
-    if pack_native is not None:
-        assert pack_native(sha, keys, token, True, cp.commit_id, cp) == new(), "the native packing differs"
-    n_args = len(flat)
+    n_args = 3 + len(keys) + len(flat_args)
     tune_gc(args.gc_threshold)
     variants: dict[str, Callable[[], object]] = {
-        "old": old,
         "hiredis": new,
-        "args_old": lambda: old_commit_args(token, cp),
-        "args_new": lambda: commit_args(token, True, cp),
-        "pack_flat_old": lambda: old_pack_command(flat),
-        "pack_flat_hiredis": lambda: pack_call(sha, keys, flat_args),
+        "build_args": lambda: commit_args(token, True, cp),
+        "pack_args": lambda: pack_call(sha, keys, flat_args),
     }
-    if pack_native is not None:
-        variants["native"] = lambda: pack_native(sha, keys, token, True, cp.commit_id, cp)
+    if installed():  # (where the native core is built)
+        native = core("native").packer()
+        got = native(sha, keys, token, True, cp)
+        assert isinstance(got, Packed) and got.command == new(), "the native packing differs"
+        variants["native"] = lambda: native(sha, keys, token, True, cp)
     times: dict[str, list[float]] = {name: [] for name in variants}
     for r in range(args.rounds):
         for name, fn in variants.items():

@@ -44,10 +44,13 @@ class Zeitgeist:
         self.reported_at: dict[int, int] = {}  # position in anomalies -> wall ms it arrived
         self._generator: threading.Thread | None = None
 
-    def environment(self, workdir: Path) -> dict[str, str]:
+    def environment(self, workdir: Path) -> dict[str, dict[str, str]]:
         self.logs_dir = workdir / "querylogs"
         # the detector's day is the scenario's compressed one
-        return {"MW_INJECTOR_DIR": str(self.logs_dir), "MW_DETECTOR_DAY_S": str(Scenario().day_s)}
+        return {
+            "injector": {"MW_INJECTOR_DIR": str(self.logs_dir)},
+            "dip_detector": {"MW_DETECTOR_DAY_S": str(Scenario().day_s)},
+        }
 
     def start(self, env: Mapping[str, str], stop: threading.Event, rate: int, duration: float | None) -> None:
         assert self.logs_dir is not None, "environment() comes first"

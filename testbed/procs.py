@@ -8,11 +8,38 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# The variables of one Zeitgeist service's own settings class (services/*/settings.py),
+# given to that service only: a process refuses an MW_* variable no setting of its own
+# reads (mwcore/process/variables.py).
+OWN_SETTINGS = {
+    "injector": ("MW_INJECTOR_DIR", "MW_INJECTOR_JITTER_MS", "MW_INJECTOR_POLL_MS"),
+    "dip_detector": ("MW_DETECTOR_",),
+    "model_trainer": ("MW_MODEL_", "MW_SPARK_"),
+}
+
+
+def for_service(name: str | None, env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without the other services' own settings (``name`` None: a process of the
+    kit's own, the authority say, which reads none of them)."""
+    foreign = tuple(p for other, prefixes in OWN_SETTINGS.items() if other != name for p in prefixes)
+    return {k: v for k, v in env.items() if not k.upper().startswith(foreign)}
+
+
+
+def service_of(module: str, computation: str) -> str | None:
+    """The Zeitgeist service a process runs (``python -m services.<name>``, or ``mw run
+    services.<name>.computation:...``), or None."""
+    for part in (module, computation):
+        if part.startswith("services."):
+            return part.split(".")[1].split(":")[0]
+    return None
 
 
 @dataclass
@@ -32,6 +59,7 @@ class WorkerProc:
     def start(self, **extra: str) -> WorkerProc:
         self.starts += 1
         env = {**os.environ, **self.env, **extra, "MW_WORKER_ID": f"{self.name}-{self.starts}"}
+        env = for_service(service_of(self.module, self.computation), env)
         log = open(self.log_dir / f"{self.name}-{self.starts}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [

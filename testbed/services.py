@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from mwcore.tools.stack.localstack import LocalStack
+from testbed.procs import for_service
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,13 +38,14 @@ def start_services(
     own: Mapping[str, Mapping[str, str]] | None = None,
 ) -> None:
     """Start ``python -m services.<name>`` for each name, its output in
-    ``<workdir>/<name>.log``, with ``env`` and its ``own`` settings; into ``procs``, so
+    ``<workdir>/<name>.log``, with ``env`` (less the other services' own settings) and
+    its ``own`` settings; into ``procs``, so
     that what started is stopped even if a later one fails."""
     for name in names:
         with open(workdir / f"{name}.log", "wb") as log:
             procs[name] = subprocess.Popen(
                 [sys.executable, "-m", f"services.{name}"],
-                env={**env, **(own or {}).get(name, {})},
+                env={**for_service(name, env), **(own or {}).get(name, {})},
                 stdout=log,
                 stderr=log,
                 cwd=ROOT,

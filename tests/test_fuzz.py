@@ -1,6 +1,6 @@
 """The fuzz targets (``fuzz/targets.py``), each run for a bounded time with atheris from
 its committed seed corpus: only the kit's own errors may escape a decoder, and no input
-may take more than 10 s or 2 GiB (``MW_FUZZ_SECONDS`` per target, 15 by default). The
+may take more than 10 s or 2 GiB (``MW_TEST_FUZZ_SECONDS`` per target, 15 by default). The
 negative control fuzzes the authority's unchecked decoder and must crash.
 """
 
@@ -21,7 +21,7 @@ from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.hostile]
 
-SECONDS = int(os.environ.get("MW_FUZZ_SECONDS", "15"))
+SECONDS = int(os.environ.get("MW_TEST_FUZZ_SECONDS", "15"))
 FLAGS = (f"-max_total_time={SECONDS}", "-timeout=10", "-rss_limit_mb=2048", "-seed=1", "-print_final_stats=1")
 
 

@@ -49,7 +49,7 @@ def test_the_hooks_import_no_library_internals() -> None:
 def test_the_summary_scores_what_was_reported(tmp_path: Path) -> None:
     z = Zeitgeist()
     assert isinstance(z, Pipeline)
-    env = z.environment(tmp_path)
+    env = z.environment(tmp_path).get("*", {})
     stop = threading.Event()
     stop.set()  # the generator writes the script (truth.jsonl), then stops at once
     z.start(env, stop, rate=100, duration=60)

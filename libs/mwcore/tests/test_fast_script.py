@@ -8,10 +8,10 @@ import pytest
 import redis
 
 from mwcore.store.checkpoint import Checkpoint
-from mwcore.store.checkpoint_wire import encode_batch
+from mwcore.store.checkpoint_wire import commit_args, encode_batch
 from mwcore.store.fast_script import Arg, FastScript, pack_call
 from mwcore.store.interface import IntervalId
-from mwcore.store.redis_store import RedisCheckpointStore, commit_args
+from mwcore.store.redis_store import RedisCheckpointStore
 
 IV = IntervalId("fast", "comp", 0)
 ODD_ID = b"\r\n$3\r\n\x00\xff" + b"i" * 8  # RESP framing and non-UTF-8 bytes inside an id

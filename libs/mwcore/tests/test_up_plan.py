@@ -21,7 +21,7 @@ HOOKS = """
 class Hooks:
     title = "demo"
     decoded_streams = ("counts",)
-    def environment(self, workdir): return {"DEMO_DIR": str(workdir)}
+    def environment(self, workdir): return {"*": {"DEMO_DIR": str(workdir)}}
     def start(self, env, stop, rate, duration): pass
     def on_record(self, stream, value, record_id): pass
     def view_lines(self): return []

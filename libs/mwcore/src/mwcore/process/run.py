@@ -33,8 +33,9 @@ def run_computation(
     (``process/pool.py``)."""
 
     def body() -> int:
-        s = settings or WorkerSettings.load(**({} if processes is None else {"processes": processes}))
+        # the computation first: its settings classes are known by then (process/variables.py)
         cls = computation if isinstance(computation, type) else load_computation(computation)
+        s = settings or WorkerSettings.load(**({} if processes is None else {"processes": processes}))
         plumbing = Plumbing.load()
         if s.processes > 1 and not plumbing.pool_child:
             name = computation if isinstance(computation, str) else f"{cls.__module__}:{cls.__qualname__}"

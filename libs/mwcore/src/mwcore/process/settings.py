@@ -233,7 +233,11 @@ S = TypeVar("S", bound=BaseSettings)
 
 def load_settings(cls: type[S], **overrides: Any) -> S:
     """``cls`` read from the environment (and ``overrides``); a ``ConfigError`` naming
-    every variable that is missing or invalid."""
+    every variable that is missing or invalid, or the first ``MW_*`` variable no setting
+    reads (``variables.py``)."""
+    from mwcore.process import variables
+
+    variables.check()
     try:
         return cls(**overrides)
     except ValidationError as exc:

@@ -72,7 +72,7 @@ class RunningSumPipeline:
         self._store: RedisCheckpointStore | None = None
         self._bootstrap = ""
 
-    def environment(self, workdir: Path) -> dict[str, str]:
+    def environment(self, workdir: Path) -> dict[str, dict[str, str]]:
         return {}
 
     def start(self, env: Mapping[str, str], stop: threading.Event, rate: int, duration: float | None) -> None:

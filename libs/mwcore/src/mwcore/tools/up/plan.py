@@ -38,14 +38,16 @@ class Pipeline(Protocol):
         """Streams whose records go to ``on_record``, decoded."""
         ...
 
-    def environment(self, workdir: Path) -> dict[str, str]:
-        """Settings for every service on top of the ``MW_*`` addresses (``workdir``: the
-        run's directory, for files the services and the feed share)."""
+    def environment(self, workdir: Path) -> dict[str, dict[str, str]]:
+        """Settings of each service by its name (``"*"``: of every one), on top of the
+        ``MW_*`` addresses (``workdir``: the run's directory, for files the services and
+        the feed share). A service is given only its own: a worker refuses an ``MW_*``
+        variable no setting of its own reads (``process/variables.py``)."""
         ...
 
     def start(self, env: Mapping[str, str], stop: threading.Event, rate: int, duration: float | None) -> None:
         """Start feeding input (in a thread of its own; return at once) at about ``rate``
-        records a second until ``stop`` is set. ``env``: what the services got."""
+        records a second until ``stop`` is set. ``env``: what every service got."""
         ...
 
     def on_record(self, stream: str, value: Any, record_id: bytes) -> None:
@@ -68,7 +70,7 @@ class NoHooks:
     title = "the pipeline"
     decoded_streams: Collection[str] = ()
 
-    def environment(self, workdir: Path) -> dict[str, str]:
+    def environment(self, workdir: Path) -> dict[str, dict[str, str]]:
         return {}
 
     def start(self, env: Mapping[str, str], stop: threading.Event, rate: int, duration: float | None) -> None:

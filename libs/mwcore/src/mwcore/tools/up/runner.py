@@ -56,19 +56,20 @@ def run(
         with local_stack(workdir, brokers=brokers, redis_cluster=redis_cluster) as stack:
             ensure_topics(stack.bootstrap, plan.streams)
             announce(bootstrap=stack.bootstrap, redis_url=stack.redis_url, schemas_dir=str(plan.schemas))
+            own = hooks.environment(workdir)
             env = {
                 **os.environ,
                 "MW_BOOTSTRAP": stack.bootstrap,
                 "MW_REDIS_URL": stack.redis_url,
                 "MW_SCHEMAS_DIR": str(plan.schemas),
                 "MW_LOG_LEVEL": "warning",
-                **hooks.environment(workdir),
+                **own.get("*", {}),
             }
             if plan.root is not None:
                 env["PYTHONPATH"] = os.pathsep.join(p for p in (str(plan.root), env.get("PYTHONPATH")) if p)
             procs: dict[str, subprocess.Popen[bytes]] = {}
             try:
-                metrics = _start_services(plan, env, workdir, procs)
+                metrics = _start_services(plan, env, own, workdir, procs)
                 print(f"mw up: {stack.banner()}, logs in {workdir}", flush=True)
                 print("mw up: metrics " + "  ".join(f"{n} {u}" for n, u in metrics.items()), flush=True)
                 registry = SchemaRegistry.from_directory(plan.schemas)
@@ -150,20 +151,24 @@ def _lower_priority() -> None:  # in the child, before exec: only a system call
 
 
 def _start_services(
-    plan: Plan, env: Mapping[str, str], workdir: Path, procs: dict[str, subprocess.Popen[bytes]]
+    plan: Plan,
+    env: Mapping[str, str],
+    own: Mapping[str, Mapping[str, str]],
+    workdir: Path,
+    procs: dict[str, subprocess.Popen[bytes]],
 ) -> dict[str, str]:
-    """Start each service with a metrics port of its own (into ``procs``, so that what
-    started is stopped even if a later one fails), batch jobs at a lower CPU priority;
-    their metrics URLs."""
+    """Start each service with ``env``, its ``own`` settings and a metrics port of its own
+    (into ``procs``, so that what started is stopped even if a later one fails), batch
+    jobs at a lower CPU priority; their metrics URLs."""
     metrics: dict[str, str] = {}
     for svc in plan.services:
         port = free_port()
         metrics[svc.name] = f"http://127.0.0.1:{port}/metrics"
-        own = {**env, "MW_METRICS_PORT": str(port), "MW_METRICS_HOST": "127.0.0.1"}
+        svc_env = {**env, **own.get(svc.name, {}), "MW_METRICS_PORT": str(port), "MW_METRICS_HOST": "127.0.0.1"}
         with open(workdir / f"{svc.name}.log", "wb") as log:
             procs[svc.name] = subprocess.Popen(
                 [sys.executable, *svc.args],
-                env=own,
+                env=svc_env,
                 stdout=log,
                 stderr=log,
                 cwd=plan.root,

@@ -1,0 +1,76 @@
+"""Which ``MW_*`` variables a process knows, and the refusal of any other.
+
+A variable is known when a settings class defined in the process reads it: the kit's
+(``settings.py``, ``plumbing.py``) and the application's own (a service's settings
+class, defined by the time its settings are read). Besides those, three families
+are read apart: ``MW_UNSAFE_*`` (the negative controls, checked by
+``settings.negative_controls``), ``MW_KAFKA_*`` (librdkafka's client properties,
+``transport/client_properties.py``) and ``MW_TEST_*`` (left to tests' own code). Any
+other ``MW_*`` variable stops the process at start with one line (exit 2): a
+misspelt setting would otherwise be ignored and its default used. A variable the kit
+no longer reads says what replaced it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+
+from pydantic_settings import BaseSettings
+
+from mwcore.errors import ConfigError
+
+PREFIX = "MW_"
+READ_APART = ("MW_UNSAFE_", "MW_KAFKA_", "MW_TEST_")
+
+# name -> what replaced it (the development switches of the native core, 2026-12-02)
+REMOVED: dict[str, str] = {
+    "MW_NATIVE_CONSUMER": "the native core always reads with its own consumer; MW_CORE=python runs the "
+    "reference (confluent-kafka's consumer)",
+    "MW_NATIVE_BATCH_POLL": "the native core's consumer always takes a poll's messages in one call",
+    "MW_NATIVE_EFFECTS": "the native core always runs user code's effects in Rust; MW_CORE=python runs "
+    "the reference",
+    "MW_OVERLAP_COMMITS": "a worker always writes a checkpoint while it builds the next batch",
+    "MW_FUZZ_SECONDS": "renamed MW_TEST_FUZZ_SECONDS (the fuzz tests' own)",
+}
+
+
+def _settings_classes(root: type[BaseSettings] = BaseSettings) -> Iterator[type[BaseSettings]]:
+    for cls in root.__subclasses__():
+        yield cls
+        yield from _settings_classes(cls)
+
+
+def known() -> set[str]:
+    """Every ``MW_*`` variable of the settings classes defined in this process."""
+    from mwcore.process import plumbing, settings  # noqa: F401 (the kit's own classes, defined)
+
+    names: set[str] = set()
+    for cls in _settings_classes():
+        prefix = str(cls.model_config.get("env_prefix") or "").upper()
+        for name, info in cls.model_fields.items():
+            alias = info.validation_alias
+            if isinstance(alias, str):
+                names.add(alias.upper())
+            elif prefix == PREFIX and name != "unsafe":  # (set from MW_UNSAFE_*, no variable)
+                names.add(PREFIX + name.upper())
+    return names
+
+
+def check(environ: Mapping[str, str] | None = None) -> None:
+    """``ConfigError`` (one line) for the first ``MW_*`` variable no setting reads."""
+    env = os.environ if environ is None else environ
+    ours = [var for var in env if var.upper().startswith(PREFIX)]
+    unknown = [v for v in ours if not v.upper().startswith(READ_APART)]
+    if not unknown:
+        return
+    names = known()
+    for var in sorted(unknown):
+        name = var.upper()
+        if name in REMOVED:
+            raise ConfigError(f"{var}: no longer read ({REMOVED[name]}); remove it")
+        if name not in names:
+            raise ConfigError(
+                f"{var}: no setting of the kit or of this process reads it (misspelt? see the README's "
+                "settings; a setting of another service: give it to that service only)"
+            )
