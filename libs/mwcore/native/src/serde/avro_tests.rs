@@ -207,10 +207,10 @@ fn decode_slice_keeps_recurring_strings() {
         let a = d.decode_slice(py, &data, Some(&mut strings)).unwrap();
         let b = d.decode_slice(py, &data, Some(&mut strings)).unwrap();
         assert!(a.eq(eval(py, "{'lang': 'en-GB', 'q': 'foo'}")).unwrap());
-        assert!(lang(&a).is(&lang(&b)), "one str from the table");
+        assert!(lang(&a).is(lang(&b)), "one str from the table");
         let c = d.decode_slice(py, &data, None).unwrap();
         assert!(
-            !lang(&c).is(&lang(&a)) && c.eq(&a).unwrap(),
+            !lang(&c).is(lang(&a)) && c.eq(&a).unwrap(),
             "without a table: made anew"
         );
         let short = framed(FP, &hex("0a 65 6e"));

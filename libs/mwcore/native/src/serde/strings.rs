@@ -114,7 +114,7 @@ mod tests {
             let mut s = Strings::new();
             let longest = vec![b'x'; MAX_LEN];
             let a = s.get(py, &longest).unwrap();
-            assert!(a.is(&s.get(py, &longest).unwrap()), "MAX_LEN bytes are kept");
+            assert!(a.is(s.get(py, &longest).unwrap()), "MAX_LEN bytes are kept");
             let over = vec![b'y'; MAX_LEN + 1];
             let b = s.get(py, &over).unwrap();
             let c = s.get(py, &over).unwrap();

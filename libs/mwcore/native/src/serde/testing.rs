@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 /// `s` (hex digits, spaces between them allowed) as bytes.
 pub fn hex(s: &str) -> Vec<u8> {
     let digits: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
-    assert!(digits.len() % 2 == 0, "an odd number of hex digits: {s:?}");
+    assert!(digits.len().is_multiple_of(2), "odd hex: {s:?}");
     digits
         .chunks(2)
         .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
