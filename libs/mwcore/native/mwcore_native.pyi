@@ -205,7 +205,7 @@ class Applier:
         fault: Callable[[], None],
         bad: Callable[[int, BaseException], None],
         failed: Callable[[Any, Exception], None],
-    ) -> tuple[int, int]: ...
+    ) -> int: ...
     def fire(
         self,
         domain: Any,
@@ -216,7 +216,8 @@ class Applier:
         failed: Callable[[Any, bytes, Exception], None],
         max_firings: int | None = None,
         before: Callable[[], None] | None = None,
-    ) -> tuple[int, int]: ...
+    ) -> int: ...
+    def take_late(self) -> int: ...
     def encode_dirty(
         self,
         state: dict[bytes, bytes | None],

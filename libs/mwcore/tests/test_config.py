@@ -7,6 +7,7 @@ import pytest
 from mwcore.errors import ConfigError
 from mwcore.process.settings import WorkerSettings
 from mwcore.runtime.faults import Faults
+from testbed.native import requires_native
 
 
 def _required_settings(monkeypatch: pytest.MonkeyPatch, schemas: Path) -> None:
@@ -92,11 +93,9 @@ def test_a_negative_control_that_cannot_be_read_stops_the_process(
 def test_a_native_core_that_is_not_installed_is_refused_with_what_to_do(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import sys
+    from mwcore.cores import native
 
-    from mwcore.process.settings import WorkerSettings
-
-    monkeypatch.setitem(sys.modules, "mwcore_native", None)  # as if never built
+    monkeypatch.setattr(native, "rust", None)  # as if never built
     _required_settings(monkeypatch, tmp_path)
     monkeypatch.setenv("MW_CORE", "native")
     with pytest.raises(
@@ -109,15 +108,10 @@ def test_a_native_core_that_is_not_installed_is_refused_with_what_to_do(
     assert WorkerSettings.load().core == "python"  # unset, and not installed: the reference
 
 
+@requires_native
 def test_the_native_core_is_the_default_where_it_is_installed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import shutil
-
-    from mwcore.process.settings import WorkerSettings
-
-    if shutil.which("cargo") is None:
-        pytest.skip("no Rust toolchain: the native core is not built here")
     _required_settings(monkeypatch, tmp_path)
     monkeypatch.delenv("MW_CORE", raising=False)
     assert WorkerSettings.load().core == "native"
@@ -126,36 +120,82 @@ def test_the_native_core_is_the_default_where_it_is_installed(
 
 
 @pytest.mark.parametrize(
-    "switch,default", [("native_consumer", True), ("native_effects", True), ("native_batch_poll", True)]
+    ("var", "says"),
+    [
+        ("MW_NATIVE_CONSUMER", "always reads with its own consumer"),
+        ("MW_NATIVE_BATCH_POLL", "in one call"),
+        ("MW_NATIVE_EFFECTS", "always runs user code's effects in Rust"),
+        ("MW_OVERLAP_COMMITS", "always writes a checkpoint while it builds the next batch"),
+        ("MW_FUZZ_SECONDS", "renamed MW_TEST_FUZZ_SECONDS"),
+    ],
 )
-def test_the_native_switches_default_as_documented_and_act_only_on_the_native_core(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, switch: str, default: bool
+def test_a_variable_no_longer_read_stops_the_process_saying_what_replaced_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, var: str, says: str
 ) -> None:
-    from mwcore.process.settings import WorkerSettings
-    from mwcore.process.wiring import worker_config
+    _required_settings(monkeypatch, tmp_path)
+    monkeypatch.setenv(var, "0")
+    with pytest.raises(ConfigError, match=f"{var}: no longer read") as err:
+        WorkerSettings.load()
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("var", ["MW_MAX_BATCH_RECORD", "mw_witness_gates", "MW_"])
+def test_a_variable_no_setting_reads_stops_the_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, var: str
+) -> None:
+    """A misspelt setting (any case, as settings are read) would silently leave its
+    default in force: it is refused with one line. Settings of another process's own
+    settings class (a service's) are refused as well: each process is given its own."""
+    _required_settings(monkeypatch, tmp_path)
+    monkeypatch.setenv(var, "1")
+    with pytest.raises(ConfigError, match=f"{var}: no setting of the kit or of this process reads it"):
+        WorkerSettings.load()
+
+
+def test_the_families_read_apart_and_the_test_plumbing_are_known(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from mwcore.process.plumbing import Plumbing
 
     _required_settings(monkeypatch, tmp_path)
-    monkeypatch.setenv("MW_CORE", "python")
-    assert getattr(WorkerSettings.load(), switch) is default
-    monkeypatch.setenv(f"MW_{switch.upper()}", "1")
+    for var, value in [
+        ("MW_KAFKA_SOCKET_KEEPALIVE_ENABLE", "true"),  # a librdkafka property
+        ("MW_TEST_RELEASE", "/tmp/x"),  # tests' own
+        ("MW_UNSAFE_DISABLE_DEDUP", "0"),  # a negative control
+        ("MW_FAULTS", "after_commit:kill:0.5"),  # test plumbing: not a setting, known
+        ("MW_KAFKA_HOME", "/tmp/kafka"),  # the local stack's
+        ("MW_INJECTOR_LINGER_MS", "7"),  # the kit's injector's, known to every process
+    ]:
+        monkeypatch.setenv(var, value)
     settings = WorkerSettings.load()
-    assert getattr(worker_config(settings, settings.signer()), switch) is False  # the Python core ignores it
-    from mwcore.core import installed
+    assert not hasattr(settings, "faults") and not hasattr(settings, "latency_out")
+    assert Plumbing.load().faults == "after_commit:kill:0.5"
 
-    if installed():
-        monkeypatch.setenv("MW_CORE", "native")
-        settings = WorkerSettings.load()
-        assert getattr(worker_config(settings, settings.signer()), switch) is True
-        monkeypatch.setenv(f"MW_{switch.upper()}", "0")
-        settings = WorkerSettings.load()
-        assert getattr(worker_config(settings, settings.signer()), switch) is False
+
+def test_a_worker_is_configured_by_its_settings_object_and_their_defaults_are_stated_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What a process reads at its edge is the runtime's ``WorkerConfig``: handed down as
+    it is, and a worker made in code without it gets the same defaults."""
+    from mwcore.runtime.config import WorkerConfig
+
+    _required_settings(monkeypatch, tmp_path)
+    settings = WorkerSettings.load()
+    assert isinstance(settings, WorkerConfig)
+    made = WorkerConfig(bootstrap="127.0.0.1:9092")
+    for name in WorkerConfig.model_fields:
+        if name != "worker_id":  # (the host and pid)
+            assert getattr(made, name) == getattr(settings, name), name
+    monkeypatch.setenv("MW_WHOLE_STATE_MB", "3")
+    monkeypatch.setenv("MW_MAX_CACHE_KEYS", "8")
+    monkeypatch.setenv("MW_MAX_BATCH_DELAY_MS", "10")
+    settings = WorkerSettings.load()
+    assert (settings.whole_state_mb, settings.max_cache_keys, settings.max_batch_delay_ms) == (3, 8, 10)
 
 
 def test_seen_buckets_are_on_by_default_as_documented_and_off_with_mw_seen_buckets_0(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from mwcore.process.settings import WorkerSettings
-
     _required_settings(monkeypatch, tmp_path)
     monkeypatch.delenv("MW_SEEN_BUCKETS", raising=False)
     assert WorkerSettings.load().seen_buckets is True
@@ -163,43 +203,6 @@ def test_seen_buckets_are_on_by_default_as_documented_and_off_with_mw_seen_bucke
     assert row.endswith("| `1` |"), row  # the README's default
     monkeypatch.setenv("MW_SEEN_BUCKETS", "0")
     assert WorkerSettings.load().seen_buckets is False
-
-
-def test_commits_overlap_by_default_as_documented_and_not_with_mw_overlap_commits_0(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    from mwcore.process.settings import WorkerSettings
-    from mwcore.process.wiring import worker_config
-    from mwcore.runtime.config import WorkerConfig
-
-    _required_settings(monkeypatch, tmp_path)
-    monkeypatch.delenv("MW_OVERLAP_COMMITS", raising=False)
-    settings = WorkerSettings.load()
-    assert worker_config(settings, settings.signer()).overlap_commits is True
-    assert WorkerConfig(bootstrap="127.0.0.1:9").overlap_commits is True  # a worker made in code, too
-    row = _readme_row("| `MW_OVERLAP_COMMITS` | worker |")
-    assert row.endswith("| `1` |"), row  # the README's default
-    monkeypatch.setenv("MW_OVERLAP_COMMITS", "0")
-    settings = WorkerSettings.load()
-    assert worker_config(settings, settings.signer()).overlap_commits is False
-
-
-def test_the_whole_state_read_and_the_cache_size_default_as_documented_and_reach_the_intervals(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    from mwcore.process.settings import WorkerSettings
-    from mwcore.process.wiring import worker_config
-
-    _required_settings(monkeypatch, tmp_path)
-    for name, readme in [("MW_WHOLE_STATE_MB", "64"), ("MW_MAX_CACHE_KEYS", "100000")]:
-        monkeypatch.delenv(name, raising=False)
-        assert _readme_row(f"| `{name}` | worker |").endswith(f"| {readme} |")
-    config = worker_config(settings := WorkerSettings.load(), settings.signer())
-    assert (config.whole_state_mb, config.max_cache_keys) == (64, 100_000)
-    monkeypatch.setenv("MW_WHOLE_STATE_MB", "3")
-    monkeypatch.setenv("MW_MAX_CACHE_KEYS", "8")
-    config = worker_config(settings := WorkerSettings.load(), settings.signer())
-    assert (config.whole_state_mb, config.max_cache_keys) == (3, 8)
 
 
 def test_the_injector_lingers_as_documented_and_as_mw_injector_linger_ms_says(
@@ -222,18 +225,3 @@ def test_the_injector_lingers_as_documented_and_as_mw_injector_linger_ms_says(
     monkeypatch.setenv("MW_INJECTOR_LINGER_MS", "5000")
     with pytest.raises(ConfigError, match="MW_INJECTOR_LINGER_MS"):
         InjectorSettings.load()
-
-
-def test_batches_commit_after_5_ms_as_documented_and_as_mw_max_batch_delay_ms_says(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    from mwcore.api.signing import UNSIGNED
-    from mwcore.process.wiring import worker_config
-
-    _required_settings(monkeypatch, tmp_path)
-    monkeypatch.delenv("MW_MAX_BATCH_DELAY_MS", raising=False)
-    assert worker_config(WorkerSettings.load(), UNSIGNED).max_batch_delay_ms == 5
-    row = _readme_row("| `MW_MAX_BATCH_RECORDS` / `MW_MAX_BATCH_DELAY_MS` | worker |")
-    assert row.endswith("| 5000 / 5 |"), row  # the README's default
-    monkeypatch.setenv("MW_MAX_BATCH_DELAY_MS", "10")
-    assert worker_config(WorkerSettings.load(), UNSIGNED).max_batch_delay_ms == 10

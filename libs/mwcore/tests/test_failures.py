@@ -13,6 +13,8 @@ from confluent_kafka import Message
 from mwcore import Computation, Context, DataclassCodec, Input, JsonCodec, Options, Output, Record, Timer
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.record import TimeDomain
+from mwcore.cores import core
+from mwcore.runtime.config import Tuning, WorkerConfig
 from mwcore.runtime.intake import InputBinding
 from mwcore.runtime.interval import Interval
 from mwcore.runtime.interval_deps import IntervalDeps
@@ -21,6 +23,8 @@ from mwcore.store.checkpoint import TimerEntry
 from mwcore.store.checkpoint_wire import decode_entry, encode_entry, field_of
 from mwcore.store.interface import IntervalId
 from mwcore.store.memory_store import MemoryCheckpointStore
+
+PY = core("python")
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 IV = IntervalId("unit", "probe", 0)
@@ -72,6 +76,8 @@ def make(
     deps = IntervalDeps(
         computation=comp,
         store=store,
+        core=core("python"),
+        config=WorkerConfig(bootstrap="127.0.0.1:9"),
         codec=comp.state,
         inputs={"numbers": InputBinding("numbers", AvroSerde(registry, "mw.examples.Number"))},
         encoders={"sums": ("sums", AvroSerde(registry, "mw.examples.Sum").encode)},
@@ -127,7 +133,6 @@ def test_state_is_encoded_once_per_key_per_batch_and_a_failure_it_cannot_undo_as
 def test_a_self_rearming_timer_fires_max_batch_records_times_a_turn_and_its_batches_commit() -> None:
     """Under the end of time a timer that re-arms itself is always due: the worker's loop
     fires it at most ``max_batch_records`` times a turn, so each turn's batch commits."""
-    from mwcore.runtime.config import WorkerConfig
     from mwcore.runtime.worker import Worker
     from mwcore.watermarks.source import FixedWatermark
 
@@ -135,8 +140,9 @@ def test_a_self_rearming_timer_fires_max_batch_records_times_a_turn_and_its_batc
     store = MemoryCheckpointStore()
     limit = 37
     # commits waited for: the store shows each turn's commit when the turn ends
-    config = WorkerConfig(bootstrap="127.0.0.1:9", max_batch_records=limit, overlap_commits=False)
-    worker = Worker(Probe(), config, store, registry, FixedWatermark(MAX_WATERMARK))
+    config = WorkerConfig(bootstrap="127.0.0.1:9", max_batch_records=limit)
+    tuning = Tuning(overlap_commits=False)
+    worker = Worker(Probe(), config, store, registry, FixedWatermark(MAX_WATERMARK), core=PY, tuning=tuning)
     worker.consumer = FakeConsumer([[msg(registry, 0, 1)]])  # type: ignore[assignment]
     worker.acquire(0)
     iv = IntervalId("default", "probe", 0)
@@ -204,14 +210,15 @@ class FakeConsumer:
 
 
 def test_an_error_mid_batch_commits_nothing() -> None:
-    from mwcore.runtime.config import WorkerConfig
     from mwcore.runtime.runner import Runner
     from mwcore.runtime.worker import Worker
     from mwcore.watermarks.source import FixedWatermark
 
     registry = SchemaRegistry.from_directory(SCHEMAS)
     store = MemoryCheckpointStore()
-    worker = Worker(Exploder(), WorkerConfig(bootstrap="127.0.0.1:9"), store, registry, FixedWatermark())
+    worker = Worker(
+        Exploder(), WorkerConfig(bootstrap="127.0.0.1:9"), store, registry, FixedWatermark(), core=PY
+    )
     consumer = FakeConsumer([[msg(registry, 0, 1), msg(registry, 1, 99), msg(registry, 2, 3)]])
     worker.consumer = consumer  # type: ignore[assignment]
     worker.acquire(0)
@@ -265,14 +272,15 @@ def test_a_batch_that_cannot_be_undone_is_redone_carefully_and_commits_the_same(
     it with each call's state encoded at once: 13 is dead-lettered and undone, the rest
     committed exactly once. Careful mode lasts ``careful_s`` past the redone batch: the
     second 13 is redone again (0 s) or taken carefully (30 s), with the same result."""
-    from mwcore.runtime.config import WorkerConfig
     from mwcore.runtime.worker import Worker
     from mwcore.watermarks.source import FixedWatermark
 
     registry = SchemaRegistry.from_directory(SCHEMAS)
     store = MemoryCheckpointStore()
-    config = WorkerConfig(bootstrap="127.0.0.1:9", careful_s=careful_s)
-    worker = Worker(Probe(), config, store, registry, FixedWatermark())
+    config = WorkerConfig(bootstrap="127.0.0.1:9")
+    worker = Worker(
+        Probe(), config, store, registry, FixedWatermark(), core=PY, tuning=Tuning(careful_s=careful_s)
+    )
     log = [msg(registry, i, n) for i, n in enumerate([1, 100, 13, 2, 3, 13])]
     worker.consumer = worker.ownership.consumer = LogConsumer(log, per_poll=3)  # type: ignore[assignment]
     worker.acquire(0)
@@ -311,8 +319,8 @@ class CountWithBytearrays(WeakProbe):
 
 
 def test_a_codecs_bytearray_is_committed_as_bytes() -> None:
+    from mwcore.store.checkpoint_wire import commit_args
     from mwcore.store.fast_script import pack_call
-    from mwcore.store.redis_store import commit_args
 
     interval, store, registry = make(CountWithBytearrays())
     interval.process([msg(registry, 0, 3), msg(registry, 1, 4)])
@@ -339,13 +347,12 @@ def test_a_store_behind_its_witness_stops_the_takeover_unless_the_operator_accep
     with ``StoreRollbackError``, or, with ``MW_ACCEPT_STORE_ROLLBACK`` (the operator's
     choice after such a stop), goes on from what the store has."""
     from mwcore.errors import StoreRollbackError
-    from mwcore.runtime.config import WorkerConfig
     from mwcore.runtime.worker import Worker
     from mwcore.watermarks.source import FixedWatermark
 
     registry = SchemaRegistry.from_directory(SCHEMAS)
     config = WorkerConfig(bootstrap="127.0.0.1:9", accept_store_rollback=accept)
-    worker = Worker(Exploder(), config, MemoryCheckpointStore(), registry, FixedWatermark())
+    worker = Worker(Exploder(), config, MemoryCheckpointStore(), registry, FixedWatermark(), core=PY)
     worker.consumer = worker.ownership.consumer = WitnessingConsumer([])  # type: ignore[assignment]
     if accept:
         assert worker.acquire(0).commits == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Message
@@ -11,7 +12,9 @@ from confluent_kafka import Message
 from mwcore import Context, Record, TimeDomain
 from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK
+from mwcore.cores import core
 from mwcore.examples.running_sum import RunningSum
+from mwcore.runtime.config import WorkerConfig
 from mwcore.runtime.intake import InputBinding
 from mwcore.runtime.interval import Interval
 from mwcore.runtime.interval_deps import IntervalDeps
@@ -29,13 +32,20 @@ def registry() -> SchemaRegistry:
     return SchemaRegistry.from_directory(SCHEMAS)
 
 
-def make_deps(registry: SchemaRegistry, store: MemoryCheckpointStore, now: int = 0) -> IntervalDeps:
+def make_deps(
+    registry: SchemaRegistry, store: MemoryCheckpointStore, now: int = 0, **config: Any
+) -> IntervalDeps:
+    """On the Python core, productions not gated by a witness and each key read on first
+    use unless ``config`` says otherwise."""
     comp = RunningSum()
     comp.state.bind(registry)
     sums = AvroSerde(registry, "mw.examples.Sum").encode
+    config = {"witness_gate": False, "whole_state_mb": 0, **config}
     return IntervalDeps(
         computation=comp,
         store=store,
+        core=core("python"),
+        config=WorkerConfig(bootstrap="127.0.0.1:9", **config),
         codec=comp.state,
         inputs={"numbers": InputBinding("numbers", AvroSerde(registry, "mw.examples.Number"))},
         encoders={"sums": ("sums", sums), "totals": ("totals", sums)},
@@ -217,7 +227,7 @@ def test_a_held_report_goes_out_once_witnessed_even_when_the_witness_is_slower_t
     newer one the answer cannot cover yet (that starved every report of a busy
     interval: its watermark stood still)."""
     store = MemoryCheckpointStore()
-    deps = dataclasses.replace(make_deps(registry, store), witness_gated=True)
+    deps = make_deps(registry, store, witness_gate=True)
     interval = Interval(IV, store.recover(IV, store.grant(IV, "a")), deps)
     interval.reports.witness(0)
     sent = []

@@ -1,9 +1,10 @@
-"""The native core's effects (``mwcore_native.Applier``, its ``Context`` and
-``TimerQueue``) held to the reference (``mwcore.runtime.effects.Applier`` on the
-Python ``Context`` and ``TimerQueue``): the same drawn chunks of records and timer
+"""The native core's effects (its applier, ``Context`` and timer queue, through the seam:
+``core("native")``) held to the reference (``core("python")``: ``runtime.effects.Applier``
+on the Python ``Context`` and ``TimerQueue``): the same drawn chunks of records and timer
 firings, run through both, leave the same batch (state, timers, productions, seen ids),
 the same cache, dirty keys, timer queue, counters and dead letters, and raise the same
-``RedoCareful``.
+``RedoCareful``; with fired timers deleted (the default) and kept
+(``MW_UNSAFE_KEEP_FIRED_TIMERS``, the negative control's path).
 
 The computation draws what each call does from a generator seeded by the call's cause
 (record id, or timer tag and time), so both runs make the same calls: state read, set
@@ -23,13 +24,16 @@ import pytest
 
 from mwcore import Computation, Context, JsonCodec, Options, Record, TimeDomain, Timer
 from mwcore.api.record import Production
+from mwcore.controls import SAFE, NegativeControls
+from mwcore.cores import CoreName, core
 from mwcore.runtime.counters import Counters
-from mwcore.runtime.effects import Applier, RedoCareful
+from mwcore.runtime.effects import RedoCareful
 from mwcore.runtime.state_cache import StateCache
-from mwcore.runtime.timers import Timers, timer_queue
+from mwcore.runtime.timers import Timers
 from mwcore.store.checkpoint import Checkpoint, TimerEntry
+from testbed.native import requires_native
 
-pytest.importorskip("mwcore_native", reason="the native core is not built (make bootstrap)")
+pytestmark = requires_native
 
 DOMAINS = (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD)
 KEYS = [f"k{i}" for i in range(12)] + ["ключ", ""]
@@ -125,21 +129,18 @@ class WeakDrawn(Drawn):
 class Run:
     """One core's applier over a fresh cache and timer queue, with a store of a few keys."""
 
-    def __init__(self, native: bool, weak: bool, stored: dict[bytes, bytes]) -> None:
+    def __init__(
+        self, name: CoreName, weak: bool, stored: dict[bytes, bytes], controls: NegativeControls = SAFE
+    ) -> None:
         self.tally: Counter[str] = Counter()
         comp = (WeakDrawn if weak else Drawn)(self.tally)
+        self.core = core(name)
+        self.controls = controls
         self.cache = StateCache(comp.state, lambda keys: [stored.get(k) for k in keys], max_keys=8)
-        self.timers: Timers = timer_queue(native)
+        self.timers: Timers = self.core.timer_queue()
         self.counters = Counters()
-        self.applier = Applier(
-            comp,
-            self.cache,
-            self.timers,
-            dict(STREAMS),
-            lambda: 4242,
-            self.counters,
-            careful=False,
-            native=native,
+        self.applier = self.core.applier(
+            comp, self.cache, self.timers, dict(STREAMS), lambda: 4242, self.counters, controls, careful=False
         )
         self.log: list[Any] = []
         self.batch = Checkpoint()
@@ -205,12 +206,12 @@ def _cp(cp: Any) -> Any:
     return (cp.state, cp.timers, cp.productions, cp.seen)
 
 
-def scenario(seed: int, native: bool) -> tuple[list[Any], Run]:
+def scenario(seed: int, name: CoreName, controls: NegativeControls = SAFE) -> tuple[list[Any], Run]:
     rng = random.Random(seed)
     weak = seed % 5 == 0
     codec = JsonCodec[Any]()
     stored = {k.encode(): codec.encode({"n": i}) for i, k in enumerate(KEYS[:5])}
-    run = Run(native, weak, stored)
+    run = Run(name, weak, stored, controls)
     steps: list[Any] = []
     ts = 1_000
     for chunk in range(rng.randrange(3, 8)):
@@ -234,9 +235,25 @@ def scenario(seed: int, native: bool) -> tuple[list[Any], Run]:
 
 @pytest.mark.parametrize("seed", range(60))
 def test_the_native_applier_does_what_the_reference_does(seed: int) -> None:
-    want, _ = scenario(seed, native=False)
-    got, _ = scenario(seed, native=True)
+    want, _ = scenario(seed, "python")
+    got, _ = scenario(seed, "native")
     assert got == want
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_with_fired_timers_kept_the_native_applier_does_what_the_reference_does(seed: int) -> None:
+    """The path of ``MW_UNSAFE_KEEP_FIRED_TIMERS`` (a firing leaves its stored timer): the
+    same on both."""
+    keep = NegativeControls(keep_fired_timers=True)
+    assert scenario(seed, "native", keep)[0] == scenario(seed, "python", keep)[0]
+
+
+def test_the_kept_timers_scenarios_take_that_path() -> None:
+    """... and the scenarios do take it: most leave another batch than the default does
+    (the firings' deletions missing)."""
+    keep = NegativeControls(keep_fired_timers=True)
+    differ = sum(scenario(s, "native", keep)[0] != scenario(s, "native")[0] for s in range(20))
+    assert differ >= 10, differ
 
 
 def test_the_native_core_makes_the_objects_python_makes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -254,7 +271,7 @@ def test_the_native_core_makes_the_objects_python_makes(monkeypatch: pytest.Monk
     productions = [
         p
         for seed in range(12)
-        for step in scenario(seed, native=True)[0]
+        for step in scenario(seed, "native")[0]
         if isinstance(step, tuple) and len(step) == 4
         for p in step[2]
     ]
@@ -274,7 +291,7 @@ def test_the_drawn_scenarios_take_every_branch() -> None:
     """So that the comparison above covers each path of both appliers."""
     tally: Counter[str] = Counter()
     for seed in range(60):
-        steps, run = scenario(seed, native=True)
+        steps, run = scenario(seed, "native")
         tally += run.tally
         log = [e for s in steps for e in (s[4] if isinstance(s, tuple) and len(s) == 7 else [])]
         tally["logged_failed"] += sum(1 for e in log if isinstance(e, tuple) and e[0] == "failed")
@@ -297,7 +314,7 @@ def test_the_drawn_scenarios_take_every_branch() -> None:
 
 def test_the_native_timer_queue_orders_as_the_reference_does() -> None:
     rng = random.Random(7)
-    queues = [timer_queue(False), timer_queue(True)]
+    queues = [core("python").timer_queue(), core("native").timer_queue()]
     out: list[list[Any]] = [[], []]
     for _ in range(3000):
         op = rng.random()
@@ -324,7 +341,7 @@ def test_the_native_timer_queue_orders_as_the_reference_does() -> None:
 def test_the_native_context_refuses_what_is_no_time_domain() -> None:
     """A domain that is no ``TimeDomain`` fails the call (the reference fails later, when
     the timer is stored); either way user code's error, not the worker's."""
-    run = Run(native=True, weak=False, stored={})
+    run = Run("native", weak=False, stored={})
 
     class Odd(Computation):
         name = "odd"
@@ -332,19 +349,17 @@ def test_the_native_context_refuses_what_is_no_time_domain() -> None:
         def process_record(self, ctx: Context, record: Record) -> None:
             ctx.timers.set("t", 5, "event")  # type: ignore[arg-type]
 
-    run.applier = Applier(
-        Odd(), run.cache, run.timers, {}, lambda: 0, run.counters, careful=False, native=True
-    )
+    run.applier = run.core.applier(Odd(), run.cache, run.timers, {}, lambda: 0, run.counters, SAFE, False)
     assert run.records([Record("k", {}, 1, b"i" * 16, "in", 0, 0)], False, -1) == (1, None)
     assert run.log == [("failed", b"i" * 16, "TypeError", "event is not a TimeDomain")]
     assert not run.timers
 
 
-@pytest.mark.parametrize("native", [False, True])
-def test_what_is_no_exception_of_user_code_passes_through(native: bool) -> None:
+@pytest.mark.parametrize("name", ["python", "native"])
+def test_what_is_no_exception_of_user_code_passes_through(name: CoreName) -> None:
     """``KeyboardInterrupt`` or ``SystemExit`` in user code stops the worker: neither
     applier dead-letters the record (it would be lost, marked seen)."""
-    run = Run(native=native, weak=False, stored={})
+    run = Run(name, weak=False, stored={})
 
     class Stopped(Computation):
         name = "stopped"
@@ -353,9 +368,7 @@ def test_what_is_no_exception_of_user_code_passes_through(native: bool) -> None:
             ctx.state.set({"half": "done"})
             raise KeyboardInterrupt
 
-    run.applier = Applier(
-        Stopped(), run.cache, run.timers, {}, lambda: 0, run.counters, careful=False, native=native
-    )
+    run.applier = run.core.applier(Stopped(), run.cache, run.timers, {}, lambda: 0, run.counters, SAFE, False)
     with pytest.raises(KeyboardInterrupt):
         run.records([Record("k", {}, 1, b"i" * 16, "in", 0, 0)], False, -1)
     assert run.log == [] and run.batch.seen == {}

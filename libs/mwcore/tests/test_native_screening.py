@@ -16,14 +16,18 @@ from typing import Any
 
 import pytest
 from test_avrogen import _schemas, _value
-from test_native import _native_codecs, consumed, native_module
+from test_native import _native_codecs, consumed
 
 from mwcore.api.record import Record
 from mwcore.api.signing import UNSIGNED, Signer
+from mwcore.cores import core
 from mwcore.limits import MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.runtime.envelope import read_ids
-from mwcore.runtime.screening import Bindings, screen, screener
+from mwcore.runtime.screening import Bindings, ReferenceScreener, screen
 from mwcore.serde.avro import AvroSerde
+from testbed.native import requires_native, rust
+
+pytestmark = requires_native
 
 
 def _screening_bindings(rng: random.Random) -> tuple[Bindings, AvroSerde]:
@@ -53,9 +57,7 @@ def screened_chunk(seed: int) -> tuple[list[Any], Bindings, list[bool] | None, s
         )
         value = rng.choice([good, good, good, good[: rng.randrange(len(good))], None, b""])
         out.append(
-            native_module().Msg(
-                rng.choice(["in", "töpic"]), rng.randrange(8), i, key, value, (1, ts), drawn.headers()
-            )
+            rust.Msg(rng.choice(["in", "töpic"]), rng.randrange(8), i, key, value, (1, ts), drawn.headers())
         )
     dup = None if rng.random() < 0.3 else [rng.random() < 0.2 for _ in out]
     already = {rng.randbytes(16) for _ in range(3)}
@@ -79,8 +81,8 @@ def test_screen_screens_what_the_reference_screens(seed: int) -> None:
     signer = Signer("s" * 16) if seed % 2 else UNSIGNED
     rids, lates, forged = read_ids(messages, signer)
     ours, theirs = set(already), set(already)
-    fast = screener(native_messages=True)
-    got = fast(messages, rids, dup, forged, lates, ours, bindings)
+    fast = core("native").screener()
+    got = fast.screen(messages, rids, dup, forged, lates, ours, bindings)
     want = screen(messages, rids, dup, forged, lates, theirs, bindings)
     assert _comparable(got, ours) == _comparable(want, theirs)
 
@@ -108,19 +110,19 @@ def test_screen_passes_on_an_error_that_is_not_a_bad_value() -> None:
         raise ZeroDivisionError("not a serialization error")
 
     bindings["in"] = ("stream-a", broken)
-    m = native_module().Msg("in", 0, 0, b"k", b"v", (1, 5), None)
-    for run in (screen, screener(native_messages=True)):
+    m = rust.Msg("in", 0, 0, b"k", b"v", (1, 5), None)
+    for run in (ReferenceScreener().screen, core("native").screener().screen):
         with pytest.raises(ZeroDivisionError):
             run([m], [b"i" * 16], None, set(), {}, set(), bindings)
 
 
 def _keyed(keys: list[bytes], value: bytes) -> list[Any]:
-    return [native_module().Msg("in", 0, i, k, value, (1, 5), None) for i, k in enumerate(keys)]
+    return [rust.Msg("in", 0, i, k, value, (1, 5), None) for i, k in enumerate(keys)]
 
 
 def _records(messages: list[Any], bindings: Bindings) -> list[Record]:
     rids = [i.to_bytes(16, "big") for i in range(len(messages))]
-    _, _, items, _ = screener(native_messages=True)(messages, rids, None, set(), {}, set(), bindings)
+    _, _, items, _ = core("native").screener().screen(messages, rids, None, set(), {}, set(), bindings)
     assert all(isinstance(it, Record) for it in items)
     return items  # type: ignore[return-value]
 
@@ -153,7 +155,7 @@ def test_the_screener_lets_go_of_a_string_that_stops_recurring() -> None:
     kept = _records(_keyed([b"kept"], value), bindings)[0].key
     held = sys.getrefcount(gone)
     fresh = 0
-    for _ in range(2 * native_module().STRINGS_GENERATION // 4096 + 1):
+    for _ in range(2 * rust.STRINGS_GENERATION // 4096 + 1):
         keys = [f"new-{fresh + i}".encode() for i in range(4096)] + [b"kept"]
         fresh += 4096
         assert _records(_keyed(keys, value), bindings)[-1].key is kept

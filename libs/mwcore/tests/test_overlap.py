@@ -1,4 +1,4 @@
-"""A batch built while the previous one's checkpoint is in flight (``MW_OVERLAP_COMMITS``):
+"""A batch built while the previous one's checkpoint is in flight (overlapping commits):
 what the next batch reads of the one before stays right (``interval.py``), on the
 in-memory store. Each test fails if its mechanism is taken out (named in its docstring)."""
 
@@ -8,6 +8,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from test_failures import FakeConsumer
@@ -15,6 +16,7 @@ from test_interval import IV, make_deps, message, registry
 
 from mwcore import Context, Record, TimeDomain, Timer
 from mwcore.api.clock import MAX_WATERMARK
+from mwcore.cores import core
 from mwcore.errors import FencedError
 from mwcore.examples.running_sum import RunningSum
 from mwcore.runtime.config import WorkerConfig
@@ -33,8 +35,14 @@ def land(interval: Interval, store: MemoryCheckpointStore, prepared: PreparedCom
     interval.committed(prepared, store.commit(IV, interval.token, prepared.checkpoint))
 
 
-def owner(registry: SchemaRegistry, store: MemoryCheckpointStore, **changes: object) -> Interval:
-    deps = dataclasses.replace(make_deps(registry, store), overlap_commits=True, **changes)
+def owner(
+    registry: SchemaRegistry, store: MemoryCheckpointStore, computation: Any = None, **config: Any
+) -> Interval:
+    """An interval whose batches overlap their commits (the default), of ``computation``
+    (else the running sum), configured by ``config``."""
+    deps = make_deps(registry, store, **config)
+    if computation is not None:
+        deps = dataclasses.replace(deps, computation=computation)
     return Interval(IV, store.recover(IV, store.grant(IV, "a")), deps)
 
 
@@ -70,7 +78,7 @@ def test_state_forgotten_by_the_cache_is_read_from_the_checkpoint_in_flight(
     """``_load`` reads the checkpoint in flight before the store: a key the cache let go
     of when its batch closed, or dropped to undo a failed call, is not read stale (also
     when the interval's whole state was read at acquisition: ``MW_WHOLE_STATE_MB``)."""
-    interval = owner(registry, store, max_cache_keys=1, whole_state_bytes=whole_state_bytes)
+    interval = owner(registry, store, max_cache_keys=1, whole_state_mb=whole_state_bytes >> 20)
     assert interval.cache.knows_all == bool(whole_state_bytes)
     interval.process([message(registry, 0, "k", 5, b"1" * 16), message(registry, 1, "j", 1, b"2" * 16)])
     flying = interval.prepare()
@@ -200,13 +208,9 @@ def test_the_worker_builds_the_next_batch_while_a_commit_is_in_flight_and_sends_
     productions leave only once it is durable."""
     store = HeldStore()
     config = WorkerConfig(
-        bootstrap="127.0.0.1:9",
-        max_batch_records=2,
-        max_batch_delay_ms=60_000,
-        witness_gate=False,
-        overlap_commits=True,
+        bootstrap="127.0.0.1:9", max_batch_records=2, max_batch_delay_ms=60_000, witness_gate=False
     )
-    worker = Worker(RunningSum(), config, store, registry, FixedWatermark())
+    worker = Worker(RunningSum(), config, store, registry, FixedWatermark(), core=core("python"))
     msgs = [message(registry, i, "k", i + 1, bytes([i + 1]) * 16) for i in range(3)]
     worker.consumer = FakeConsumer([msgs[:2], msgs[2:]])  # type: ignore[assignment]
     worker.acquire(0)

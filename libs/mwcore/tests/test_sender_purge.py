@@ -1,4 +1,4 @@
-"""A sender's ``purge`` (``transport/producer.py``, ``native_producer.py``): what the
+"""A sender's ``purge`` (``transport/producer.py``, ``cores/native/sender.py``): what the
 Kafka client still holds is reported failed at once, so nothing of it is sent or retried
 later (a revocation purges what its drain left unacknowledged: ``runtime/stopping.py``).
 The broker is unreachable, so every production stays queued until purged."""
@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import KafkaError
 
 from mwcore.api.record import ID_HEADER, Production
-from mwcore.core import installed
-from mwcore.transport.native_producer import NativeSender
+from mwcore.cores import core
+from mwcore.cores.native import installed
 from mwcore.transport.producer import Sender
 
 NOWHERE = "127.0.0.1:9"
@@ -37,7 +37,7 @@ class Reports:
 def _senders() -> list[Any]:
     out: list[Any] = [pytest.param(Sender, id="python")]
     if installed():
-        out.append(pytest.param(NativeSender, id="native"))
+        out.append(pytest.param(core("native").sender, id="native"))
     return out
 
 

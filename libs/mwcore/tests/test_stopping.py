@@ -8,9 +8,10 @@ from __future__ import annotations
 from test_failures import FakeConsumer
 from test_interval import message, registry
 
+from mwcore.cores import core
 from mwcore.examples.running_sum import RunningSum
 from mwcore.runtime import stopping
-from mwcore.runtime.config import WorkerConfig
+from mwcore.runtime.config import Tuning, WorkerConfig
 from mwcore.runtime.worker import Worker
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.interface import IntervalId
@@ -22,10 +23,11 @@ __all__ = ["registry"]  # test_interval's fixture, used here
 
 def test_a_revocation_purges_what_its_drain_left_unacknowledged(registry: SchemaRegistry) -> None:
     store = MemoryCheckpointStore()
-    config = WorkerConfig(
-        bootstrap="127.0.0.1:9", max_batch_delay_ms=0, witness_gate=False, overlap_commits=False
+    config = WorkerConfig(bootstrap="127.0.0.1:9", max_batch_delay_ms=0, witness_gate=False)
+    tuning = Tuning(overlap_commits=False)
+    worker = Worker(
+        RunningSum(), config, store, registry, FixedWatermark(), core=core("python"), tuning=tuning
     )
-    worker = Worker(RunningSum(), config, store, registry, FixedWatermark())
     msgs = [message(registry, i, "k", i + 1, bytes([i + 1]) * 16) for i in range(3)]
     worker.consumer = FakeConsumer([msgs])  # type: ignore[assignment]
     worker.acquire(0)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 import redis
 
 from mwcore.api.record import Production, TimeDomain
-from mwcore.core import Core
+from mwcore.cores import core
+from mwcore.cores.native import installed
 from mwcore.errors import FencedError
 from mwcore.store.checkpoint import Checkpoint, TimerEntry
 from mwcore.store.checkpoint_wire import encode_entry, field_of
@@ -25,17 +25,17 @@ IV = IntervalId("contract", "comp", 0)
 @pytest.fixture(params=["memory", "redis", "redis-native", "redis-buckets", "redis-native-buckets"])
 def store(request: pytest.FixtureRequest, redis_server: RedisServer) -> CheckpointStore:
     """The in-memory twin, and the Redis store with each core's packing of commits
-    (``native``: ``mwcore_native``, skipped only where no Rust toolchain is), seen ids in
+    (``native``: the native core's, skipped only where it is not built), seen ids in
     the sorted set or (``buckets``, ``MW_SEEN_BUCKETS``) in buckets."""
     param = str(request.param)
     if param == "memory":
         return MemoryCheckpointStore()
-    if "native" in param and shutil.which("cargo") is None:
-        pytest.skip("no Rust toolchain: the native core is not built here")
+    if "native" in param and not installed():
+        pytest.skip("the native core is not built (make bootstrap builds it where cargo is)")
     client = redis.Redis(port=redis_server.port)
     client.flushall()
-    core: Core = "native" if "native" in param else "python"
-    return RedisCheckpointStore(client, core=core, seen_buckets="buckets" in param)
+    packer = core("native" if "native" in param else "python").packer()
+    return RedisCheckpointStore(client, packer=packer, seen_buckets="buckets" in param)
 
 
 def _full_checkpoint() -> Checkpoint:

@@ -9,6 +9,8 @@
 //! the careful redo (`RedoCareful`), which encodes each call's state at once, runs the
 //! reference. A failed call is undone by the reference's `_undo`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
@@ -39,13 +41,13 @@ pub struct Applier {
     timers: Py<TimerQueue>,
     undo: Py<PyAny>, // the reference's `_undo(key, error, state)`
     delete_fired: bool,
+    late: AtomicU64,        // late productions of the calls since the last `take_late`
     record_type: Py<PyAny>, // mwcore.api.record.Record
     timer_type: SlotsType,  // mwcore.api.record.Timer
 }
 
 impl Applier {
     /// Run `call(ctx, arg)` for `key`; the error that made it leave no trace, or None.
-    /// Its productions' lateness is added to `late`.
     fn run(
         &self,
         py: Python<'_>,
@@ -53,7 +55,6 @@ impl Applier {
         arg: &Bound<'_, PyAny>,
         key: &Bound<'_, PyString>,
         batch: &Batch<'_, '_>,
-        late: &mut u64,
     ) -> PyResult<Option<PyErr>> {
         let ctx = self.ctx.bind(py);
         if let Err(exc) = call.call1(py, (ctx, arg)) {
@@ -64,7 +65,8 @@ impl Applier {
             self.undo.call1(py, (key, exc.value(py), batch.state))?;
             return Ok(Some(exc));
         }
-        *late += self.apply(py, key, batch)?;
+        let late = self.apply(py, key, batch)?;
+        self.late.fetch_add(late, Ordering::Relaxed);
         Ok(None)
     }
 
@@ -163,6 +165,7 @@ impl Applier {
             timers,
             undo,
             delete_fired,
+            late: AtomicU64::new(0),
             record_type,
             timer_type: SlotsType::of(timer_type.bind(py).downcast::<PyType>()?)?,
         })
@@ -178,8 +181,8 @@ impl Applier {
     /// `bad`) into the open batch (its `state` and `timers`; productions to `out`, its
     /// `seen` each processed record's id); `latency`: `(timestamps, arrivals, arrived)`
     /// or None; `fault` is called before item `fault_at`; `failed(record, error)` gets
-    /// each record user code failed on. Returns how many records user code ran on, and
-    /// how many late productions they made.
+    /// each record user code failed on. Returns how many records user code ran on (their
+    /// late productions are counted for `take_late`).
     #[allow(clippy::too_many_arguments)]
     fn records(
         &self,
@@ -194,11 +197,10 @@ impl Applier {
         fault: &Bound<'_, PyAny>,
         bad: &Bound<'_, PyAny>,
         failed: &Bound<'_, PyAny>,
-    ) -> PyResult<(usize, u64)> {
+    ) -> PyResult<usize> {
         let b = Batch { state, timers, out };
         let record_type = self.record_type.bind(py);
         let mut processed = 0;
-        let mut late = 0;
         for (n, item) in items.iter().enumerate() {
             if n as isize == fault_at {
                 fault.call0()?;
@@ -222,21 +224,21 @@ impl Applier {
                 let ts: i64 = timestamp.extract()?;
                 self.ctx.bind(py).borrow_mut().begin(&key, cause, ts);
             }
-            match self.run(py, &self.process_record, &item, &key, &b, &mut late)? {
+            match self.run(py, &self.process_record, &item, &key, &b)? {
                 Some(exc) => {
                     failed.call1((&item, exc.value(py)))?;
                 }
                 None => seen.set_item(rid, timestamp)?,
             }
         }
-        Ok((processed, late))
+        Ok(processed)
     }
 
     /// As the reference's `fire`: the timers of `domain` below `limit_ts`, oldest first
     /// (those the callbacks set below it too), at most `max_firings`, into the open batch
     /// (its `state` and `timers`; productions to `out`); `failed(entry, firing id,
-    /// error)` gets each one that raised. Returns how many fired, and how many late
-    /// productions they made.
+    /// error)` gets each one that raised. Returns how many fired (their late productions
+    /// are counted for `take_late`).
     #[pyo3(signature = (domain, limit_ts, state, timers, out, failed, max_firings=None, before=None))]
     #[allow(clippy::too_many_arguments)] // the reference's signature, and the batch's parts
     fn fire(
@@ -250,11 +252,10 @@ impl Applier {
         failed: &Bound<'_, PyAny>,
         max_firings: Option<u64>,
         before: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<(u64, u64)> {
+    ) -> PyResult<u64> {
         let b = Batch { state, timers, out };
         let d = self.timers.bind(py).borrow().kinds.domain_of(domain)?;
         let mut fired: u64 = 0;
-        let mut late = 0;
         loop {
             let Some(entry) = self.timers.bind(py).borrow_mut().queue.pop_due(d, limit_ts) else {
                 break;
@@ -280,7 +281,7 @@ impl Applier {
                     domain,
                 ],
             )?;
-            if let Some(exc) = self.run(py, &self.process_timer, &timer, &key, &b, &mut late)? {
+            if let Some(exc) = self.run(py, &self.process_timer, &timer, &key, &b)? {
                 let e = self.timers.bind(py).borrow().kinds.to_python(py, &entry)?;
                 failed.call1((e, PyBytes::new(py, &fid), exc.value(py)))?;
             }
@@ -288,7 +289,14 @@ impl Applier {
                 break;
             }
         }
-        Ok((fired, late))
+        Ok(fired)
+    }
+
+    /// The late productions (stamped before their cause) of the calls since the last
+    /// take, as the reference counts them: per successful call, even when a later call of
+    /// the chunk raised out.
+    fn take_late(&self) -> u64 {
+        self.late.swap(0, Ordering::Relaxed)
     }
 
     /// As the reference's `encode_dirty`: each dirty key's cached state encoded once,

@@ -38,6 +38,7 @@ from mwcore.transport.producer import ProductionSender
 
 __all__ = ["DOMAINS", "NativeCore", "installed", "pack_commit", "require", "rust"]
 
+_MISSING = "it is not importable"
 try:
     import mwcore_native as rust
 except ImportError as exc:  # not built: MW_CORE=python runs, MW_CORE=native says how to build it

@@ -5,7 +5,7 @@ common path in Rust (``runtime/effects.rs``).
 to the open batch in Rust, on the native timer queue; ``encode_dirty`` encodes each dirty
 key's state there. When careful (after a redo), every call goes through the reference,
 and a failed call is undone by the reference's ``_undo`` either way. The Rust side is
-given each part it uses explicitly, and returns its counts for the Python side to add.
+given each part it uses explicitly, and hands its counts back for the Python side to add.
 """
 
 from __future__ import annotations
@@ -70,11 +70,12 @@ class NativeApplier(Applier):
         if self.careful:
             return super().records(items, batch, latency, fault_at, fault, bad, failed)
         out = batch.productions if self.weak is None else self.weak
-        ran, late = self._fast.records(
-            items, batch.state, batch.timers, out, batch.seen, latency, fault_at, fault, bad, failed
-        )
-        self.counters.late_productions += late
-        return ran
+        try:
+            return self._fast.records(
+                items, batch.state, batch.timers, out, batch.seen, latency, fault_at, fault, bad, failed
+            )
+        finally:
+            self.counters.late_productions += self._fast.take_late()
 
     def fire(
         self,
@@ -88,11 +89,11 @@ class NativeApplier(Applier):
         if self.careful:
             return super().fire(domain, limit_ts, batch, failed, max_firings, before)
         out = batch.productions if self.weak is None else self.weak
-        fired, late = self._fast.fire(
-            domain, limit_ts, batch.state, batch.timers, out, failed, max_firings, before
-        )
-        self.counters.timers_fired += fired
-        self.counters.late_productions += late
+        try:
+            fired = self._fast.fire(domain, limit_ts, batch.state, batch.timers, out, failed, max_firings, before)
+        finally:
+            self.counters.late_productions += self._fast.take_late()
+        self.counters.timers_fired += fired  # (as the reference: none when a firing raised out)
         return fired
 
     def encode_dirty(self, batch: Checkpoint) -> None:
