@@ -121,7 +121,7 @@ def test_batch_jobs_start_at_a_lower_cpu_priority(tmp_path: Path) -> None:
     plan = Plan(services=services, streams={}, schemas=tmp_path, pipeline=NoHooks())
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        runner._start_services(plan, dict(os.environ), tmp_path, procs)
+        runner._start_services(plan, dict(os.environ), {}, tmp_path, procs)
         codes = [p.wait(30) for p in procs.values()]
     finally:
         for p in procs.values():
