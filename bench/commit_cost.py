@@ -43,7 +43,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.packing import checkpoint
-from mwcore.core import CORES, Core, default_core
+from mwcore.cores import CORES, CoreName, core, default_name
 from mwcore.store.checkpoint import Checkpoint
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
@@ -68,12 +68,12 @@ def command_ms(stats: dict[str, Any], command: str, commits: int) -> float:
     return float(stats.get(f"cmdstat_{command}", {}).get("usec", 0)) / 1000 / commits
 
 
-def measure(records: int, commits: int, core: Core, appendfsync: str, buckets: bool) -> dict[str, Any]:
+def measure(records: int, commits: int, name: CoreName, appendfsync: str, buckets: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="mw-commit-cost-") as tmp:
         server = RedisServer(directory=Path(tmp), appendfsync=appendfsync).start()  # type: ignore[arg-type]
         try:
             client = redis.Redis.from_url(server.url)
-            store = RedisCheckpointStore(client, core=core, seen_buckets=buckets)
+            store = RedisCheckpointStore(client, packer=core(name).packer(), seen_buckets=buckets)
             iv = IntervalId("bench", "commit_cost", 0)
             token = store.grant(iv, "bench")
             rng = random.Random(1)
@@ -95,7 +95,7 @@ def measure(records: int, commits: int, core: Core, appendfsync: str, buckets: b
     zadd = command_ms(stats, "zadd", commits)
     inserts = zadd + command_ms(stats, "sadd", commits)
     return {
-        "core": core,
+        "core": name,
         "appendfsync": appendfsync,
         "seen_buckets": buckets,
         "records": records,
@@ -119,7 +119,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1250, help="records (seen ids) per checkpoint")
     parser.add_argument("--commits", type=int, default=50, help="commits timed, after the warm-up")
-    parser.add_argument("--core", choices=CORES, default=default_core(), help="as MW_CORE")
+    parser.add_argument("--core", choices=CORES, default=default_name(), help="as MW_CORE")
     parser.add_argument("--appendfsync", choices=("always", "no"), default="always")
     parser.add_argument(
         "--seen-buckets", action="store_true", help="as MW_SEEN_BUCKETS=1 (the default; without it as =0)"

@@ -12,8 +12,9 @@ per record. ``--workload windowed`` feeds ``WindowedCount`` (``bench/windowed_co
 a one-second tumbling count per key with event-time timers, 1 ms of event time between
 records) instead, and fires the timers the watermark (2 s behind the last record)
 passes after each batch. On the native core the messages are the native consumer's
-(``mwcore_native.Msg``) and the effects of user code run in Rust, as in a worker;
-``--effects python`` keeps the reference ``Applier`` (``MW_NATIVE_EFFECTS=0``). The
+(``rust.Msg``) and the effects of user code run in Rust, as in a worker;
+``--effects python`` keeps the reference ``Applier`` (a core of mixed parts:
+``mwcore.cores.mixed``). The
 messages are built first and kept out of the cycle collector's way
 (in a worker they wait in librdkafka's memory, not Python's); the collector is then
 tuned as a worker tunes it (``--gc-threshold``, default ``MW_GC_THRESHOLD``'s 50000;
@@ -68,16 +69,16 @@ sys.path.insert(0, str(ROOT))
 
 from bench.keyed_count import KeyedCount  # noqa: E402
 from bench.windowed_count import WindowedCount  # noqa: E402
-from mwcore.core import CORES, Core, default_core, native  # noqa: E402
+from mwcore.cores import CORES, CoreName, core, default_name, mixed  # noqa: E402
+from mwcore.cores.native import rust  # noqa: E402
+from mwcore.runtime.config import WorkerConfig  # noqa: E402
 from mwcore.runtime.intake import InputBinding  # noqa: E402
 from mwcore.runtime.interval import Interval  # noqa: E402
 from mwcore.runtime.interval_deps import IntervalDeps  # noqa: E402
-from mwcore.runtime.native_codecs import decoding, encoding  # noqa: E402
 from mwcore.serde.avro import AvroSerde, SchemaRegistry  # noqa: E402
-from mwcore.store.fast_script import pack_call  # noqa: E402
+from mwcore.store.fast_script import Packed, pack_call  # noqa: E402
 from mwcore.store.interface import IntervalId  # noqa: E402
 from mwcore.store.memory_store import MemoryCheckpointStore  # noqa: E402
-from mwcore.store.redis_store import commit_args  # noqa: E402
 
 KEYS = 10_000
 BATCH = 5_000
@@ -90,9 +91,9 @@ def interval_path(
     records: int,
     messages_n: int,
     gc_threshold: int,
-    core: Core = "python",
+    name: CoreName = "python",
     workload: str = "keyed",
-    effects: Core | None = None,  # None: as the core
+    effects: CoreName | None = None,  # None: as the core
 ) -> dict[str, Any]:
     windowed = workload == "windowed"
     comp = WindowedCount() if windowed else KeyedCount()
@@ -102,18 +103,16 @@ def interval_path(
     output = "windows" if windowed else "counts"
     event = AvroSerde(registry, "mw.bench.Event")
     out = AvroSerde(registry, "mw.bench.ChaosWindow" if windowed else "mw.bench.Count")
-    on_native = core == "native"  # as Layout.bindings and encoders make them
-    native_effects = on_native and (effects or core) == "native"
+    parts = core(name) if effects in (None, name) else mixed(core(name), effects=core(effects))
     deps = IntervalDeps(
         computation=comp,
         store=store,
+        core=parts,
+        config=WorkerConfig(bootstrap="127.0.0.1:9", witness_gate=False, whole_state_mb=0),
         codec=comp.state,
-        inputs={"events": InputBinding("events", event, decoding(event) if on_native else None)},
-        encoders={output: (output, encoding(out) if on_native else out.encode)},
+        inputs={"events": InputBinding("events", event, parts.decoder(event))},
+        encoders={output: (output, parts.encoder(out))},
         dead_letter_topic="dead-letters",
-        core=core,
-        native_messages=on_native,
-        native_effects=native_effects,
     )
     token = store.grant(iv, "bench")
     interval = Interval(iv, store.recover(iv, token), deps)
@@ -121,7 +120,7 @@ def interval_path(
     rng = random.Random(1)
     weights = [1 / (i + 1) ** 1.1 for i in range(KEYS)]
     keys = rng.choices([f"query-{i}" for i in range(KEYS)], weights, k=messages_n)
-    make: Any = native().Msg if on_native else Message  # the consumer's messages
+    make: Any = rust.Msg if name == "native" else Message  # the consumer's messages
     messages = [
         make(
             topic="events",
@@ -141,7 +140,7 @@ def interval_path(
 
         tune_gc(gc_threshold)
 
-    pack_native = native().pack_commit if core == "native" else None
+    pack = parts.packer()
 
     def run(batch: list[Any]) -> None:
         for b in range(0, len(batch), BATCH):
@@ -152,19 +151,18 @@ def interval_path(
             ready = interval.prepare()
             assert ready is not None
             cp = ready.checkpoint
-            if pack_native is not None:  # as the store sends it
-                pack_native("0" * 40, [], token, True, cp.commit_id, cp)
-            else:
-                pack_call("0" * 40, (), commit_args(token, True, cp))
+            packed = pack("0" * 40, [], token, True, cp)  # as the store sends it
+            if not isinstance(packed, Packed):
+                pack_call("0" * 40, (), packed)
             interval.committed(ready, store.commit(iv, interval.token, ready.checkpoint))
             interval.take_to_send()
 
     return {
         "records": records,
         "gc_threshold": gc_threshold,
-        "core": core,
+        "core": name,
         "workload": workload,
-        "effects": "native" if native_effects else "python",
+        "effects": effects or name,
         "cpu_us_per_record": _cpu_us_per_record(lambda batch, _: run(batch), messages, records),
     }
 
@@ -224,7 +222,7 @@ class _Context:
 
 
 def floor(
-    registry: SchemaRegistry, records: int, messages_n: int, core: Core, workload: str
+    registry: SchemaRegistry, records: int, messages_n: int, name: CoreName, workload: str
 ) -> dict[str, Any]:
     """The workload's user code alone on the same messages (``--floor``)."""
     from mwcore.api.record import Record, TimeDomain, Timer
@@ -234,9 +232,8 @@ def floor(
     comp.state.bind(registry)
     event = AvroSerde(registry, "mw.bench.Event")
     out = AvroSerde(registry, "mw.bench.ChaosWindow" if windowed else "mw.bench.Count")
-    on_native = core == "native"
-    decode = decoding(event) if on_native else event.decode
-    ctx = _Context(encoding(out) if on_native else out.encode)
+    decode = core(name).decoder(event)
+    ctx = _Context(core(name).encoder(out))
     state, due = ctx.state, ctx.due
     rng = random.Random(1)
     weights = [1 / (i + 1) ** 1.1 for i in range(KEYS)]
@@ -275,7 +272,7 @@ def floor(
     return {
         "records": records,
         "floor": True,
-        "core": core,
+        "core": name,
         "workload": workload,
         "cpu_us_per_record": _cpu_us_per_record(run, messages, records),
     }
@@ -306,11 +303,9 @@ def main() -> None:
     )
     parser.add_argument("--codecs", action="store_true", help="time the Avro codecs instead")
     parser.add_argument("--floor", action="store_true", help="the workload's user code alone")
-    parser.add_argument("--core", choices=CORES, default=default_core(), help="as MW_CORE")
+    parser.add_argument("--core", choices=CORES, default=default_name(), help="as MW_CORE")
     parser.add_argument("--workload", choices=("keyed", "windowed"), default="keyed")
-    parser.add_argument(
-        "--effects", choices=CORES, help="python: as MW_NATIVE_EFFECTS=0 (default: the core's)"
-    )
+    parser.add_argument("--effects", choices=CORES, help="the applier's core (default: the core's)")
     args = parser.parse_args()
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     messages_n = max(args.messages, args.records + BATCH)

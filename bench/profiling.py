@@ -26,13 +26,13 @@ from typing import Any
 # (label, a frame's "function (file)" must contain this; "*" stands for any text) for
 # the inclusive shares
 PARTS: tuple[tuple[str, str], ...] = (
-    ("poll (librdkafka to Python messages)", "poll (mwcore/transport/*consumer.py"),
+    ("poll (librdkafka to Python messages)", "poll (mwcore/*consumer.py"),
     ("intake: ids, dedup, decode, user code", "process (mwcore/runtime/intake.py"),
     ("  Avro decode of inputs", "decode (<avro codec"),
     ("  dedup (seen ids)", "duplicates (mwcore/runtime/dedup.py"),
     ("  user process_record", "process_record ("),
     ("  effects applied (state, timers, productions)", "apply (mwcore/runtime/effects.py"),
-    ("  user code and its effects, in Rust (native)", "Applier.records (mwcore/runtime/effects.py"),
+    ("  user code and its effects, in Rust (native)", "records (mwcore/cores/native/effects.py"),
     ("firing timers", "fire (mwcore/runtime/effects.py"),
     ("  TimerQueue.due", "due (mwcore/runtime/timers.py"),
     ("  user process_timer", "process_timer ("),
@@ -44,7 +44,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("  packing the Lua call (native)", "_commit_call (mwcore/store/redis_store.py"),
     ("sending productions", "Worker.send (mwcore/runtime/worker.py"),
     ("  Avro encode of productions", "encode (<avro codec"),
-    ("delivery reports (native producer)", "NativeSender.poll (mwcore/transport/native_producer.py"),
+    ("delivery reports (native producer)", "NativeSender.poll (mwcore/cores/native/sender.py"),
     ("watermark reports", "step (mwcore/runtime/watermark_reporter.py"),
 )
 

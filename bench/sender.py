@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mwcore.api.record import ID_HEADER, Production
-from mwcore.core import native
+from mwcore.cores.native import require, rust
 from mwcore.tools.stack.localproc import free_port
 
 
@@ -34,8 +34,8 @@ def main() -> None:
     parser.add_argument("--productions", type=int, default=5_000, help="per batch (one send_all)")
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
-    module = native()
-    producer = module.Producer(
+    require()  # (built? else one line saying how)
+    producer = rust.Producer(
         {
             "bootstrap.servers": f"127.0.0.1:{free_port()}",
             # all of them stay queued: nothing may be refused as the queue fills
@@ -57,7 +57,7 @@ def main() -> None:
         producer.send_all(r + 1, batch, ID_HEADER, (), "mw-mac", None)
         times.append(time.perf_counter() - began)
     best = min(times) / args.productions * 1e9
-    out = {"module": module.__file__, "productions": args.productions, "best_ns_per_production": round(best)}
+    out = {"module": rust.__file__, "productions": args.productions, "best_ns_per_production": round(best)}
     print(json.dumps(out))
 
 

@@ -20,8 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mwcore.core import native
-from mwcore.runtime.screening import Bindings, screener
+from mwcore.cores import core
+from mwcore.cores.native import rust
+from mwcore.runtime.screening import Bindings
 
 PAGE = 4096
 
@@ -34,19 +35,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args()
-    module = native()
-    generation = module.STRINGS_GENERATION
-    screen = screener(native_messages=True)
+    screener = core("native").screener()
+    generation = rust.STRINGS_GENERATION
     bindings: Bindings = {"in": ("s", lambda raw: None)}
     rids = [i.to_bytes(16, "big") for i in range(generation)]
     base = resident_mb()
     grown: list[float] = []
     for r in range(args.rounds):
         messages = [
-            module.Msg("in", 0, i, (f"{r * generation + i:010d}" + "é" * 27).encode(), b"", (1, 5), None)
+            rust.Msg("in", 0, i, (f"{r * generation + i:010d}" + "é" * 27).encode(), b"", (1, 5), None)
             for i in range(generation)
         ]
-        out = screen(messages, rids, None, set(), {}, set(), bindings)
+        out = screener.screen(messages, rids, None, set(), {}, set(), bindings)
         del messages, out
         grown.append(round(resident_mb() - base, 1))
         print(f"round {r}: {(r + 1) * generation:,} keys seen, {grown[-1]} MB above the start", flush=True)

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from bench.cpu_split import CpuSplit, stack_pids
 from bench.profiling import Spy, breakdown
 from mwcore.api import ids
-from mwcore.core import default_core
+from mwcore.cores import default_name
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import consumer_config, ensure_topics, producer_config, topic_name
@@ -360,7 +360,7 @@ def main() -> None:
         "cpu_split_us_per_record": worker.get("cpu_split_us_per_record", {}),
         "emit_per_second_records_per_s": round(every["records_per_s"]),
         **latency,
-        "core": os.environ.get("MW_CORE") or default_core(),  # the worker's (it inherits the environment)
+        "core": os.environ.get("MW_CORE") or default_name(),  # the worker's (it inherits the environment)
         **({"profile": breakdown(args.profile)} if args.profile and args.profile.exists() else {}),
     }
     print(json.dumps(result))

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.cpu_split import CpuSplit, stack_pids
 from bench.profiling import Spy, breakdown
 from bench.throughput import KEYS, PARTITIONS, positions, raw_consume, worker_env
-from mwcore.core import default_core
+from mwcore.cores import default_name
 from mwcore.injector.injector import Injector
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import redis_client
@@ -192,7 +192,7 @@ def run_in(
         "cpu_split_us_per_record": cpu,
         "raw_consume_records_per_s": round(raw),
         "windows": len(seen),
-        "core": extra_env.get("MW_CORE") or os.environ.get("MW_CORE") or default_core(),
+        "core": extra_env.get("MW_CORE") or os.environ.get("MW_CORE") or default_name(),
         "output_exact": once and got == truth and sum(got.values()) == n,
     }
 

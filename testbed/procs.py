@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # The variables of one Zeitgeist service's own settings class (services/*/settings.py),
 # given to that service only: a process refuses an MW_* variable no setting of its own
-# reads (mwcore/process/variables.py).
+# reads (mwcore/process/environment.py).
 OWN_SETTINGS = {
     "injector": ("MW_INJECTOR_DIR", "MW_INJECTOR_JITTER_MS", "MW_INJECTOR_POLL_MS"),
     "dip_detector": ("MW_DETECTOR_",),
@@ -30,7 +30,6 @@ def for_service(name: str | None, env: Mapping[str, str]) -> dict[str, str]:
     kit's own, the authority say, which reads none of them)."""
     foreign = tuple(p for other, prefixes in OWN_SETTINGS.items() if other != name for p in prefixes)
     return {k: v for k, v in env.items() if not k.upper().startswith(foreign)}
-
 
 
 def service_of(module: str, computation: str) -> str | None:

@@ -20,7 +20,6 @@ comparison finds the difference.
 from __future__ import annotations
 
 import random
-import shutil
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass
@@ -37,11 +36,12 @@ from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stream, topic_name
 from mwcore.transport.writer import SourceWriter
+from testbed.native import requires_native
 from testbed.procs import WorkerProc, wait_until, worker_env
 from testbed.topics import read_topic
 from tests.test_dead_letters import FOREIGN
 
-pytestmark = pytest.mark.skipif(shutil.which("cargo") is None, reason="no Rust toolchain: no native core")
+pytestmark = requires_native
 
 COMPUTATION = "tests.support.computations:EventSum"
 NAME = "event_sum"

@@ -289,7 +289,7 @@ def test_a_header_name_that_is_not_utf8_stops_no_worker(
 ) -> None:
     """Kafka checks nothing of a header's name. On the native consumer (the default) such
     a record is a record like any other: it counts, and the worker goes on. (On
-    confluent-kafka's consumer, ``MW_NATIVE_CONSUMER=0``, it is not contained:
+    confluent-kafka's consumer, the Python core's (``MW_CORE=python``), it is not contained:
     confluent-kafka fails on its headers; docs/design.md, "Hostile input".)"""
     sums = Sums(stack, registry, namespace, log_dir).start()
     try:

@@ -18,7 +18,6 @@ A process's surface is in ``tests/test_hostile_operations.py``.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from mwcore.transport.watermark_topic import WatermarkFeed
 from testbed.hostile import dead_letter_reasons, records_in
+from testbed.native import requires_native
 from testbed.procs import WorkerProc, wait_until, worker_env
 from testbed.topics import read_topic
 from tests.conftest import ROOT
@@ -167,7 +167,7 @@ def test_records_the_broker_refuses_for_good_are_dead_letters_and_hold_no_waterm
         auth.terminate()
 
 
-NO_NATIVE = pytest.mark.skipif(shutil.which("cargo") is None, reason="no Rust toolchain: no native core")
+NO_NATIVE = requires_native
 
 
 @pytest.mark.parametrize("core", ["python", pytest.param("native", marks=NO_NATIVE)])

@@ -5,14 +5,14 @@ header without a value, headers of one name repeated, more headers than fit inli
 65,537 of them with the id last, names that are not ASCII, a value of 256 KiB, signed
 ids and forged ones, several topics) are written to a real Kafka, then read by both
 members (``transport.consumer.GroupConsumer`` and
-``transport.native_consumer.NativeGroupConsumer``, each its own group): every message
+``mwcore.cores.native.consumer.NativeGroupConsumer``, each its own group): every message
 comes out of both with the same topic, partition, offset, key, value, timestamp and
 headers, and the record path's headers read in Rust (``envelope.rs``) give the ids,
 late marks and verdicts the reference reads from the same messages, with and without
 the pipeline secret.
 
 Both ways of the native consumer's polls: a call a message on the consumer's queue, and
-the fetched messages' own queue taken in one call (``MW_NATIVE_BATCH_POLL``).
+the fetched messages' own queue taken in one call (a worker's way).
 
 A header name that is not UTF-8 (which confluent-kafka can neither write nor read) is
 read by the native consumer with U+FFFD, and its record's own headers still found.
@@ -28,13 +28,15 @@ from confluent_kafka import Producer
 
 from mwcore.api.ids import random_id
 from mwcore.api.signing import UNSIGNED, Signer
-from mwcore.core import native
+from mwcore.cores.native.consumer import NativeGroupConsumer
 from mwcore.runtime.envelope import read_ids
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.consumer import GroupConsumer, Part
-from mwcore.transport.native_consumer import NativeGroupConsumer
 from mwcore.transport.topics import ensure_topics
+from testbed.native import requires_native, rust
 from testbed.raw_headers import produce_with_headers
+
+pytestmark = requires_native
 
 BEGINNING = -2  # librdkafka's OFFSET_BEGINNING
 SIGNER = Signer("the pipeline secret of the native consumer's test")
@@ -105,7 +107,6 @@ def _fields(m: Any) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize("batch_poll", [False, True], ids=["per-message", "batch"])
 def test_both_consumers_read_every_message_alike(stack: LocalStack, namespace: str, batch_poll: bool) -> None:
-    native()  # the native core is installed (make bootstrap)
     topics = [f"{namespace}.a", f"{namespace}.b-2", f"{namespace}.c_3"]
     ensure_topics(stack.bootstrap, dict.fromkeys(topics, 2))
     n = _write(stack.bootstrap, topics)
@@ -116,8 +117,8 @@ def test_both_consumers_read_every_message_alike(stack: LocalStack, namespace: s
 
     assert [_fields(m) for m in ours] == [_fields(m) for m in reference]
     # what envelope.rs reads of the headers kept apart is what the reference reads of all
-    assert native().read_ids(ours) == read_ids(reference, UNSIGNED)
-    signed = native().read_ids(ours, SIGNER.mac_key)
+    assert rust.read_ids(ours) == read_ids(reference, UNSIGNED)
+    signed = rust.read_ids(ours, SIGNER.mac_key)
     assert signed == read_ids(reference, SIGNER)
     rids, _, forged = signed
     assert rids.count(SIGNED_ID) == len(KEYS) * len(VALUES)  # the signed ones verify
@@ -131,7 +132,6 @@ def test_both_consumers_read_every_message_alike(stack: LocalStack, namespace: s
 def test_a_header_name_that_is_not_utf8_is_read_and_its_record_s_headers_found(
     stack: LocalStack, namespace: str, batch_poll: bool
 ) -> None:
-    native()
     topic = f"{namespace}.raw"
     ensure_topics(stack.bootstrap, {topic: 1})
     rid = random_id()
@@ -141,7 +141,7 @@ def test_a_header_name_that_is_not_utf8_is_read_and_its_record_s_headers_found(
     (ours,) = _read(member, [topic], 1)
 
     assert ours.headers() == [("\ufffd\ufffd-name", b"x"), ("mw-id", rid)]
-    assert native().read_ids([ours])[0] == [rid]
+    assert rust.read_ids([ours])[0] == [rid]
     assert (ours.key(), ours.value()) == (b"k", b"v")
     # confluent-kafka's consumer cannot read them: its headers() raises SystemError, or
     # (after a good header) hands over a list whose tuple holds NULL. Not asked here.
@@ -153,8 +153,6 @@ def test_a_closing_member_takes_no_new_partitions(
 ) -> None:
     """A rebalance's assignment that waits in a member's queue when it closes is not
     taken: ``on_assign`` (which acquires intervals) never runs once ``close`` began."""
-    if native_member:
-        native()
     member_type = NativeGroupConsumer if native_member else GroupConsumer
     topic = f"{namespace}.t"
     ensure_topics(stack.bootstrap, {topic: 4})
@@ -224,7 +222,6 @@ def test_batch_polls_read_on_in_order_across_a_seek_and_a_new_assignment(
     """The fetched messages' own queue (``fetched.rs``) keeps each partition's order and
     follows the group: after a seek a partition is read again from there, and after a
     rebalance from where ``on_assign`` says, only the partitions the member holds."""
-    native()
     topic = f"{namespace}.t"
     ensure_topics(stack.bootstrap, {topic: 2})
     p = Producer({"bootstrap.servers": stack.bootstrap, "linger.ms": 5})

@@ -1,4 +1,4 @@
-"""The native core's sender (``transport/native_producer.py``, ``producer.rs``) on a real
+"""The native core's sender (``cores/native/sender.py``, ``transport/producer.rs``) on a real
 broker: a flush hands over every batch, each with its partitions' ends and counts, and
 polls hand over the batches acknowledged meanwhile.
 
@@ -11,16 +11,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
 from confluent_kafka import KafkaError
 
 from mwcore.api.record import ID_HEADER, Production
-from mwcore.core import installed
+from mwcore.cores.native.sender import NativeSender
 from mwcore.tools.stack.localstack import LocalStack
-from mwcore.transport.native_producer import NativeSender
 from mwcore.transport.topics import ensure_topics
+from testbed.native import requires_native
 
-pytestmark = pytest.mark.skipif(not installed(), reason="the native core is not installed")
+pytestmark = requires_native
 
 PARTITIONS = 4
 

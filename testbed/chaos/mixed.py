@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from mwcore.core import default_core
+from mwcore.cores import default_name
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.kafka_broker import KafkaBroker
 from mwcore.tools.stack.kafka_cluster import KafkaCluster
@@ -87,7 +87,7 @@ def _result(
         "seed": args.seed,
         "brokers": args.brokers,
         "redis_cluster": args.redis_cluster,
-        "core": os.environ.get("MW_CORE") or default_core(),  # the workers' (they inherit the environment)
+        "core": os.environ.get("MW_CORE") or default_name(),  # the workers' (they inherit the environment)
         "records_sent": feeder.sent,
         "malformed_sent": len(feeder.malformed),
         "late_inputs": f.late_inputs,

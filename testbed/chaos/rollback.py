@@ -35,7 +35,7 @@ from typing import Any
 
 import redis
 
-from mwcore.core import default_core
+from mwcore.cores import default_name
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack, RedisServer
 from mwcore.transport.topics import end_offsets, topic_name
@@ -106,7 +106,7 @@ def run_rollback(args: argparse.Namespace) -> dict[str, Any]:
     detected = detected_at is not None
     return {
         "scenario": "rollback",
-        "core": os.environ.get("MW_CORE") or default_core(),  # the workers' (they inherit the environment)
+        "core": os.environ.get("MW_CORE") or default_name(),  # the workers' (they inherit the environment)
         "seed": args.seed,
         "records_sent": feeder.sent,
         "rollback_lag_s": args.lag,

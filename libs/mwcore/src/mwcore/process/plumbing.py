@@ -17,7 +17,7 @@ from typing import Self
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from mwcore.process.settings import load_settings
+from mwcore.process.environment import load_settings
 from mwcore.runtime.config import Tuning
 from mwcore.runtime.faults import Faults
 

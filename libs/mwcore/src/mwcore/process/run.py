@@ -33,7 +33,7 @@ def run_computation(
     (``process/pool.py``)."""
 
     def body() -> int:
-        # the computation first: its settings classes are known by then (process/variables.py)
+        # the computation first: its settings classes are known by then (process/environment.py)
         cls = computation if isinstance(computation, type) else load_computation(computation)
         s = settings or WorkerSettings.load(**({} if processes is None else {"processes": processes}))
         plumbing = Plumbing.load()

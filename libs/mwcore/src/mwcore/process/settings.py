@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, Self
 
 from pydantic import Field, SecretStr, TypeAdapter, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -17,6 +17,10 @@ from mwcore.controls import NegativeControls, variable
 from mwcore.cores import CoreName, default_name, require
 from mwcore.errors import ConfigError
 from mwcore.injector.injector import LINGER_MS
+from mwcore.process import plumbing  # noqa: F401 (its variables known: environment.py)
+from mwcore.process.environment import (
+    load_settings as load_settings,  # (the public one: mwcore.load_settings)
+)
 from mwcore.runtime.config import (
     ClientConfig,
     MetricsConfig,
@@ -228,33 +232,6 @@ def negative_controls(environ: Mapping[str, str] | None = None) -> NegativeContr
     return NegativeControls(**values)
 
 
-S = TypeVar("S", bound=BaseSettings)
-
-
-def load_settings(cls: type[S], **overrides: Any) -> S:
-    """``cls`` read from the environment (and ``overrides``); a ``ConfigError`` naming
-    every variable that is missing or invalid, or the first ``MW_*`` variable no setting
-    reads (``variables.py``)."""
-    from mwcore.process import variables
-
-    variables.check()
-    try:
-        return cls(**overrides)
-    except ValidationError as exc:
-        raise ConfigError(_explain(exc)) from None
-
-
 def _check_dir(schemas_dir: Path) -> None:
     if not schemas_dir.is_dir():
         raise ConfigError(f"MW_SCHEMAS_DIR={schemas_dir} is not a directory")
-
-
-def _explain(exc: ValidationError) -> str:
-    """Every invalid variable and why, on one line: ``MW_A: why; MW_B: why``."""
-    parts = []
-    for err in exc.errors():
-        name = "_".join(str(p) for p in err["loc"])
-        name = name if name.isupper() else "MW_" + name.upper()  # an alias is its own name
-        why = str(err["msg"]).removeprefix("Value error, ")
-        parts.append(f"{name}: {why}")
-    return "; ".join(parts)

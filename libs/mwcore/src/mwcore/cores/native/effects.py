@@ -90,7 +90,9 @@ class NativeApplier(Applier):
             return super().fire(domain, limit_ts, batch, failed, max_firings, before)
         out = batch.productions if self.weak is None else self.weak
         try:
-            fired = self._fast.fire(domain, limit_ts, batch.state, batch.timers, out, failed, max_firings, before)
+            fired = self._fast.fire(
+                domain, limit_ts, batch.state, batch.timers, out, failed, max_firings, before
+            )
         finally:
             self.counters.late_productions += self._fast.take_late()
         self.counters.timers_fired += fired  # (as the reference: none when a firing raised out)

@@ -42,7 +42,7 @@ class Pipeline(Protocol):
         """Settings of each service by its name (``"*"``: of every one), on top of the
         ``MW_*`` addresses (``workdir``: the run's directory, for files the services and
         the feed share). A service is given only its own: a worker refuses an ``MW_*``
-        variable no setting of its own reads (``process/variables.py``)."""
+        variable no setting of its own reads (``process/environment.py``)."""
         ...
 
     def start(self, env: Mapping[str, str], stop: threading.Event, rate: int, duration: float | None) -> None:

@@ -164,7 +164,12 @@ def _start_services(
     for svc in plan.services:
         port = free_port()
         metrics[svc.name] = f"http://127.0.0.1:{port}/metrics"
-        svc_env = {**env, **own.get(svc.name, {}), "MW_METRICS_PORT": str(port), "MW_METRICS_HOST": "127.0.0.1"}
+        svc_env = {
+            **env,
+            **own.get(svc.name, {}),
+            "MW_METRICS_PORT": str(port),
+            "MW_METRICS_HOST": "127.0.0.1",
+        }
         with open(workdir / f"{svc.name}.log", "wb") as log:
             procs[svc.name] = subprocess.Popen(
                 [sys.executable, *svc.args],

@@ -1,4 +1,5 @@
-"""Which ``MW_*`` variables a process knows, and the refusal of any other.
+"""Settings read from the environment: ``load_settings`` (a ``ConfigError`` naming each
+bad variable), and which ``MW_*`` variables a process knows, and the refusal of any other.
 
 A variable is known when a settings class defined in the process reads it: the kit's
 (``settings.py``, ``plumbing.py``) and the application's own (a service's settings
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
+from typing import Any, TypeVar
 
+from pydantic import ValidationError
 from pydantic_settings import BaseSettings
 
 from mwcore.errors import ConfigError
@@ -42,9 +45,9 @@ def _settings_classes(root: type[BaseSettings] = BaseSettings) -> Iterator[type[
 
 
 def known() -> set[str]:
-    """Every ``MW_*`` variable of the settings classes defined in this process."""
-    from mwcore.process import plumbing, settings  # noqa: F401 (the kit's own classes, defined)
-
+    """Every ``MW_*`` variable of the settings classes defined in this process (the kit's
+    are: ``settings.py`` imports ``plumbing.py``, and every settings class of the kit is
+    loaded through them)."""
     names: set[str] = set()
     for cls in _settings_classes():
         prefix = str(cls.model_config.get("env_prefix") or "").upper()
@@ -74,3 +77,28 @@ def check(environ: Mapping[str, str] | None = None) -> None:
                 f"{var}: no setting of the kit or of this process reads it (misspelt? see the README's "
                 "settings; a setting of another service: give it to that service only)"
             )
+
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def load_settings(cls: type[S], **overrides: Any) -> S:
+    """``cls`` read from the environment (and ``overrides``); a ``ConfigError`` naming
+    every variable that is missing or invalid, or the first ``MW_*`` variable no setting
+    reads ."""
+    check()
+    try:
+        return cls(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc)) from None
+
+
+def _explain(exc: ValidationError) -> str:
+    """Every invalid variable and why, on one line: ``MW_A: why; MW_B: why``."""
+    parts = []
+    for err in exc.errors():
+        name = "_".join(str(p) for p in err["loc"])
+        name = name if name.isupper() else "MW_" + name.upper()  # an alias is its own name
+        why = str(err["msg"]).removeprefix("Value error, ")
+        parts.append(f"{name}: {why}")
+    return "; ".join(parts)
