@@ -44,20 +44,23 @@ def _settings_classes(root: type[BaseSettings] = BaseSettings) -> Iterator[type[
         yield from _settings_classes(cls)
 
 
+def variables(cls: type[BaseSettings]) -> dict[str, str]:
+    """The ``MW_*`` variables ``cls`` reads: variable -> field name."""
+    prefix = str(cls.model_config.get("env_prefix") or "").upper()
+    out: dict[str, str] = {}
+    for name, info in cls.model_fields.items():
+        alias = info.validation_alias
+        var = alias.upper() if isinstance(alias, str) else prefix + name.upper()
+        if var.startswith(PREFIX) and name != "unsafe":  # (set from MW_UNSAFE_*, no variable)
+            out[var] = name
+    return out
+
+
 def known() -> set[str]:
     """Every ``MW_*`` variable of the settings classes defined in this process (the kit's
     are: ``settings.py`` imports ``plumbing.py``, and every settings class of the kit is
     loaded through them)."""
-    names: set[str] = set()
-    for cls in _settings_classes():
-        prefix = str(cls.model_config.get("env_prefix") or "").upper()
-        for name, info in cls.model_fields.items():
-            alias = info.validation_alias
-            if isinstance(alias, str):
-                names.add(alias.upper())
-            elif prefix == PREFIX and name != "unsafe":  # (set from MW_UNSAFE_*, no variable)
-                names.add(PREFIX + name.upper())
-    return names
+    return {var for cls in _settings_classes() for var in variables(cls)}
 
 
 def check(environ: Mapping[str, str] | None = None) -> None:
