@@ -47,6 +47,9 @@ class Decoder:
         self, plan: tuple[Any, ...], fingerprint: int, max_items: int, fallback: Callable[[bytes], Any]
     ) -> None: ...
     def decode(self, data: bytes) -> Any: ...
+    @property
+    def deferred(self) -> int:
+        """How many values it handed to ``fallback``."""
 
 class Producer:
     """The worker's productions on librdkafka, reported per batch (reference:
@@ -73,6 +76,9 @@ class Encoder:
 
     def __init__(self, plan: tuple[Any, ...], prefix: bytes, fallback: Callable[[Any], bytes]) -> None: ...
     def encode(self, value: Any) -> bytes: ...
+    @property
+    def deferred(self) -> int:
+        """How many values it handed to ``fallback``."""
 
 class KafkaFailure(Exception):
     """A librdkafka error: args ``(code, text)``."""

@@ -8,6 +8,8 @@
 //! it or raises its own error: so the values and the errors (which dead letters carry)
 //! are the reference's.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
@@ -236,6 +238,7 @@ pub struct Decoder {
     fingerprint: [u8; 8],
     max_items: u64,
     fallback: Py<PyAny>,
+    deferred: AtomicU64, // values handed to `fallback` (the differential tests count them)
 }
 
 #[pymethods]
@@ -253,14 +256,22 @@ impl Decoder {
             fingerprint: fingerprint.to_le_bytes(),
             max_items,
             fallback,
+            deferred: AtomicU64::new(0),
         })
     }
 
     fn decode<'py>(&self, py: Python<'py>, data: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
         match self.read(py, data.as_bytes(), None) {
             Some(v) => Ok(v),
-            None => self.fallback.bind(py).call1((data,)),
+            None => self.defer(py, data),
         }
+    }
+
+    /// How many values it handed to the reference: another writer's, or what does not
+    /// decode here.
+    #[getter]
+    fn deferred(&self) -> u64 {
+        self.deferred.load(Ordering::Relaxed)
     }
 }
 
@@ -275,8 +286,13 @@ impl Decoder {
     ) -> PyResult<Bound<'py, PyAny>> {
         match self.read(py, b, strings) {
             Some(v) => Ok(v),
-            None => self.fallback.bind(py).call1((PyBytes::new(py, b),)),
+            None => self.defer(py, &PyBytes::new(py, b)),
         }
+    }
+
+    fn defer<'py>(&self, py: Python<'py>, data: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
+        self.deferred.fetch_add(1, Ordering::Relaxed);
+        self.fallback.bind(py).call1((data,))
     }
 
     /// The value, if it is written with the reader's schema and decodes here.

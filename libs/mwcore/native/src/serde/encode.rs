@@ -7,6 +7,8 @@
 //! a missing field with a default, a value the reference refuses) goes to the
 //! reference, which writes it or raises its own error.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 
@@ -140,6 +142,7 @@ pub struct Encoder {
     plan: Plan,
     prefix: Vec<u8>,
     fallback: Py<PyAny>,
+    deferred: AtomicU64, // values handed to `fallback` (the differential tests count them)
 }
 
 #[pymethods]
@@ -150,6 +153,7 @@ impl Encoder {
             plan: plan_of(py, plan)?,
             prefix,
             fallback,
+            deferred: AtomicU64::new(0),
         })
     }
 
@@ -159,7 +163,15 @@ impl Encoder {
         if write(&mut out, &self.plan, value).is_ok() {
             return Ok(PyBytes::new(py, &out).into_any());
         }
+        self.deferred.fetch_add(1, Ordering::Relaxed);
         self.fallback.bind(py).call1((value,))
+    }
+
+    /// How many values it handed to the reference: a part of another type than the
+    /// schema reads back, or what the reference refuses.
+    #[getter]
+    fn deferred(&self) -> u64 {
+        self.deferred.load(Ordering::Relaxed)
     }
 }
 
