@@ -5,6 +5,28 @@ from typing import Any
 
 from mwcore.api.record import Production
 
+def init(
+    *,
+    id_bytes: int,
+    mac_bytes: int,
+    headers: tuple[str, str, str],
+    max_value_bytes: int,
+    timer_index: int,
+    domain_codes: tuple[int, ...],
+    internal_error: type[Exception],
+    undeclared: Callable[[Any, Any], KeyError],
+    too_large: Callable[[Any, int], ValueError],
+    set_none: Callable[[], ValueError],
+) -> None:
+    """The constants both sides share, defined once in the package (the seam gives them
+    at import: ``mwcore.cores.native.constants``)."""
+
+class PanicException(BaseException):
+    """A panic of the native core outside its per-record code (PyO3's)."""
+
+def panic_on_key(key: str) -> None:
+    """Test plumbing (``MW_PANIC_KEY``): panic before user code runs on a record of ``key``."""
+
 def pack_commit(
     sha: str,
     keys: Sequence[str],
@@ -44,7 +66,7 @@ class Decoder:
     (``AvroSerde.decode``), which reads it or raises."""
 
     def __init__(
-        self, plan: tuple[Any, ...], fingerprint: int, max_items: int, fallback: Callable[[bytes], Any]
+        self, plan: tuple[Any, ...], header: bytes, max_items: int, fallback: Callable[[bytes], Any]
     ) -> None: ...
     def decode(self, data: bytes) -> Any: ...
     @property

@@ -12,6 +12,7 @@
 //! lists the modules and registers what Python sees.
 
 mod api;
+mod errors;
 mod runtime;
 mod serde;
 mod store;
@@ -21,6 +22,9 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn mwcore_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(api::shared::init, m)?)?;
+    m.add("PanicException", m.py().get_type::<pyo3::panic::PanicException>())?;
+    m.add_function(wrap_pyfunction!(runtime::effects::panic_on_key, m)?)?;
     m.add_function(wrap_pyfunction!(store::checkpoint::pack_commit, m)?)?;
     m.add_class::<runtime::bloom::Bloom>()?;
     m.add_class::<serde::avro::Decoder>()?;

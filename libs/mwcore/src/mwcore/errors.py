@@ -95,3 +95,9 @@ class SchemaConflictError(UnknownSchemaError):
 class SchemaLookupError(MwError):
     """The schemas topic could not be read. Not the record's fault: the worker stops
     (and its supervisor restarts it) rather than dead-letter a record it could read."""
+
+
+class InternalError(MwError):
+    """A bug of the kit's: a panic in the native core's per-record code
+    (``native/src/errors.rs``). The record it met is dead-lettered (``internal_error``)
+    and logged as an error; the worker goes on."""

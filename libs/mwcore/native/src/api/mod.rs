@@ -3,4 +3,5 @@
 
 pub mod ids;
 pub mod objects;
+pub mod shared;
 pub mod signing;

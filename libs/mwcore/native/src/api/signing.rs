@@ -4,7 +4,7 @@
 use blake2b_simd::Params;
 
 /// `mwcore.api.signing.MAC_BYTES`.
-const MAC_BYTES: usize = 16;
+pub const MAC_BYTES: usize = 16;
 
 /// `Signer.verify_id(rid, mac)` with the signer's key.
 pub fn verifies(key: &[u8], rid: &[u8], mac: Option<&[u8]>) -> bool {

@@ -4,19 +4,15 @@
 //! code records its effects here, with no Python frame of the kit's on the way; the
 //! native `Applier` (`effects.rs`) takes them after the call.
 
-use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
 use crate::api::ids::derive;
 use crate::api::objects::TupleType;
+use crate::api::shared::{error_of, shared};
+use crate::errors::contained;
 use crate::runtime::timers::{domain_index, EVENT};
-
-/// `mwcore.api.context.MAX_VALUE_BYTES`.
-const MAX_VALUE_BYTES: usize = 900_000;
-/// Timer set ids are derived from the cause at this index on (`TimerHandle.set`).
-const TIMER_INDEX: u32 = 0x8000_0000;
 
 /// What a call did to its key's state.
 pub enum Slot {
@@ -178,46 +174,40 @@ impl Context {
         timestamp: &Bound<'_, PyAny>,
         key: Option<&Bound<'_, PyString>>,
     ) -> PyResult<()> {
-        let encoders = self.encoders.bind(py);
-        let Some(found) = encoders.get_item(stream)? else {
-            let mut known: Vec<String> = encoders.keys().iter().map(|k| k.to_string()).collect();
-            known.sort();
-            return Err(PyKeyError::new_err(format!(
-                "{} is not a declared output (declared: {})",
-                stream.repr()?,
-                known.join(", ")
-            )));
-        };
-        let (topic, encode): (Bound<'_, PyAny>, Bound<'_, PyAny>) = found.extract()?;
-        let encoded = encode.call1((value,))?;
-        let size = encoded.len()?;
-        if size > MAX_VALUE_BYTES {
-            return Err(PyValueError::new_err(format!(
-                "production to {} is {size} bytes (limit {MAX_VALUE_BYTES})",
-                stream.repr()?
-            )));
-        }
-        let ts = as_int(timestamp)?;
-        if ts < self.cause_ts {
-            self.effects.late_productions += 1;
-        }
-        let out_key = match key {
-            Some(k) => PyBytes::new(py, k.to_str()?.as_bytes()),
-            None => PyBytes::new(py, self.key.bind(py).to_str()?.as_bytes()),
-        };
-        let index = u32::try_from(self.effects.productions.len()).unwrap_or(u32::MAX);
-        let pid = PyBytes::new(py, &derive(&self.cause, index));
-        let fields = [
-            pid.into_any(),
-            topic,
-            out_key.into_any(),
-            encoded,
-            ts.into_pyobject(py)?.into_any(),
-            PyTuple::empty(py).into_any(),
-        ];
-        let production = self.production.make(py, fields)?.unbind();
-        self.effects.productions.push(production);
-        Ok(())
+        contained(py, || {
+            let encoders = self.encoders.bind(py);
+            let given = shared();
+            let Some(found) = encoders.get_item(stream)? else {
+                return Err(error_of(given.undeclared.bind(py).call1((stream, encoders))));
+            };
+            let (topic, encode): (Bound<'_, PyAny>, Bound<'_, PyAny>) = found.extract()?;
+            let encoded = encode.call1((value,))?;
+            let size = encoded.len()?;
+            if size > given.max_value_bytes {
+                return Err(error_of(given.too_large.bind(py).call1((stream, size))));
+            }
+            let ts = as_int(timestamp)?;
+            if ts < self.cause_ts {
+                self.effects.late_productions += 1;
+            }
+            let out_key = match key {
+                Some(k) => PyBytes::new(py, k.to_str()?.as_bytes()),
+                None => PyBytes::new(py, self.key.bind(py).to_str()?.as_bytes()),
+            };
+            let index = u32::try_from(self.effects.productions.len()).unwrap_or(u32::MAX);
+            let pid = PyBytes::new(py, &derive(&self.cause, index));
+            let fields = [
+                pid.into_any(),
+                topic,
+                out_key.into_any(),
+                encoded,
+                ts.into_pyobject(py)?.into_any(),
+                PyTuple::empty(py).into_any(),
+            ];
+            let production = self.production.make(py, fields)?.unbind();
+            self.effects.productions.push(production);
+            Ok(())
+        })
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -289,9 +279,7 @@ impl StateHandle {
 
     fn set(&self, py: Python<'_>, value: Py<PyAny>) -> PyResult<()> {
         if value.is_none(py) {
-            return Err(PyValueError::new_err(
-                "state.set(None): use state.clear() to delete a key's state",
-            ));
+            return Err(error_of(shared().set_none.bind(py).call0()));
         }
         self.ctx.bind(py).borrow_mut().effects.state = Slot::Value(value);
         Ok(())
@@ -323,18 +311,20 @@ impl TimerHandle {
         timestamp: &Bound<'_, PyAny>,
         domain: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let timestamp = as_int(timestamp)?;
-        let mut ctx = self.ctx.bind(py).borrow_mut();
-        let domain = ctx.domain_of(domain)?;
-        let index = TIMER_INDEX + u32::try_from(ctx.effects.timer_ops.len()).unwrap_or(0);
-        let set_id = derive(&ctx.cause, index);
-        ctx.effects.timer_ops.push(TimerOp {
-            tag,
-            timestamp: Some(timestamp),
-            domain,
-            set_id,
-        });
-        Ok(())
+        contained(py, || {
+            let timestamp = as_int(timestamp)?;
+            let mut ctx = self.ctx.bind(py).borrow_mut();
+            let domain = ctx.domain_of(domain)?;
+            let index = shared().timer_index + u32::try_from(ctx.effects.timer_ops.len()).unwrap_or(0);
+            let set_id = derive(&ctx.cause, index);
+            ctx.effects.timer_ops.push(TimerOp {
+                tag,
+                timestamp: Some(timestamp),
+                domain,
+                set_id,
+            });
+            Ok(())
+        })
     }
 
     fn clear(&self, py: Python<'_>, tag: String) {

@@ -10,6 +10,7 @@
 //! reference. A failed call is undone by the reference's `_undo`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -18,6 +19,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use crate::api::ids::timer_firing_id;
 use crate::api::objects::SlotsType;
+use crate::errors::{contained, is_internal};
 use crate::runtime::context::{Context, Slot};
 use crate::runtime::timers::TimerQueue;
 use crate::store::checkpoint::{encode_entry, field_of, Entry};
@@ -68,6 +70,26 @@ impl Applier {
         let late = self.apply(py, key, batch)?;
         self.late.fetch_add(late, Ordering::Relaxed);
         Ok(None)
+    }
+
+    /// What a call's outcome means for its record: None (it ran), the error that made it
+    /// fail (user code's, or a panic of the native core's, which is undone as user
+    /// code's failures are), or an error for the caller (user code's `BaseException`s,
+    /// `RedoCareful`).
+    fn failure(
+        &self,
+        py: Python<'_>,
+        outcome: PyResult<Option<PyErr>>,
+        key: &Bound<'_, PyString>,
+        batch: &Batch<'_, '_>,
+    ) -> PyResult<Option<PyErr>> {
+        match outcome {
+            Err(e) if is_internal(py, &e) => {
+                self.undo.call1(py, (key, e.value(py), batch.state))?;
+                Ok(Some(e))
+            }
+            other => other,
+        }
     }
 
     /// Merge one successful call's effects into the cache, the timer queue and the batch;
@@ -224,7 +246,11 @@ impl Applier {
                 let ts: i64 = timestamp.extract()?;
                 self.ctx.bind(py).borrow_mut().begin(&key, cause, ts);
             }
-            match self.run(py, &self.process_record, &item, &key, &b)? {
+            let outcome = contained(py, || {
+                forced_panic(&key)?;
+                self.run(py, &self.process_record, &item, &key, &b)
+            });
+            match self.failure(py, outcome, &key, &b)? {
                 Some(exc) => {
                     failed.call1((&item, exc.value(py)))?;
                 }
@@ -281,7 +307,8 @@ impl Applier {
                     domain,
                 ],
             )?;
-            if let Some(exc) = self.run(py, &self.process_timer, &timer, &key, &b)? {
+            let outcome = contained(py, || self.run(py, &self.process_timer, &timer, &key, &b));
+            if let Some(exc) = self.failure(py, outcome, &key, &b)? {
                 let e = self.timers.bind(py).borrow().kinds.to_python(py, &entry)?;
                 failed.call1((e, PyBytes::new(py, &fid), exc.value(py)))?;
             }
@@ -363,4 +390,24 @@ impl Applier {
 /// Whether `needle` occurs in `haystack`.
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The key whose records' user code the native core panics before (test plumbing:
+/// `MW_PANIC_KEY`, `process/plumbing.py`), if one was set.
+static PANIC_KEY: OnceLock<String> = OnceLock::new();
+
+/// Make the native core panic before running user code on a record of `key` (for the
+/// tests of a panic's containment; set once per process).
+#[pyfunction]
+pub fn panic_on_key(key: String) {
+    let _ = PANIC_KEY.set(key);
+}
+
+fn forced_panic(key: &Bound<'_, PyString>) -> PyResult<()> {
+    if let Some(k) = PANIC_KEY.get() {
+        if k == key.to_str()? {
+            panic!("a panic forced for the records of key {k:?} (MW_PANIC_KEY)");
+        }
+    }
+    Ok(())
 }

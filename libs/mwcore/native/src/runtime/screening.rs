@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
 use crate::api::objects::TupleType;
+use crate::errors::{contained, is_internal};
 use crate::serde::avro::Decoder;
 use crate::serde::strings::{text, Strings};
 use crate::transport::message::Msg;
@@ -134,13 +135,13 @@ impl Screener {
                 unreachable!()
             };
             let value = m.body.value().unwrap_or(b"");
-            let decoded = match decode {
+            let decoded = contained(py, || match decode {
                 Decode::Native(d) => d.borrow(py).decode_slice(py, value, strings.as_deref_mut()),
                 Decode::Call(f) => f.bind(py).call1((PyBytes::new(py, value),)),
-            };
+            });
             let value = match decoded {
                 Ok(v) => v,
-                Err(e) if e.is_instance(py, error_type) => {
+                Err(e) if e.is_instance(py, error_type) || is_internal(py, &e) => {
                     items.append((i, e.into_value(py)))?;
                     continue;
                 }

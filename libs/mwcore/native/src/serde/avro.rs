@@ -1,8 +1,7 @@
 //! Avro decoding of input values (reference: the generated decoders of
 //! `mwcore/serde/codegen.py`, read through `AvroSerde.decode`).
 //!
-//! A `Decoder` reads values written with its reader schema (the fingerprint in the
-//! single-object header is its own), following the plan `serde/native_plan.py` makes
+//! A `Decoder` reads values written with its reader schema (the header is its own), following the plan `serde/native_plan.py` makes
 //! of the schema. Anything else (another writer, a value that does not decode, a varint
 //! the reference reads as an integer beyond 64 bits) goes to the reference, which reads
 //! it or raises its own error: so the values and the errors (which dead letters carry)
@@ -13,10 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
+use crate::errors::contained;
 use crate::serde::strings::{text, Strings};
-
-const MAGIC: [u8; 2] = [0xC3, 0x01];
-const HEADER_LEN: usize = 10;
 
 /// How a value of one schema is read and written.
 pub(crate) enum Plan {
@@ -235,7 +232,7 @@ impl<'b> Reader<'b, '_> {
 #[pyclass(module = "mwcore_native")]
 pub struct Decoder {
     plan: Plan,
-    fingerprint: [u8; 8],
+    header: Vec<u8>, // the reader schema's own header (`AvroSerde.header`)
     max_items: u64,
     fallback: Py<PyAny>,
     deferred: AtomicU64, // values handed to `fallback` (the differential tests count them)
@@ -247,13 +244,13 @@ impl Decoder {
     fn new(
         py: Python<'_>,
         plan: &Bound<'_, PyAny>,
-        fingerprint: u64,
+        header: Vec<u8>,
         max_items: u64,
         fallback: Py<PyAny>,
     ) -> PyResult<Self> {
         Ok(Decoder {
             plan: plan_of(py, plan)?,
-            fingerprint: fingerprint.to_le_bytes(),
+            header,
             max_items,
             fallback,
             deferred: AtomicU64::new(0),
@@ -261,10 +258,10 @@ impl Decoder {
     }
 
     fn decode<'py>(&self, py: Python<'py>, data: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
-        match self.read(py, data.as_bytes(), None) {
+        contained(py, || match self.read(py, data.as_bytes(), None) {
             Some(v) => Ok(v),
             None => self.defer(py, data),
-        }
+        })
     }
 
     /// How many values it handed to the reference: another writer's, or what does not
@@ -284,10 +281,10 @@ impl Decoder {
         b: &[u8],
         strings: Option<&mut Strings>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        match self.read(py, b, strings) {
+        contained(py, || match self.read(py, b, strings) {
             Some(v) => Ok(v),
             None => self.defer(py, &PyBytes::new(py, b)),
-        }
+        })
     }
 
     fn defer<'py>(&self, py: Python<'py>, data: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
@@ -302,12 +299,12 @@ impl Decoder {
         b: &[u8],
         strings: Option<&mut Strings>,
     ) -> Option<Bound<'py, PyAny>> {
-        if b.len() < HEADER_LEN || b[..2] != MAGIC || b[2..HEADER_LEN] != self.fingerprint {
+        if !b.starts_with(&self.header) {
             return None;
         }
         let mut r = Reader {
             b,
-            p: HEADER_LEN,
+            p: self.header.len(),
             max_items: self.max_items,
             strings,
         };

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 
+use crate::errors::contained;
 use crate::serde::avro::{plan_of, Plan};
 
 /// The value is not one this encoder writes: the reference decides.
@@ -158,13 +159,15 @@ impl Encoder {
     }
 
     fn encode<'py>(&self, py: Python<'py>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let mut out = Vec::with_capacity(self.prefix.len() + 64);
-        out.extend_from_slice(&self.prefix);
-        if write(&mut out, &self.plan, value).is_ok() {
-            return Ok(PyBytes::new(py, &out).into_any());
-        }
-        self.deferred.fetch_add(1, Ordering::Relaxed);
-        self.fallback.bind(py).call1((value,))
+        contained(py, || {
+            let mut out = Vec::with_capacity(self.prefix.len() + 64);
+            out.extend_from_slice(&self.prefix);
+            if write(&mut out, &self.plan, value).is_ok() {
+                return Ok(PyBytes::new(py, &out).into_any());
+            }
+            self.deferred.fetch_add(1, Ordering::Relaxed);
+            self.fallback.bind(py).call1((value,))
+        })
     }
 
     /// How many values it handed to the reference: a part of another type than the

@@ -31,7 +31,7 @@ fn decoded<'py>(py: Python<'py>, plan: &str, data: &[u8]) -> Bound<'py, PyAny> {
     let fallback = eval(py, "lambda data: ('fallback', data)");
     let d = py
         .get_type::<Decoder>()
-        .call1((eval(py, plan), FP, 1000, fallback))
+        .call1((eval(py, plan), framed(FP, &[]), 1000, fallback))
         .unwrap();
     d.call_method1("decode", (PyBytes::new(py, data),)).unwrap()
 }

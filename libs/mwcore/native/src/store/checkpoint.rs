@@ -11,6 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
+use crate::api::shared::shared;
 use crate::store::resp::Resp;
 
 /// One pending timer (`store.checkpoint.TimerEntry`; `domain`: its index, event, wall, hold).
@@ -22,9 +23,6 @@ pub struct Entry {
     pub domain: u8,
     pub set_id: Vec<u8>,
 }
-
-/// `store.checkpoint._DOMAIN_CODE`, by domain index.
-pub const DOMAIN_CODES: [u8; 3] = [b'e', b'w', b'h'];
 
 /// The bytes of a `bytes` object (a `TypeError` for anything else, as hiredis would).
 fn bytes_of<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<&'a [u8]> {
@@ -220,7 +218,7 @@ pub fn field_of<'py>(py: Python<'py>, key: &str, tag: &str) -> PyResult<Bound<'p
 /// A timer's stored value (`store.checkpoint.encode_entry`).
 pub fn encode_entry<'py>(py: Python<'py>, e: &Entry) -> Bound<'py, PyBytes> {
     let mut out = Vec::with_capacity(9 + e.set_id.len());
-    out.push(DOMAIN_CODES[usize::from(e.domain)]);
+    out.push(shared().domain_codes[usize::from(e.domain)]); // (`checkpoint_wire.DOMAIN_CODES`)
     out.extend_from_slice(&e.timestamp.to_be_bytes());
     out.extend_from_slice(&e.set_id);
     PyBytes::new(py, &out)

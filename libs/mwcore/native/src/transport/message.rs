@@ -17,12 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 use smallvec::SmallVec;
 
-/// The record id's header (`mwcore.api.record.ID_HEADER`).
-pub const ID_HEADER: &str = "mw-id";
-/// The injector's late mark (`mwcore.api.record.LATE_HEADER`).
-pub const LATE_HEADER: &str = "mw-late-ms";
-/// The id's MAC (`mwcore.api.signing.MAC_HEADER`).
-pub const MAC_HEADER: &str = "mw-mac";
+use crate::api::shared::shared;
 
 /// One header as the record path reads it: absent, present without a value, or bytes.
 /// As in the Python reference, the last of several headers of one name counts.
@@ -133,12 +128,13 @@ impl Parts {
         let mut marks = Marks::default();
         let headers = headers.map(|hs| {
             let mut spans = SmallVec::with_capacity(hs.len());
+            let named = shared(); // the record id's, the late mark's, the MAC's
             for (i, (name, v)) in hs.enumerate() {
-                let slot = if name == ID_HEADER.as_bytes() {
+                let slot = if name == named.id_header.as_bytes() {
                     &mut marks.id
-                } else if name == LATE_HEADER.as_bytes() {
+                } else if name == named.late_header.as_bytes() {
                     &mut marks.late
-                } else if name == MAC_HEADER.as_bytes() {
+                } else if name == named.mac_header.as_bytes() {
                     &mut marks.mac
                 } else {
                     &mut None

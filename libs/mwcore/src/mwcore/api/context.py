@@ -8,7 +8,7 @@ record leaves no trace but its dead letter.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,22 @@ UNSET: Any = object()
 _tuple_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 # Kafka's default message.max.bytes is about 1 MB; leave room for key and headers.
 MAX_VALUE_BYTES = 900_000
+TIMER_INDEX = 0x8000_0000  # a timer's set id is derived from its cause at this index on
+
+
+def undeclared(stream: object, encoders: Mapping[str, object]) -> KeyError:
+    """The error of a production to an output the computation does not declare."""
+    return KeyError(f"{stream!r} is not a declared output (declared: {', '.join(sorted(encoders))})")
+
+
+def too_large(stream: object, size: int) -> ValueError:
+    """The error of a production whose value is over ``MAX_VALUE_BYTES``."""
+    return ValueError(f"production to {stream!r} is {size} bytes (limit {MAX_VALUE_BYTES})")
+
+
+def set_none() -> ValueError:
+    """The error of ``state.set(None)``."""
+    return ValueError("state.set(None): use state.clear() to delete a key's state")
 
 
 @dataclass(slots=True)
@@ -67,7 +83,7 @@ class StateHandle:
 
     def set(self, value: Any) -> None:
         if value is None:
-            raise ValueError("state.set(None): use state.clear() to delete a key's state")
+            raise set_none()
         self._ctx._effects.state = value
 
     def clear(self) -> None:
@@ -86,7 +102,7 @@ class TimerHandle:
         """Fire ``process_timer`` for this key at ``timestamp``; replaces a timer of the same tag."""
         ctx = self._ctx
         eff = ctx._effects
-        set_id = ids.derive(ctx._cause, 0x8000_0000 + len(eff.timer_ops))
+        set_id = ids.derive(ctx._cause, TIMER_INDEX + len(eff.timer_ops))
         eff.timer_ops.append(TimerOp(tag, int(timestamp), domain, set_id))
 
     def clear(self, tag: str) -> None:
@@ -147,11 +163,10 @@ class Context:
         try:
             topic, encode = self._encoders[stream]
         except KeyError:
-            known = ", ".join(sorted(self._encoders))
-            raise KeyError(f"{stream!r} is not a declared output (declared: {known})") from None
+            raise undeclared(stream, self._encoders) from None
         encoded = encode(value)
         if len(encoded) > MAX_VALUE_BYTES:
-            raise ValueError(f"production to {stream!r} is {len(encoded)} bytes (limit {MAX_VALUE_BYTES})")
+            raise too_large(stream, len(encoded))
         eff = self._effects
         if timestamp < self._cause_ts:
             eff.late_productions += 1

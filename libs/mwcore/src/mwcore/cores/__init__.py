@@ -76,3 +76,19 @@ def mixed(base: Core, *, effects: Core | None = None, intake: Core | None = None
     from mwcore.cores.mixed import Mixed
 
     return Mixed(base, effects or base, intake or base)
+
+
+def is_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a panic of the native core outside its per-record code (a bug:
+    the process stops with one line, ``process/bootstrap.py``)."""
+    from mwcore.cores import native
+
+    return native.is_panic(exc)
+
+
+def panic_on_key(key: str) -> None:
+    """Test plumbing (``MW_PANIC_KEY``): the native core panics in its per-record code on
+    the records of ``key`` (``ConfigError`` where it is not installed)."""
+    from mwcore.cores import native
+
+    native.panic_on_key(key)

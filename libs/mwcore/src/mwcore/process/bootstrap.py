@@ -11,7 +11,8 @@ injectors all begin here.
 4. SIGTERM and SIGINT ask the process to stop: its loop drains and returns.
 
 ``main`` runs a process's body and turns the kit's errors into one line on stderr and
-exit code 2, without a traceback.
+exit code 2, without a traceback; a panic of the native core outside its per-record code
+(a bug of the kit's) into one line and exit code 70.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from types import FrameType
 
 import structlog
 
+from mwcore.cores import is_panic
 from mwcore.errors import ConfigError, RefusedError, StoreRollbackError
 from mwcore.process import logs
 from mwcore.process.metrics import ProcessMetrics
@@ -32,6 +34,8 @@ from mwcore.store.preflight import check_redis
 from mwcore.transport.preflight import check_kafka
 
 log = structlog.get_logger("mwcore.process")
+
+PANICKED = 70  # (EX_SOFTWARE) a panic of the native core outside its per-record code: a bug
 
 
 class Process:
@@ -107,4 +111,9 @@ def main(body: Callable[[], int], prog: str = "mw", command: str = "") -> int:
         print(f"{prog}{' ' + command if command else ''}: refused: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         return 130
+    except BaseException as exc:
+        if not is_panic(exc):
+            raise
+        print(f"{prog}: stopped: a bug in the native core (its panic is above): {exc}", file=sys.stderr)
+        return PANICKED
     return 2

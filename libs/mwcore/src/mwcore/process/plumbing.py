@@ -8,7 +8,9 @@ table of settings leaves it out).
 - ``MW_LATENCY_OUT``: a file to write, at exit, the commit latency of every record
   (``bench/throughput.py``);
 - ``MW_POOL_CHILD``: set by a worker pool in its children (``pool.py``): they run as
-  plain workers.
+  plain workers;
+- ``MW_PANIC_KEY``: the native core panics in its per-record code on the records of
+  this key (the test of a panic's containment, ``tests/test_hostile_inputs.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Plumbing(BaseSettings):
     fault_log: str = ""
     latency_out: str = ""
     pool_child: bool = False
+    panic_key: str = ""
 
     @classmethod
     def load(cls) -> Self:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.computation import Computation
-from mwcore.cores import core
+from mwcore.cores import core, panic_on_key
 from mwcore.injector.injector import Injector
 from mwcore.process.plumbing import Plumbing
 from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
@@ -34,6 +34,8 @@ def build_workers(
     stages = rekey_stages(cls, settings.unsafe)
     registry, schemas = build_schemas(settings)
     plumbing = plumbing or Plumbing.load()
+    if plumbing.panic_key:
+        panic_on_key(plumbing.panic_key)
     return [build_worker(c, settings, registry, schemas, plumbing) for c in (cls, *stages)]
 
 

@@ -20,7 +20,13 @@ from typing import NamedTuple
 
 from mwcore.api import ids
 from mwcore.api.record import LATE_HEADER, Production
-from mwcore.errors import InvalidRecord, SchemaConflictError, SerializationError, UnknownSchemaError
+from mwcore.errors import (
+    InternalError,
+    InvalidRecord,
+    SchemaConflictError,
+    SerializationError,
+    UnknownSchemaError,
+)
 from mwcore.limits import MAX_DEAD_LETTER_BYTES
 from mwcore.store.checkpoint import TimerEntry
 
@@ -66,6 +72,8 @@ def reason(exc: BaseException) -> str:
         return "unknown_schema"
     if isinstance(exc, SerializationError):
         return "undecodable"
+    if isinstance(exc, InternalError):
+        return "internal_error"
     return "user_code"
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from mwcore.api.record import Record
 from mwcore.controls import SAFE, NegativeControls
-from mwcore.errors import InvalidRecord, SerializationError
+from mwcore.errors import InternalError, InvalidRecord, SerializationError
 from mwcore.limits import MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.runtime import dead_letters, screening
 from mwcore.runtime.dead_letters import Incoming
@@ -187,7 +187,8 @@ class Intake:
             return
         dead = dead_letters.dead_letter(self.dead_letter_topic, inc, exc, now)
         cp.productions.append(dead)
-        self.on_error("dead_letter", {"source": inc.topic, "error": dead_letters.error_text(dead)})
+        event = "internal_error" if isinstance(exc, InternalError) else "dead_letter"
+        self.on_error(event, {"source": inc.topic, "error": dead_letters.error_text(dead)})
 
 
 def _incoming(m: Message, rid: bytes, late: bytes | None) -> Incoming:

@@ -114,7 +114,7 @@ class Worker:
             faults=faults,
             counters=self.counters,
             record_latency=bool(tuning.latency_out),
-            on_error=lambda event, info: log.warning(event, computation=computation.name, **info),
+            on_error=functools.partial(_told, computation.name),
             clock=self.clock.now_ms,
         )
         self.reporter = WatermarkReporter(
@@ -381,3 +381,9 @@ class Worker:
     def shutdown(self) -> None:
         """Commit every batch, wait for acks, commit their deletion, leave the group."""
         stopping.shutdown(self)
+
+
+def _told(computation: str, event: str, info: dict[str, Any]) -> None:
+    """What the record path tells of a record it could not process: a warning, and an
+    error for a bug of the kit's (``internal_error``)."""
+    (log.error if event == "internal_error" else log.warning)(event, computation=computation, **info)

@@ -117,6 +117,7 @@ def decode_batch(blob: bytes) -> list[Production]:
 
 _ENTRY = struct.Struct(">cq")
 _DOMAIN_CODE = {TimeDomain.EVENT: b"e", TimeDomain.WALL: b"w", TimeDomain.HOLD: b"h"}
+DOMAIN_CODES = tuple(_DOMAIN_CODE[d][0] for d in (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD))
 _CODE_DOMAIN = {v: k for k, v in _DOMAIN_CODE.items()}
 
 

@@ -4,9 +4,10 @@ module ``mwcore_native`` (``libs/mwcore/native``), typed by its stub
 ``mypy.stubtest`` in ``make lint``).
 
 This package is the only one that imports the module (``rust`` here: tests reach the
-module's classes through it). A part wraps its Rust type where the runtime's protocol
-needs more than the type gives (``consumer.py``, ``sender.py``, ``codecs.py``,
-``effects.py``).
+module's classes through it). At import the module is given the constants and error
+texts both sides must agree on, each defined once in the package (``constants.py``). A
+part wraps its Rust type where the runtime's protocol needs more than the type gives
+(``consumer.py``, ``sender.py``, ``codecs.py``, ``effects.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from mwcore.store.fast_script import Packed
 from mwcore.transport.consumer import Member, OnCommitted
 from mwcore.transport.producer import ProductionSender
 
-__all__ = ["DOMAINS", "NativeCore", "installed", "pack_commit", "require", "rust"]
+__all__ = ["DOMAINS", "NativeCore", "installed", "is_panic", "pack_commit", "panic_on_key", "require", "rust"]
 
 _MISSING = "it is not importable"
 try:
@@ -44,6 +45,10 @@ try:
 except ImportError as exc:  # not built: MW_CORE=python runs, MW_CORE=native says how to build it
     rust = None  # type: ignore[assignment]
     _MISSING = str(exc)
+else:
+    from mwcore.cores.native.constants import give
+
+    give(rust)
 
 DOMAINS = (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD)  # the native core's domain indexes
 
@@ -60,6 +65,19 @@ def require() -> None:
             "MW_CORE=native: the native core is not installed (build it with make bootstrap, "
             f"which needs Rust's cargo: https://rustup.rs), or set MW_CORE=python ({_MISSING})"
         )
+
+
+def is_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a panic of the native core outside its per-record code
+    (PyO3's ``PanicException``; within it a panic is an ``InternalError``)."""
+    return rust is not None and isinstance(exc, rust.PanicException)
+
+
+def panic_on_key(key: str) -> None:
+    """Test plumbing (``MW_PANIC_KEY``): the native core panics before user code runs on
+    a record of ``key``."""
+    require()
+    rust.panic_on_key(key)
 
 
 class NativeReader:

@@ -26,7 +26,7 @@ def decoding(serde: AvroSerde) -> Callable[[bytes], Any]:
     plan = native_plan(sv.parsed)
     if plan is None:  # nor has the serde a generated codec: fastavro reads it
         return serde.decode
-    return rust.Decoder(plan, sv.fingerprint, MAX_AVRO_ITEMS, serde.decode).decode
+    return rust.Decoder(plan, serde.header, MAX_AVRO_ITEMS, serde.decode).decode
 
 
 def encoding(serde: AvroSerde) -> Callable[[Any], bytes]:
