@@ -8,7 +8,11 @@ pipeline (semantics I-12), on a real broker and Redis, while a running sum works
   claiming 2**62 such items is a dead letter in bounded time;
 - input records: keys and timestamps out of the kit's bounds are dead letters, a
   stream of unknown writer schemas does not stall a worker, and a record whose header
-  name is not UTF-8 (written through librdkafka's C API) counts like any other.
+  name is not UTF-8 (written through librdkafka's C API) counts like any other;
+- the native core's own faults: a panic in its per-record code (forced for one key's
+  records, ``MW_PANIC_KEY``) makes that record a dead letter (``internal_error``) and
+  the worker goes on, exact; committed offsets whose metadata was not UTF-8 (what any
+  client may commit for the worker's group) are read, on either core.
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.schema_topic import COMPACTED, schemas_topic
 from mwcore.transport.topics import admin_config, ensure_topics, topic_name
 from testbed.hostile import dead_letter_reasons, produce_raw, rejections
+from testbed.native import requires_native
 from testbed.procs import WorkerProc, wait_until, worker_env
-from testbed.raw_headers import produce_with_headers
+from testbed.raw_kafka import commit_with_metadata, produce_with_headers
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.hostile
@@ -85,10 +90,15 @@ class Sums:
     namespace: str
     log_dir: Path
     port: int = field(default_factory=free_port)
+    env: dict[str, str] = field(default_factory=dict)  # the worker's, besides the stack's
 
     def __post_init__(self) -> None:
         env = worker_env(
-            self.stack.bootstrap, self.stack.redis_url, self.namespace, MW_METRICS_PORT=str(self.port)
+            self.stack.bootstrap,
+            self.stack.redis_url,
+            self.namespace,
+            MW_METRICS_PORT=str(self.port),
+            **self.env,
         )
         self.worker = WorkerProc("mwcore.examples.running_sum:RunningSum", env, self.log_dir, "sum")
         self.numbers = topic_name(self.namespace, "numbers")
@@ -301,5 +311,62 @@ def test_a_header_name_that_is_not_utf8_stops_no_worker(
         wait_until(lambda: sums.totals().get("k") == 121, 60, 0.3, "every record, the odd ones too")
         assert sums.worker.alive
         assert sums.dead() == {}
+    finally:
+        sums.stop()
+
+
+@requires_native
+def test_a_panic_in_per_record_native_code_is_a_dead_letter_and_the_worker_goes_on(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    """A bug of the native core's, met by one record (a panic before user code runs on
+    a record of key ``boom``, test plumbing): that record is a dead letter
+    ``internal_error``, logged as an error; what its call changed is undone; the other
+    records, of its key's neighbours in the same chunks, are exact, and the worker
+    lives."""
+    sums = Sums(stack, registry, namespace, log_dir, env={"MW_CORE": "native", "MW_PANIC_KEY": "boom"})
+    sums.start()
+    try:
+        sums.legit(1, 2)
+        sums.legit(40, key=b"boom")
+        sums.legit(3)
+        sums.legit(5, 6, key=b"other")
+        sums.legit(4)
+        wait_until(lambda: sums.totals() == {"k": 10, "other": 11}, 60, 0.3, "the records around the panic")
+        wait_until(lambda: sums.dead() == {"internal_error": 1}, 60, 0.3, "the panic's dead letter")
+        assert sums.worker.alive
+        logs = sums.worker.logs()
+        assert '"event": "internal_error"' in logs and '"level": "error"' in logs
+        assert "a panic in the native core" in logs and "MW_PANIC_KEY" in logs
+    finally:
+        sums.stop()
+
+
+@pytest.mark.parametrize("core", [pytest.param("native", marks=requires_native), "python"])
+def test_offset_metadata_that_is_not_utf8_is_read(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path, core: str
+) -> None:
+    """Any client may commit offsets for the worker's group, with metadata of any bytes.
+    (Apache Kafka keeps them as a string, bytes that are not UTF-8 replaced; a broker
+    that keeps them as they came hands them back so: the native consumer reads those
+    too, ``transport/commits.rs``'s unit tests.) The worker reads the group's committed
+    offsets when it takes an interval over (the commit witness): such metadata is no
+    witness of its, and the worker goes on, exact."""
+    from mwcore.examples.running_sum import RunningSum
+    from mwcore.runtime.layout import Layout
+
+    comp = RunningSum()
+    numbers = topic_name(namespace, "numbers")
+    ensure_topics(stack.bootstrap, {numbers: comp.partitions})
+    group = Layout.of(comp, namespace).group
+    for partition in range(comp.partitions):
+        commit_with_metadata(
+            stack.bootstrap, group, numbers, partition, 0, b"\xff\xfe\x00mw:" + bytes([partition])
+        )
+    sums = Sums(stack, registry, namespace, log_dir, env={"MW_CORE": core}).start()
+    try:
+        sums.legit(1, 2, 3)
+        wait_until(lambda: sums.totals() == {"k": 6}, 60, 0.3, "the records")
+        assert sums.worker.alive and sums.dead() == {}
     finally:
         sums.stop()

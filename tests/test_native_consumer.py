@@ -34,7 +34,7 @@ from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.consumer import GroupConsumer, Part
 from mwcore.transport.topics import ensure_topics
 from testbed.native import requires_native, rust
-from testbed.raw_headers import produce_with_headers
+from testbed.raw_kafka import produce_with_headers
 
 pytestmark = requires_native
 

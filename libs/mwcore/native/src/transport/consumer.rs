@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::transport::commits::{CommitQueue, Committed};
+use crate::transport::commits::{listed, CommitQueue, Committed};
 use crate::transport::fetched::{Fetched, Route};
 use crate::transport::kafka::{failure, Part};
 use crate::transport::membership::{Callbacks, Membership};
@@ -257,20 +257,9 @@ impl GroupConsumer {
                     .committed_offsets(tpl, Duration::from_secs_f64(timeout.max(0.0)))
             })
             .map_err(|e| failure(&e))?;
-        Ok(got
-            .elements()
-            .iter()
-            .map(|e| {
-                let meta = e.metadata();
-                let meta = (!meta.is_empty()).then(|| meta.to_owned());
-                (
-                    e.topic().to_owned(),
-                    e.partition(),
-                    e.offset().to_raw().unwrap_or(-1001),
-                    meta,
-                )
-            })
-            .collect())
+        // SAFETY: `got` is a live list, read before it is dropped. (Not rdkafka's
+        // `elements()`: its `metadata()` panics on metadata that is not UTF-8.)
+        Ok(unsafe { listed(got.ptr(), false) })
     }
 
     /// Commit `offsets` (`(topic, partition, offset, metadata)`); `on_committed` gets

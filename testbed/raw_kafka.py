@@ -1,9 +1,10 @@
-"""Writing a record whose header name is not UTF-8, as any producer on librdkafka's C API
-(or a hand-made produce request) may: confluent-kafka's ``Producer`` takes header names
-as ``str`` only. Kafka carries a header name as bytes and checks nothing of them.
+"""What any client on librdkafka's C API may write to Kafka and confluent-kafka will not:
+a record whose header name is not UTF-8 (confluent-kafka's ``Producer`` takes header names
+as ``str`` only; Kafka carries them as bytes and checks nothing of them), and committed
+offsets whose metadata is not UTF-8 (Kafka keeps whatever bytes a client commits).
 
 Through ``ctypes``, on the librdkafka that confluent-kafka's wheel ships
-(``rd_kafka_produceva``, whose header names are NUL-terminated bytes).
+(``rd_kafka_produceva``, whose header names are NUL-terminated bytes; ``rd_kafka_commit``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import confluent_kafka
 
 # rd_kafka_vtype_t
 _END, _TOPIC, _PARTITION, _VALUE, _KEY, _HEADER = 0, 1, 3, 4, 5, 9
-_PRODUCER = 0  # rd_kafka_type_t
+_PRODUCER, _CONSUMER = 0, 1  # rd_kafka_type_t
 
 
 class _Mem(ctypes.Structure):
@@ -41,6 +42,19 @@ class _VU(ctypes.Structure):  # rd_kafka_vu_t
     _fields_ = [("vtype", ctypes.c_int), ("u", _Value)]
 
 
+class _TopicPartition(ctypes.Structure):  # rd_kafka_topic_partition_t
+    _fields_ = [
+        ("topic", ctypes.c_char_p),
+        ("partition", ctypes.c_int32),
+        ("offset", ctypes.c_int64),
+        ("metadata", ctypes.c_void_p),
+        ("metadata_size", ctypes.c_size_t),
+        ("opaque", ctypes.c_void_p),
+        ("err", ctypes.c_int),
+        ("_private", ctypes.c_void_p),
+    ]
+
+
 @cache
 def _librdkafka() -> ctypes.CDLL:
     libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
@@ -60,7 +74,52 @@ def _librdkafka() -> ctypes.CDLL:
     lib.rd_kafka_flush.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.rd_kafka_outq_len.argtypes = [ctypes.c_void_p]
     lib.rd_kafka_destroy.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_topic_partition_list_new.restype = ctypes.c_void_p
+    lib.rd_kafka_topic_partition_list_new.argtypes = [ctypes.c_int]
+    lib.rd_kafka_topic_partition_list_add.restype = ctypes.POINTER(_TopicPartition)
+    lib.rd_kafka_topic_partition_list_add.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32]
+    lib.rd_kafka_topic_partition_list_destroy.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_commit.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    lib.rd_kafka_err2str.restype = ctypes.c_char_p
+    lib.rd_kafka_err2str.argtypes = [ctypes.c_int]
     return lib
+
+
+def _client(kind: int, settings: dict[bytes, bytes]) -> int:
+    lib = _librdkafka()
+    err = ctypes.create_string_buffer(512)
+    conf = lib.rd_kafka_conf_new()
+    for name, setting in settings.items():
+        if lib.rd_kafka_conf_set(conf, name, setting, err, len(err)) != 0:
+            raise RuntimeError(err.value.decode())
+    rk = lib.rd_kafka_new(kind, conf, err, len(err))
+    if not rk:
+        raise RuntimeError(err.value.decode())
+    return int(rk)
+
+
+def commit_with_metadata(
+    bootstrap: str, group: str, topic: str, partition: int, offset: int, metadata: bytes
+) -> None:
+    """Commit ``offset`` of the partition for ``group`` with ``metadata`` (any bytes), as
+    a member outside the group's generation does (the group empty meanwhile)."""
+    lib = _librdkafka()
+    rk = _client(_CONSUMER, {b"bootstrap.servers": bootstrap.encode(), b"group.id": group.encode()})
+    parts = lib.rd_kafka_topic_partition_list_new(1)
+    try:
+        elem = lib.rd_kafka_topic_partition_list_add(parts, topic.encode(), partition).contents
+        elem.offset = offset
+        raw = ctypes.CDLL(None).malloc  # the list frees its metadata with free()
+        raw.restype = ctypes.c_void_p
+        buf = raw(len(metadata))
+        ctypes.memmove(buf, metadata, len(metadata))
+        elem.metadata, elem.metadata_size = buf, len(metadata)
+        code = lib.rd_kafka_commit(rk, parts, 0)
+        if code != 0:
+            raise RuntimeError(lib.rd_kafka_err2str(code).decode())
+    finally:
+        lib.rd_kafka_topic_partition_list_destroy(parts)
+        lib.rd_kafka_destroy(rk)
 
 
 def _mem(vu: _VU, vtype: int, data: bytes, keep: list[object]) -> None:
@@ -80,14 +139,7 @@ def produce_with_headers(
 ) -> None:
     """One record with ``headers`` (names any bytes but NUL), waiting for the broker."""
     lib = _librdkafka()
-    err = ctypes.create_string_buffer(512)
-    conf = lib.rd_kafka_conf_new()
-    for name, setting in ((b"bootstrap.servers", bootstrap.encode()), (b"acks", b"all")):
-        if lib.rd_kafka_conf_set(conf, name, setting, err, len(err)) != 0:
-            raise RuntimeError(err.value.decode())
-    rk = lib.rd_kafka_new(_PRODUCER, conf, err, len(err))
-    if not rk:
-        raise RuntimeError(err.value.decode())
+    rk = _client(_PRODUCER, {b"bootstrap.servers": bootstrap.encode(), b"acks": b"all"})
     try:
         keep: list[object] = []
         vus = (_VU * (4 + len(headers)))()
