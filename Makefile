@@ -27,12 +27,18 @@ test: bootstrap lint
 test-fast: bootstrap
 	$(BIN)/pytest libs/mwcore/tests $(PYTEST_ARGS)
 
-## make lint: style, formatting, types, the import contracts (pyproject.toml: the layers), and rustfmt and clippy on the native core
+## make lint: style, formatting, types, the import contracts (pyproject.toml: the layers), the native core's
+## stub against the built module (mypy.stubtest), and rustfmt and clippy on the native core
 lint: bootstrap
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@if $(BIN)/python -c "import mwcore_native" 2>/dev/null; then \
+	  echo "mypy.stubtest mwcore_native (libs/mwcore/native/mwcore_native.pyi)"; \
+	  MYPYPATH=libs/mwcore/native:libs/mwcore/src $(BIN)/python -m mypy.stubtest mwcore_native \
+	    --mypy-config-file pyproject.toml --allowlist libs/mwcore/native/stubtest-allowlist.txt; \
+	fi
 	@if command -v cargo >/dev/null 2>&1; then \
 	  echo "cargo fmt --check, cargo clippy -D warnings (libs/mwcore/native)"; \
 	  cd libs/mwcore/native && cargo fmt --check && \

@@ -1,9 +1,31 @@
 # Types of the native core (src/lib.rs), checked against the built module by mypy.stubtest
 # (make lint); each class's Python reference is named. Only mwcore.cores.native imports it.
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Self, final
 
 from mwcore.api.record import Production
+
+__all__ = [
+    "STRINGS_GENERATION",
+    "Applier",
+    "Bloom",
+    "Context",
+    "Decoder",
+    "Encoder",
+    "GroupConsumer",
+    "KafkaFailure",
+    "Msg",
+    "PanicException",
+    "Producer",
+    "Screener",
+    "StateHandle",
+    "TimerHandle",
+    "TimerQueue",
+    "init",
+    "pack_commit",
+    "panic_on_key",
+    "read_ids",
+]
 
 def init(
     *,
@@ -45,12 +67,15 @@ def pack_commit(
     """The commit script's EVALSHA call of a checkpoint (its parts), in RESP:
     ``pack_call(sha, keys, commit_args(token, fencing, cp))`` (``mwcore.store``), byte for byte."""
 
+@final
 class Bloom:
     """The Bloom filter of record ids, bit for bit ``mwcore.runtime.bloom.BloomFilter``."""
 
-    capacity: int
-    count: int
-    def __init__(self, capacity: int = 100_000, bits_per_id: int = 12, hashes: int = 7) -> None: ...
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def count(self) -> int: ...
+    def __new__(cls, capacity: int = 100_000, bits_per_id: int = 12, hashes: int = 7) -> Self: ...
     @property
     def full(self) -> bool: ...
     @property
@@ -60,24 +85,38 @@ class Bloom:
     def duplicates(self, rids: list[bytes], in_batch: set[bytes]) -> tuple[list[bool], list[int]]: ...
     def words(self) -> bytes: ...
 
+@final
 class Decoder:
-    """Avro values of one reader schema (``plan``: ``mwcore.serde.native_plan``)
-    decoded as the generated decoder does; any other value goes to ``fallback``
-    (``AvroSerde.decode``), which reads it or raises."""
+    """Avro values of one reader schema (``plan``: ``mwcore.serde.native_plan``; ``header``:
+    the reader schema's own) decoded as the generated decoder does; any other value goes
+    to ``fallback`` (``AvroSerde.decode``), which reads it or raises."""
 
-    def __init__(
-        self, plan: tuple[Any, ...], header: bytes, max_items: int, fallback: Callable[[bytes], Any]
-    ) -> None: ...
+    def __new__(
+        cls, plan: tuple[Any, ...], header: bytes, max_items: int, fallback: Callable[[bytes], Any]
+    ) -> Self: ...
     def decode(self, data: bytes) -> Any: ...
     @property
     def deferred(self) -> int:
         """How many values it handed to ``fallback``."""
 
+@final
+class Encoder:
+    """Avro values of one schema encoded, after ``prefix``, as the generated encoder
+    does, where every part has exactly the type the schema reads back; any other
+    value goes to ``fallback`` (``AvroSerde.encode``), which writes it or raises."""
+
+    def __new__(cls, plan: tuple[Any, ...], prefix: bytes, fallback: Callable[[Any], bytes]) -> Self: ...
+    def encode(self, value: Any) -> bytes: ...
+    @property
+    def deferred(self) -> int:
+        """How many values it handed to ``fallback``."""
+
+@final
 class Producer:
     """The worker's productions on librdkafka, reported per batch (reference:
-    ``mwcore.transport.producer.Sender``; wrapped by ``transport.native_producer``)."""
+    ``mwcore.transport.producer.Sender``; wrapped by ``mwcore.cores.native.sender``)."""
 
-    def __init__(self, config: dict[str, str]) -> None: ...
+    def __new__(cls, config: dict[str, str]) -> Self: ...
     def send_all(
         self,
         batch: int,
@@ -91,25 +130,15 @@ class Producer:
     def flush(self, timeout: float) -> tuple[int, list[Any]]: ...
     def purge(self) -> list[Any]: ...
 
-class Encoder:
-    """Avro values of one schema encoded, after ``prefix``, as the generated encoder
-    does, where every part has exactly the type the schema reads back; any other
-    value goes to ``fallback`` (``AvroSerde.encode``), which writes it or raises."""
-
-    def __init__(self, plan: tuple[Any, ...], prefix: bytes, fallback: Callable[[Any], bytes]) -> None: ...
-    def encode(self, value: Any) -> bytes: ...
-    @property
-    def deferred(self) -> int:
-        """How many values it handed to ``fallback``."""
-
 class KafkaFailure(Exception):
     """A librdkafka error: args ``(code, text)``."""
 
+@final
 class Msg:
     """A consumed message, with the methods the runtime reads of confluent-kafka's."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         topic: str,
         partition: int,
         offset: int,
@@ -117,7 +146,7 @@ class Msg:
         value: bytes | None,
         timestamp: tuple[int, int],
         headers: list[tuple[str, bytes | None]] | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     def topic(self) -> str: ...
     def partition(self) -> int: ...
     def offset(self) -> int: ...
@@ -135,20 +164,21 @@ def read_ids(
 
 STRINGS_GENERATION: int  # a Screener keeps at most twice as many recurring strings
 
+@final
 class Screener:
     """A chunk of messages made into records or set aside, before user code (reference:
     ``mwcore.runtime.screening.screen``); the short strings that recur in keys and values
-    kept as one ``str`` each (``strings.rs``)."""
+    kept as one ``str`` each (``serde/strings.rs``)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         record: type,
         serialization_error: type[BaseException],
         key_error: Callable[[bytes | None], BaseException],
         min_ts: int,
         max_ts: int,
         max_key: int,
-    ) -> None: ...
+    ) -> Self: ...
     def screen(
         self,
         messages: list[Msg],
@@ -160,16 +190,17 @@ class Screener:
         bindings: dict[str, tuple[str, Callable[[bytes], Any]]],
     ) -> tuple[int, list[tuple[int, str]], list[Any], set[str]]: ...
 
+@final
 class GroupConsumer:
     """A worker's group membership and input on librdkafka (reference:
-    ``mwcore.transport.consumer.GroupConsumer``; wrapped by ``transport.native_consumer``)."""
+    ``mwcore.transport.consumer.GroupConsumer``; wrapped by ``mwcore.cores.native.consumer``)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         config: dict[str, str],
         on_committed: Callable[[str | None, list[tuple[str, int, int, str | None]]], None] | None = None,
         batch_poll: bool = False,
-    ) -> None: ...
+    ) -> Self: ...
     def subscribe(
         self,
         topics: list[str],
@@ -190,10 +221,11 @@ class GroupConsumer:
     def commit(self, offsets: list[tuple[str, int, int, str | None]], asynchronous: bool) -> None: ...
     def close(self) -> None: ...
 
+@final
 class TimerQueue:
     """An interval's pending timers (reference: ``mwcore.runtime.timers.TimerQueue``)."""
 
-    def __init__(self, entry: type, domains: tuple[Any, Any, Any]) -> None: ...
+    def __new__(cls, entry: type, domains: tuple[Any, Any, Any]) -> Self: ...
     def __len__(self) -> int: ...
     def set(self, entry: Any) -> None: ...
     def clear(self, key: str, tag: str) -> bool: ...
@@ -201,12 +233,41 @@ class TimerQueue:
     def oldest(self, domain: Any) -> int | None: ...
     def pop_due(self, domain: Any, limit: int) -> Any | None: ...
 
+@final
+class Context:
+    """The context user code gets on the native core (reference: ``mwcore.api.context.Context``)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def state(self) -> StateHandle | None: ...
+    @property
+    def timers(self) -> TimerHandle | None: ...
+    def now_ms(self) -> Any: ...
+    def produce(self, stream: Any, value: Any, timestamp: Any, key: str | None = None) -> None: ...
+
+@final
+class StateHandle:
+    """``ctx.state`` (reference: ``mwcore.api.context.StateHandle``)."""
+
+    def get(self, default: Any = None) -> Any: ...
+    def set(self, value: Any) -> None: ...
+    def clear(self) -> None: ...
+
+@final
+class TimerHandle:
+    """``ctx.timers`` (reference: ``mwcore.api.context.TimerHandle``)."""
+
+    def set(self, tag: str, timestamp: Any, domain: Any = None) -> None: ...
+    def clear(self, tag: str) -> None: ...
+
+@final
 class Applier:
     """User code run on a chunk of records or on due timers, its effects applied
     (reference: ``mwcore.runtime.effects.Applier``, its path when not careful)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         process_record: Callable[[Any, Any], None],
         process_timer: Callable[[Any, Any], None],
         values: dict[str, Any],
@@ -218,9 +279,9 @@ class Applier:
         encoders: dict[str, tuple[str, Callable[[Any], bytes]]],
         clock: Callable[[], int],
         kinds: tuple[type, type, type, tuple[Any, Any, Any]],
-    ) -> None: ...
+    ) -> Self: ...
     @property
-    def ctx(self) -> Any: ...
+    def ctx(self) -> Context: ...
     def records(
         self,
         items: list[Any],

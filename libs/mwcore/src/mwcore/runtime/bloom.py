@@ -4,8 +4,8 @@ It is the fast path of deduplication: "no" is certain, "maybe" is confirmed
 against the interval's seen-id set in Redis. Ids are mixed (splitmix64) before use,
 so ids chosen by users with little entropy still spread over the bits.
 
-This is the reference of the native core's ``Bloom`` (``MW_CORE=native``), which
-sets the same bits; ``libs/mwcore/tests/test_native.py`` holds the two to it.
+This is the reference of the native core's filter (``runtime/bloom.rs``), which sets
+the same bits; ``libs/mwcore/tests/test_native.py`` holds the two to it.
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 
 
 class Filter(Protocol):
-    """What deduplication asks of a filter (``BloomFilter``, or the native ``Bloom``)."""
+    """What deduplication asks of a filter (``BloomFilter``, or the native core's)."""
 
-    capacity: int
-    count: int
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def count(self) -> int: ...
 
     @property
     def full(self) -> bool: ...
