@@ -129,14 +129,4 @@ def key_error(raw: bytes | None) -> SerializationError:
 class ReferenceScreener:
     """``screen``."""
 
-    def screen(
-        self,
-        messages: Sequence[Message],
-        rids: list[bytes],
-        dup: list[bool] | None,
-        forged: set[int],
-        lates: dict[int, bytes],
-        batch_seen: set[bytes],
-        bindings: Bindings,
-    ) -> Screened:
-        return screen(messages, rids, dup, forged, lates, batch_seen, bindings)
+    screen = staticmethod(screen)
