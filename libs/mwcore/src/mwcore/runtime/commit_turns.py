@@ -1,6 +1,6 @@
 """Commit turns: the one fenced round trip that commits a set of intervals' checkpoints.
 
-A turn is either waited for, or (overlapping commits, ``MW_OVERLAP_COMMITS``) sent on a
+A turn is either waited for, or (overlapping commits, the default) sent on a
 thread of its own while the worker's loop goes on; its results are then taken at a later
 turn of the loop (``take``). At most one turn is in flight: the worker takes it before
 it prepares the next, redoes a batch or drains. What a turn's results do (productions

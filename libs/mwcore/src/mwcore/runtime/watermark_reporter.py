@@ -14,7 +14,7 @@ The worker also declares its computation (what it reads and writes) at start and
 ``declare_s``: the authority picks up new computations from declarations, and
 ``mw retire`` takes them for a sign of life.
 
-With overlapping commits (``MW_OVERLAP_COMMITS``) the reports are written in the
+With overlapping commits (the default) the reports are written in the
 background, as the checkpoints are: one write at a time on a thread of its own, its
 result taken at a later step. While a write is in flight no new report is drafted (it
 would hand over again the segments the one in flight hands over); reports released

@@ -3,7 +3,7 @@
 It keeps the same promises (unique tokens, fencing, all-or-nothing commits) within
 one process; it proves nothing about Redis, which the contract tests check against
 a real server. Every call holds one lock: a worker's commit runs on a thread of its
-own (``MW_OVERLAP_COMMITS``) beside the loop's reads.
+own (overlapping commits) beside the loop's reads.
 """
 
 from __future__ import annotations
