@@ -7,9 +7,13 @@ class, defined by the time its settings are read). Besides those, three families
 are read apart: ``MW_UNSAFE_*`` (the negative controls, checked by
 ``settings.negative_controls``), ``MW_KAFKA_*`` (librdkafka's client properties,
 ``transport/client_properties.py``) and ``MW_TEST_*`` (left to tests' own code). Any
-other ``MW_*`` variable stops the process at start with one line (exit 2): a
-misspelt setting would otherwise be ignored and its default used. A variable the kit
-no longer reads says what replaced it.
+other ``MW_*`` variable stops a process of a pipeline (a worker, the authority, an
+injector, the model job: whatever reads its settings through
+``settings.ClientSettings.load``) at start with one line (exit 2): a misspelt setting
+would otherwise be ignored and its default used. A variable the kit no longer reads
+says what replaced it. (The ``mw`` commands and the Spark source, which read only what
+they fall back on, do not refuse: a shell or a Spark executor may hold another
+process's settings.)
 """
 
 from __future__ import annotations
@@ -87,9 +91,7 @@ S = TypeVar("S", bound=BaseSettings)
 
 def load_settings(cls: type[S], **overrides: Any) -> S:
     """``cls`` read from the environment (and ``overrides``); a ``ConfigError`` naming
-    every variable that is missing or invalid, or the first ``MW_*`` variable no setting
-    reads ."""
-    check()
+    every variable that is missing or invalid."""
     try:
         return cls(**overrides)
     except ValidationError as exc:

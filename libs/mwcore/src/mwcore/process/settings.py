@@ -17,7 +17,7 @@ from mwcore.controls import NegativeControls, variable
 from mwcore.cores import CoreName, default_name, require
 from mwcore.errors import ConfigError
 from mwcore.injector.injector import LINGER_MS
-from mwcore.process import plumbing  # noqa: F401 (its variables known: environment.py)
+from mwcore.process import environment, plumbing  # noqa: F401 (plumbing: its variables known, environment.py)
 from mwcore.process.environment import (
     load_settings as load_settings,  # (the public one: mwcore.load_settings)
 )
@@ -48,6 +48,9 @@ class ClientSettings(ClientConfig, BaseSettings):
 
     @classmethod
     def load(cls, **overrides: Any) -> Self:
+        """Read once from the environment: ``ConfigError`` naming each bad variable, or
+        the first ``MW_*`` variable no setting of this process reads (``environment.py``)."""
+        environment.check()
         overrides.setdefault("unsafe", negative_controls())
         settings = load_settings(cls, **overrides)
         settings.check()
