@@ -68,7 +68,9 @@ impl Applier {
             return Ok(Some(exc));
         }
         let late = self.apply(py, key, batch)?;
-        self.late.fetch_add(late, Ordering::Relaxed);
+        if late > 0 {
+            self.late.fetch_add(late, Ordering::Relaxed);
+        }
         Ok(None)
     }
 

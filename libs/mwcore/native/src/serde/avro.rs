@@ -281,10 +281,11 @@ impl Decoder {
         b: &[u8],
         strings: Option<&mut Strings>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        contained(py, || match self.read(py, b, strings) {
+        // (its caller, the screener, contains a panic of it)
+        match self.read(py, b, strings) {
             Some(v) => Ok(v),
             None => self.defer(py, &PyBytes::new(py, b)),
-        })
+        }
     }
 
     fn defer<'py>(&self, py: Python<'py>, data: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
