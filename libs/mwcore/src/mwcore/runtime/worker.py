@@ -10,8 +10,8 @@ Loop, each turn (``step``):
    checkpoint each, all in one round trip, then send its productions;
 5. report the intervals' committed state to the watermark authority when a report is due.
 
-With overlapping commits (the default; ``Tuning.overlap_commits``), step 4 only sends the round trip, on a
-thread of its own, and the loop goes on: the turns after it build the next batches
+With overlapping commits (the default; ``Tuning.overlap_commits``), step 4 only sends
+the round trip, on a thread of its own, and the loop goes on: the turns after it build the next batches
 while the store writes (``interval.py`` says what stays right meanwhile). The commit's
 results are taken (its productions sent, the witness written) at the first turn after
 it is done (a turn polls for at most 1 ms meanwhile), and always before the next
