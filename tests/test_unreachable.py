@@ -45,13 +45,8 @@ def locked_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 def run(service: str, tmp_path: Path, **env: str) -> tuple[int, str, float]:
-    full = {
-        **os.environ,
-        "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
-        "MW_INJECTOR_DIR": str(tmp_path),
-        "PYTHONPATH": str(ROOT),
-        **env,
-    }
+    own = {"MW_INJECTOR_DIR": str(tmp_path)} if service == "injector" else {}  # (its own setting only)
+    full = {**os.environ, "MW_SCHEMAS_DIR": str(ROOT / "schemas"), "PYTHONPATH": str(ROOT), **own, **env}
     began = time.monotonic()
     proc = subprocess.run(
         [sys.executable, *SERVICES[service]], env=full, cwd=ROOT, capture_output=True, text=True, timeout=60
