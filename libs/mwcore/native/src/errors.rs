@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 
 use pyo3::panic::PanicException;
 use pyo3::prelude::*;
-use pyo3::types::PyType;
+use pyo3::types::{PyString, PyType};
 
 /// `mwcore.errors.InternalError`, given at import (`api::shared::init`).
 static INTERNAL_ERROR: OnceLock<Py<PyType>> = OnceLock::new();
@@ -66,4 +66,24 @@ pub fn contained<T>(py: Python<'_>, f: impl FnOnce() -> PyResult<T>) -> PyResult
             format!("a panic in the native core: {}", said(payload.as_ref())),
         )),
     }
+}
+
+/// The key whose records' user code the native core panics before (test plumbing:
+/// `MW_PANIC_KEY`, `process/plumbing.py`), if one was set.
+static PANIC_KEY: OnceLock<String> = OnceLock::new();
+
+/// Make the native core panic before running user code on a record of `key` (for the
+/// tests of a panic's containment; set once per process).
+#[pyfunction]
+pub fn panic_on_key(key: String) {
+    let _ = PANIC_KEY.set(key);
+}
+
+pub fn forced_panic(key: &Bound<'_, PyString>) -> PyResult<()> {
+    if let Some(k) = PANIC_KEY.get() {
+        if k == key.to_str()? {
+            panic!("a panic forced for the records of key {k:?} (MW_PANIC_KEY)");
+        }
+    }
+    Ok(())
 }

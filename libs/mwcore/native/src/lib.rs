@@ -24,7 +24,7 @@ use pyo3::prelude::*;
 fn mwcore_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(api::shared::init, m)?)?;
     m.add("PanicException", m.py().get_type::<pyo3::panic::PanicException>())?;
-    m.add_function(wrap_pyfunction!(runtime::effects::panic_on_key, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::panic_on_key, m)?)?;
     m.add_function(wrap_pyfunction!(store::checkpoint::pack_commit, m)?)?;
     m.add_class::<runtime::bloom::Bloom>()?;
     m.add_class::<serde::avro::Decoder>()?;

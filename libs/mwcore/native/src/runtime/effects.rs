@@ -10,7 +10,6 @@
 //! reference. A failed call is undone by the reference's `_undo`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -19,7 +18,7 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use crate::api::ids::timer_firing_id;
 use crate::api::objects::SlotsType;
-use crate::errors::{contained, is_internal};
+use crate::errors::{contained, forced_panic, is_internal};
 use crate::runtime::context::{Context, Slot};
 use crate::runtime::timers::TimerQueue;
 use crate::store::checkpoint::{encode_entry, field_of, Entry};
@@ -392,24 +391,4 @@ impl Applier {
 /// Whether `needle` occurs in `haystack`.
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-/// The key whose records' user code the native core panics before (test plumbing:
-/// `MW_PANIC_KEY`, `process/plumbing.py`), if one was set.
-static PANIC_KEY: OnceLock<String> = OnceLock::new();
-
-/// Make the native core panic before running user code on a record of `key` (for the
-/// tests of a panic's containment; set once per process).
-#[pyfunction]
-pub fn panic_on_key(key: String) {
-    let _ = PANIC_KEY.set(key);
-}
-
-fn forced_panic(key: &Bound<'_, PyString>) -> PyResult<()> {
-    if let Some(k) = PANIC_KEY.get() {
-        if k == key.to_str()? {
-            panic!("a panic forced for the records of key {k:?} (MW_PANIC_KEY)");
-        }
-    }
-    Ok(())
 }
