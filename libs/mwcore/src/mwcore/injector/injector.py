@@ -45,13 +45,15 @@ from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.api.record import ID_HEADER, LATE_HEADER
 from mwcore.api.signing import MAC_HEADER, UNSIGNED, Signer
-from mwcore.errors import FencedError, SerializationError
+from mwcore.errors import ConfigError, FencedError, SerializationError
 from mwcore.injector.state import InjectorState
 from mwcore.limits import MAX_DEAD_LETTER_BYTES, MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.framing import Framing, Wire
 from mwcore.store.client import RedisClient
 from mwcore.store.report_sink import RedisReportSink
 from mwcore.transport.producer import Sender, refused_for_good
+from mwcore.transport.schema_registry import RegistryClient
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import (
     dead_letter_stream,
@@ -93,6 +95,8 @@ class Injector:
         linger_ms: int = LINGER_MS,
         schemas: SchemaTopic | None = None,  # where start() publishes the writer schemas
         signer: Signer = UNSIGNED,  # MW_ID_SECRET: record ids signed
+        wire: Wire = "single-object",  # the framing of what it writes (serde/framing.py)
+        schema_registry: RegistryClient | None = None,  # where start() registers them, if "confluent"
     ) -> None:
         self._signer = signer
         if not 0 <= index < processes:
@@ -104,8 +108,11 @@ class Injector:
         self._bootstrap = bootstrap
         self._state = InjectorState(client, namespace, name, index)
         self._sink = RedisReportSink(client, namespace)
+        self._registry = registry
         self._serdes = {s: AvroSerde(registry, schema) for s, schema in outputs.items() if schema}
         self.schemas = schemas or SchemaTopic(bootstrap, namespace)
+        self.wire = wire
+        self.schema_registry = schema_registry
         self._topics = {s: topic_name(namespace, s) for s in outputs}
         self.dead_letter_topic = topic_name(namespace, dead_letter_stream(name))
         self._partitions = partitions
@@ -129,6 +136,22 @@ class Injector:
         self._retry: list[Unsent] = []
         self._alone: list[Unsent] = []  # refused for good in a batch: to send alone
 
+    def _register(self) -> None:
+        """Register the writer schemas under their topics' subjects and write with the
+        ids (``ConfigError``, nothing registered, if one is incompatible)."""
+        if self.schema_registry is None:
+            raise ConfigError(
+                f'{self.name}: writing "confluent" needs a schema registry: set MW_SCHEMA_REGISTRY_URL'
+            )
+        wanted = {self._topics[s]: serde.schema for s, serde in self._serdes.items()}
+        ids = self.schema_registry.deploy(wanted)
+        self._serdes = {
+            s: AvroSerde(
+                self._registry, serde.schema.name, framing=Framing("confluent", ids[self._topics[s]])
+            )
+            for s, serde in self._serdes.items()
+        }
+
     def start(self) -> None:
         """Publish the writer schemas (``ConfigError`` if one is incompatible with an
         earlier version), declare, take this process's token, and pick up where a former
@@ -137,6 +160,8 @@ class Injector:
         stopped."""
         topics = {t: self._partitions for t in self._topics.values()}
         ensure_topics(self._bootstrap, {**topics, self.dead_letter_topic: 1})
+        if self.wire == "confluent":
+            self._register()
         self.schemas.publish([serde.schema for serde in self._serdes.values()])
         outputs = (*self._topics.values(), self.dead_letter_topic)
         spec = NodeSpec(self.name, "injector", (), outputs, self.processes)

@@ -199,11 +199,12 @@ class CommandSettings(BaseSettings):
 
 
 class StackSettings(BaseSettings):
-    """What the local stack reads: where the Apache Kafka jars are kept, and Java."""
+    """What the local stack reads: where the Apache Kafka jars and the schema registry are kept, and Java."""
 
     model_config = SettingsConfigDict(extra="ignore")
 
     kafka_home: Path | None = Field(default=None, validation_alias="MW_KAFKA_HOME")
+    registry_home: Path | None = Field(default=None, validation_alias="MW_REGISTRY_HOME")
     xdg_cache_home: Path | None = Field(default=None, validation_alias="XDG_CACHE_HOME")
     xdg_runtime_dir: Path | None = Field(default=None, validation_alias="XDG_RUNTIME_DIR")
     java_home: Path | None = Field(default=None, validation_alias="JAVA_HOME")

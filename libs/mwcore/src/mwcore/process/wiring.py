@@ -10,6 +10,7 @@ from mwcore.cores import core, panic_on_key
 from mwcore.injector.injector import Injector
 from mwcore.process.plumbing import Plumbing
 from mwcore.process.settings import AuthoritySettings, InjectorSettings, WorkerSettings
+from mwcore.runtime.config import ClientConfig
 from mwcore.runtime.worker import Worker
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.authority_log import RedisAuthorityLog
@@ -17,6 +18,7 @@ from mwcore.store.client import REDIS_RETRIES, default_wait_replicas, redis_clie
 from mwcore.store.manual_watermark import RedisWatermark
 from mwcore.store.redis_store import RedisCheckpointStore
 from mwcore.store.report_sink import RedisReportSink
+from mwcore.transport.schema_registry import RegistryClient
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.watermark_topic import TopicWatermark, WatermarkFeed, WatermarkPublisher
 from mwcore.watermarks.authority import Authority, AuthorityConfig
@@ -33,10 +35,11 @@ def build_workers(
 
     stages = rekey_stages(cls, settings.unsafe)
     registry, schemas = build_schemas(settings)
+    ids = build_registry_client(settings, registry)
     plumbing = plumbing or Plumbing.load()
     if plumbing.panic_key:
         panic_on_key(plumbing.panic_key)
-    return [build_worker(c, settings, registry, schemas, plumbing) for c in (cls, *stages)]
+    return [build_worker(c, settings, registry, schemas, plumbing, ids) for c in (cls, *stages)]
 
 
 def build_schemas(settings: WorkerSettings) -> tuple[SchemaRegistry, SchemaTopic]:
@@ -49,12 +52,25 @@ def build_schemas(settings: WorkerSettings) -> tuple[SchemaRegistry, SchemaTopic
     return registry, schemas
 
 
+def build_registry_client(settings: ClientConfig, registry: SchemaRegistry) -> RegistryClient | None:
+    """The schema registry (``MW_SCHEMA_REGISTRY_URL``; None: none is set), plugged into
+    ``registry`` for schemas named by id."""
+    access = settings.registry_access()
+    if access is None:
+        return None
+    client = RegistryClient(access, compatibility=settings.schema_compatibility)
+    if not settings.unsafe.no_schema_lookup:
+        registry.use_ids(client)
+    return client
+
+
 def build_worker(
     cls: type[Computation],
     settings: WorkerSettings,
     registry: SchemaRegistry,
     schemas: SchemaTopic,
     plumbing: Plumbing,
+    schema_registry: RegistryClient | None = None,
 ) -> Worker:
     parts = core(settings.core)
     client = redis_client(settings.redis_url)
@@ -89,6 +105,7 @@ def build_worker(
         faults=plumbing.fault_points(),
         reports=RedisReportSink(client, settings.namespace),
         schemas=schemas,
+        schema_registry=schema_registry,
     )
 
 
@@ -107,10 +124,11 @@ def build_authority(settings: AuthoritySettings) -> Authority:
 
 
 def build_injector(name: str, outputs: Mapping[str, str | None], settings: InjectorSettings) -> Injector:
+    registry = SchemaRegistry.from_directory(settings.schemas_dir)
     return Injector(
         bootstrap=settings.bootstrap,
         client=redis_client(settings.redis_url),
-        registry=SchemaRegistry.from_directory(settings.schemas_dir),
+        registry=registry,
         name=name,
         outputs=outputs,
         namespace=settings.namespace,
@@ -118,4 +136,6 @@ def build_injector(name: str, outputs: Mapping[str, str | None], settings: Injec
         processes=settings.injector_processes,
         linger_ms=settings.injector_linger_ms,
         signer=settings.signer,
+        wire=settings.wire,
+        schema_registry=build_registry_client(settings, registry),
     )

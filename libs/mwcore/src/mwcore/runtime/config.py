@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from mwcore.api.signing import MIN_SECRET_CHARS, Signer
 from mwcore.controls import SAFE, NegativeControls
 from mwcore.limits import NAMESPACE_PATTERN
+from mwcore.serde.framing import Wire
+from mwcore.transport.schema_registry import Compatibility, RegistryAccess
 
 
 class ClientConfig(BaseModel):
@@ -38,6 +40,19 @@ class ClientConfig(BaseModel):
     id_secret: SecretStr | None = None
     # set from MW_UNSAFE_* at the edge (not a variable of its own)
     unsafe: NegativeControls = Field(default=SAFE, exclude=True)
+    # the framing of the values of streams that declare none (serde/framing.py), and the
+    # other one read too on them (a migration: docs/ecosystem.md)
+    wire: Wire = "single-object"
+    wire_read_also: Wire | None = None
+    # the schema registry (Confluent's REST API): where streams framed "confluent" find
+    # their schemas by id; basic auth as user:password; TLS: the CA, a client certificate
+    schema_registry_url: str | None = None
+    schema_registry_auth: SecretStr | None = None
+    schema_registry_ca: str | None = None
+    schema_registry_certificate: str | None = None
+    schema_registry_key: str | None = None
+    # the compatibility level of a subject the kit creates (one with its own keeps it)
+    schema_compatibility: Compatibility = "FULL_TRANSITIVE"
 
     @field_validator("bootstrap")
     @classmethod
@@ -59,6 +74,19 @@ class ClientConfig(BaseModel):
         """What signs and checks with the pipeline secret (nothing, without one)."""
         secret = self.id_secret
         return Signer(None if secret is None else secret.get_secret_value())
+
+    def registry_access(self) -> RegistryAccess | None:
+        """How the schema registry is reached (None: no MW_SCHEMA_REGISTRY_URL)."""
+        if not self.schema_registry_url:
+            return None
+        auth = self.schema_registry_auth
+        return RegistryAccess(
+            self.schema_registry_url,
+            basic_auth=None if auth is None else auth.get_secret_value(),
+            ca=self.schema_registry_ca,
+            certificate=self.schema_registry_certificate,
+            key=self.schema_registry_key,
+        )
 
 
 class MetricsConfig(BaseModel):

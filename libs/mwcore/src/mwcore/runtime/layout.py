@@ -1,11 +1,11 @@
 """Where one computation's worker reads and writes in a namespace: its input topics
 (re-keyed inputs read their repartition topic), output topics, dead-letter and late
-topics, its consumer group, and the codecs of each.
+topics, its consumer group, and the codecs of each, in each stream's framing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +14,7 @@ from mwcore.api.computation import Computation
 from mwcore.runtime.intake import InputBinding
 from mwcore.runtime.parts import Core
 from mwcore.serde.avro import AvroSerde, SchemaRegistry, SchemaVersion
+from mwcore.serde.framing import SINGLE_OBJECT, Framing, Wire
 from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stream, rekey_stream, topic_name
 from mwcore.watermarks.report_format import NodeSpec
 
@@ -61,23 +62,61 @@ class Layout:
             topics[self.late] = 1
         ensure_topics(bootstrap, topics)
 
-    def bindings(self, registry: SchemaRegistry, core: Core) -> dict[str, InputBinding]:
-        """topic -> how its messages become records (decoded by ``core``'s decoder)."""
-        out: dict[str, InputBinding] = {}
+    def wires(self, wire: Wire, read_also: Wire | None) -> dict[str, tuple[Wire, Wire | None]]:
+        """topic -> (the framing written and read, the other one read too) of each input
+        and output topic, as its stream declares (``wire``, ``read_also``: the process's
+        defaults, for streams that declare none)."""
+        out: dict[str, tuple[Wire, Wire | None]] = {}
         for inp in self.comp.inputs:
-            serde = AvroSerde(registry, inp.schema or "")
-            decode = core.decoder(serde)
+            own = inp.wire or wire
+            also = inp.read_also or read_also
             for topic, stream in self.inputs.items():
                 if stream == inp.stream:
-                    out[topic] = InputBinding(inp.stream, serde, decode)
+                    out[topic] = (own, None if also == own else also)
+        for o in self.comp.outputs:
+            own = o.wire or wire
+            also = None if read_also == own else read_also
+            out[self.outputs[o.stream]] = (own, also)
         return out
 
-    def encoders(self, registry: SchemaRegistry, core: Core) -> dict[str, tuple[str, Callable[[Any], bytes]]]:
+    def subjects(
+        self, registry: SchemaRegistry, wires: Mapping[str, tuple[Wire, Wire | None]]
+    ) -> dict[str, SchemaVersion]:
+        """topic -> schema of each topic framed ``"confluent"``: what the worker registers
+        under the topic's subject at start (an input's reader schema: its dead letters are
+        written with it, and the registry checks it reads what the writers write)."""
+        schemas = {
+            topic: inp.schema or ""
+            for inp in self.comp.inputs
+            for topic, s in self.inputs.items()
+            if s == inp.stream
+        }
+        schemas.update({self.outputs[o.stream]: o.schema for o in self.comp.outputs})
+        return {t: registry.latest(name) for t, name in schemas.items() if wires[t][0] == "confluent"}
+
+    def bindings(
+        self, registry: SchemaRegistry, core: Core, framings: Mapping[str, Framing] | None = None
+    ) -> dict[str, InputBinding]:
+        """topic -> how its messages become records (decoded by ``core``'s decoder), in
+        each topic's framing (default: single-object)."""
+        out: dict[str, InputBinding] = {}
+        for inp in self.comp.inputs:
+            for topic, stream in self.inputs.items():
+                if stream == inp.stream:
+                    framing = (framings or {}).get(topic, SINGLE_OBJECT)
+                    serde = AvroSerde(registry, inp.schema or "", framing=framing)
+                    out[topic] = InputBinding(inp.stream, serde, core.decoder(serde))
+        return out
+
+    def encoders(
+        self, registry: SchemaRegistry, core: Core, framings: Mapping[str, Framing] | None = None
+    ) -> dict[str, tuple[str, Callable[[Any], bytes]]]:
         """stream -> (topic, encode) of every output (encoded by ``core``'s encoder)."""
         out = {}
         for o in self.comp.outputs:
-            serde = AvroSerde(registry, o.schema)
-            out[o.stream] = (self.outputs[o.stream], core.encoder(serde))
+            topic = self.outputs[o.stream]
+            serde = AvroSerde(registry, o.schema, framing=(framings or {}).get(topic, SINGLE_OBJECT))
+            out[o.stream] = (topic, core.encoder(serde))
         return out
 
     def writer_schemas(self, registry: SchemaRegistry) -> list[SchemaVersion]:

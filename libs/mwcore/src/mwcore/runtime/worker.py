@@ -38,7 +38,7 @@ import structlog
 from mwcore.api.clock import MIN_WATERMARK, Clock
 from mwcore.api.computation import Computation
 from mwcore.api.record import ID_HEADER, Production
-from mwcore.errors import FencedError
+from mwcore.errors import ConfigError, FencedError
 from mwcore.runtime import stopping
 from mwcore.runtime.commit_turns import CommitTurns, Turn
 from mwcore.runtime.config import Tuning, WorkerConfig
@@ -56,10 +56,12 @@ from mwcore.runtime.reports import ReportDraft
 from mwcore.runtime.watermark_reporter import WatermarkReporter
 from mwcore.runtime.witness import Witness
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.serde.framing import Framing
 from mwcore.store.interface import CheckpointStore
 from mwcore.store.report_sink import NullReportSink, ReportSink
 from mwcore.transport.consumer import Member
 from mwcore.transport.producer import production_headers
+from mwcore.transport.schema_registry import RegistryClient
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.watermarks.source import WatermarkSource
 
@@ -81,6 +83,7 @@ class Worker:
         faults: Faults = NO_FAULTS,
         reports: ReportSink | None = None,
         schemas: SchemaTopic | None = None,
+        schema_registry: RegistryClient | None = None,
     ) -> None:
         computation.validate()
         self.comp = computation
@@ -92,6 +95,9 @@ class Worker:
         # where start() publishes the writer schemas (looking writers up is the
         # registry's source, which the process plugs in: process.wiring)
         self.schemas = schemas or SchemaTopic(config.bootstrap, config.namespace)
+        # where start() registers what streams framed "confluent" write and read (the
+        # registry's id source, for reading, is plugged in by the process: process.wiring)
+        self.schema_registry = schema_registry
         self.watermarks = watermarks
         self.clock = clock or Clock()
         self.faults = faults
@@ -153,6 +159,7 @@ class Worker:
         if self.consumer is not None:
             return
         self.layout.create_topics(self.cfg.bootstrap)
+        self._frame()  # the registry first: a schema it refuses leaves the schemas topic as it was
         self.schemas.publish(self.layout.writer_schemas(self.registry))
         self.reporter.declare()
         cfg = self.cfg
@@ -165,6 +172,26 @@ class Worker:
         )
         self.ownership.join(self.consumer)
         log.info("joined", computation=self.comp.name, worker=cfg.worker_id, core=self.core.name)
+
+    def _frame(self) -> None:
+        """Each stream in its framing: the schemas of those framed ``"confluent"``
+        registered (``ConfigError``, nothing registered, if one is incompatible), and
+        their codecs made with the ids."""
+        cfg = self.cfg
+        wires = self.layout.wires(cfg.wire, cfg.wire_read_also)
+        if all(w == "single-object" and also is None for w, also in wires.values()):
+            return  # the codecs made at construction
+        subjects = self.layout.subjects(self.registry, wires)
+        if self.schema_registry is None:
+            raise ConfigError(
+                f'{self.comp.name}: streams framed "confluent" need a schema registry: '
+                "set MW_SCHEMA_REGISTRY_URL"
+            )
+        self.schema_registry.check_reachable()
+        ids = self.schema_registry.deploy(subjects) if subjects else {}
+        framings = {t: Framing(w, ids.get(t), also) for t, (w, also) in wires.items()}
+        self.deps.inputs = self.layout.bindings(self.registry, self.core, framings)
+        self.deps.encoders = self.layout.encoders(self.registry, self.core, framings)
 
     def acquire(self, index: int) -> Interval:
         """Take the interval over (``ownership.py``) and re-send its pending productions."""

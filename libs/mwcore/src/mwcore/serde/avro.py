@@ -1,17 +1,21 @@
-"""Avro serde: schemas from ``schemas/*.avsc``, values in Avro single-object encoding.
+"""Avro serde: schemas from ``schemas/*.avsc``, values framed as their stream declares.
 
-Every message starts with the two marker bytes ``C3 01`` and the 8-byte little-endian
-CRC-64-AVRO fingerprint of the writer schema's canonical form, then the Avro body. A
-reader looks the writer schema up by fingerprint and resolves it against its own
-(reader) schema, so streams can evolve: old and new writers are read alike.
+Every value starts with a prefix naming its writer schema (``framing.py``): in the
+Confluent framing ``00`` and the schema's id in a schema registry, in Avro's
+single-object encoding ``C3 01`` and the 8-byte little-endian CRC-64-AVRO fingerprint
+of the writer schema's canonical form; then the Avro body. A reader looks the writer
+schema up by id or fingerprint and resolves it against its own (reader) schema, so
+streams can evolve: old and new writers are read alike.
 
 Several versions of one named schema may live side by side; each file may carry an
 integer ``"version"`` attribute and the highest version is the one written and read.
 
 Writer schemas a reader's directory does not have (a producer upgraded first) come
 from a ``SchemaSource`` the runtime plugs in where it has a broker: the schemas topic
-(``schema_topic``). Without one (Spark executors, tests) the registry is what its
-directory holds. Either way a writer is resolved against the reader's schema by
+(``schema_topic``), by fingerprint. Schemas named by registry id come from an
+``IdSource``: the schema registry (``transport/schema_registry.py``). Without one
+(Spark executors, tests) the registry is what its directory holds and the ids learnt
+so far. Either way a writer is resolved against the reader's schema by
 fastavro; the writer that is the reader's own schema takes the generated codec.
 """
 
@@ -29,10 +33,17 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from mwcore.errors import ConfigError, SerializationError, UnknownSchemaError
 from mwcore.serde.codegen import Codec, compile_codec
+from mwcore.serde.framing import (
+    SINGLE_OBJECT,
+    SINGLE_OBJECT_HEADER_LEN,
+    SINGLE_OBJECT_MAGIC,
+    Framing,
+    frame_of,
+)
 from mwcore.serde.schema_doc import sizeless_array, standalone
 
-MAGIC = b"\xc3\x01"
-HEADER_LEN = 10
+MAGIC = SINGLE_OBJECT_MAGIC
+HEADER_LEN = SINGLE_OBJECT_HEADER_LEN
 _FP = struct.Struct("<Q")
 
 
@@ -53,6 +64,17 @@ class SchemaSource(Protocol):
         """The schema's self-contained JSON document, or None if there is none.
 
         Raises ``SchemaLookupError`` if the source cannot be read (not the record's
+        fault: the caller must not dead-letter it)."""
+        ...
+
+
+class IdSource(Protocol):
+    """Where schemas named by a schema registry's id are found."""
+
+    def document(self, schema_id: int) -> Any | None:
+        """The schema with ``schema_id`` (its JSON document), or None if there is none.
+
+        Raises ``SchemaLookupError`` if the registry cannot be asked (not the record's
         fault: the caller must not dead-letter it)."""
         ...
 
@@ -85,8 +107,10 @@ class SchemaRegistry:
     _latest: dict[str, SchemaVersion] = field(default_factory=dict)
     _by_fp: dict[int, SchemaVersion] = field(default_factory=dict)
     _named: dict[str, Any] = field(default_factory=dict)
-    _codecs: dict[int, Codec | None] = field(default_factory=dict)
+    _by_id: dict[int, SchemaVersion] = field(default_factory=dict)
+    _codecs: dict[tuple[int, bytes], Codec | None] = field(default_factory=dict)
     _source: SchemaSource | None = None
+    _ids: IdSource | None = None
 
     @classmethod
     def from_directory(cls, root: str | Path) -> SchemaRegistry:
@@ -154,6 +178,32 @@ class SchemaRegistry:
         except ConfigError as exc:
             raise UnknownSchemaError(str(exc)) from exc
 
+    def use_ids(self, source: IdSource | None) -> None:
+        """Look schemas named by registry id up in ``source`` (None: offline)."""
+        self._ids = source
+
+    def learn_id(self, schema_id: int, sv: SchemaVersion) -> None:
+        """``schema_id`` names ``sv`` (a schema this process registered, or read)."""
+        self._by_id[schema_id] = sv
+
+    def by_id(self, schema_id: int) -> SchemaVersion:
+        """The writer schema a registry's id names; the reader's own version where the id
+        names a schema of the same canonical form (``UnknownSchemaError``: none)."""
+        sv = self._by_id.get(schema_id)
+        if sv is not None:
+            return sv
+        if self._ids is None:
+            raise UnknownSchemaError(f"no schema with registry id {schema_id} (no schema registry here)")
+        document = self._ids.document(schema_id)
+        if document is None:
+            raise UnknownSchemaError(f"no schema with registry id {schema_id} in the schema registry")
+        try:
+            sv = self.add_writer(document)
+        except ConfigError as exc:
+            raise UnknownSchemaError(f"registry id {schema_id}: {exc}") from exc
+        self._by_id[schema_id] = sv
+        return sv
+
     def add_writer(self, document: Any, fp: int | None = None) -> SchemaVersion:
         """A writer schema known by fingerprint only (from the schemas topic): read with,
         never written, and never the reader's schema of its name."""
@@ -177,40 +227,65 @@ class SchemaRegistry:
         # Generated codecs are rebuilt where the registry lands (e.g. on Spark
         # executors); they hold compiled code that does not pickle. A source holds
         # broker clients: the copy is offline, with the writers learnt so far.
-        return {**self.__dict__, "_codecs": {}, "_source": None}
+        return {**self.__dict__, "_codecs": {}, "_source": None, "_ids": None}
 
-    def codec(self, sv: SchemaVersion) -> Codec | None:
-        """The generated codec of a schema version (None: fastavro handles it)."""
-        if sv.fingerprint not in self._codecs:
-            self._codecs[sv.fingerprint] = compile_codec(sv.parsed, MAGIC + _FP.pack(sv.fingerprint))
-        return self._codecs[sv.fingerprint]
+    def codec(self, sv: SchemaVersion, header: bytes | None = None) -> Codec | None:
+        """The generated codec of a schema version, its output starting with ``header``
+        (default: its single-object header); None: fastavro handles it."""
+        prefix = MAGIC + _FP.pack(sv.fingerprint) if header is None else header
+        key = (sv.fingerprint, prefix)
+        if key not in self._codecs:
+            self._codecs[key] = compile_codec(sv.parsed, prefix)
+        return self._codecs[key]
 
 
 class AvroSerde:
-    """Encodes with one writer schema, decodes any known writer into one reader schema."""
+    """Encodes with one writer schema, decodes any known writer into one reader schema;
+    values framed as ``framing`` says (``framing.py``: the single-object encoding unless
+    told)."""
 
-    __slots__ = ("_decode_body", "_encode", "_fingerprint", "_generated", "_header", "_registry", "_schema")
+    __slots__ = (
+        "_decode_body",
+        "_encode",
+        "_fingerprint",
+        "_framing",
+        "_generated",
+        "_header",
+        "_reads",
+        "_registry",
+        "_schema",
+    )
 
-    def __init__(self, registry: SchemaRegistry, name: str, *, generated: bool = True) -> None:
+    def __init__(
+        self, registry: SchemaRegistry, name: str, *, generated: bool = True, framing: Framing = SINGLE_OBJECT
+    ) -> None:
         self._registry = registry
         self._generated = generated
+        self._framing = framing
+        self._reads = framing.reads
         self._schema = registry.latest(name)
         self._fingerprint = self._schema.fingerprint
-        self._header = MAGIC + _FP.pack(self._schema.fingerprint)
-        codec = registry.codec(self._schema) if generated else None
+        self._header = framing.header(self._schema.fingerprint)
+        if framing.schema_id is not None:
+            registry.learn_id(framing.schema_id, self._schema)
+        codec = registry.codec(self._schema, self._header) if generated else None
         self._encode = codec.encode if codec is not None else None
         self._decode_body = codec.decode if codec is not None else None
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_serde, (self._registry, self._schema.name, self._generated))
+        return (_serde, (self._registry, self._schema.name, self._generated, self._framing))
 
     @property
     def schema(self) -> SchemaVersion:
         return self._schema
 
     @property
+    def framing(self) -> Framing:
+        return self._framing
+
+    @property
     def header(self) -> bytes:
-        """What every value it writes starts with (the marker and the fingerprint)."""
+        """What every value it writes starts with (its framing's prefix)."""
         return self._header
 
     def encode(self, datum: Any) -> bytes:
@@ -228,30 +303,52 @@ class AvroSerde:
         return buf.getvalue()
 
     def decode(self, data: bytes) -> Any:
-        if len(data) < HEADER_LEN or data[:2] != MAGIC:
-            raise SerializationError("not Avro single-object encoded (bad marker)")
-        (fp,) = _FP.unpack_from(data, 2)
-        if fp == self._fingerprint and self._decode_body is not None:
+        if self._decode_body is not None and data.startswith(self._header):
             try:
-                return self._decode_body(data, HEADER_LEN)
+                return self._decode_body(data, len(self._header))
             except Exception as exc:
                 raise SerializationError(f"cannot decode as {self._schema.name}: {exc!r}") from exc
+        frame = frame_of(data)
+        if frame is None:
+            expected = _expected(self._reads)
+            raise SerializationError(f"not Avro in a framing of this stream ({expected}): bad marker")
+        if frame.wire not in self._reads:
+            raise SerializationError(
+                f"framed {frame.wire}, but this stream reads {_expected(self._reads)} only: bad marker"
+            )
         reader = self._schema
         # An unknown writer: UnknownSchemaError (a dead letter), or SchemaLookupError
         # (the source cannot be read: raised on, the record is not at fault).
-        writer = reader if fp == reader.fingerprint else self._registry.by_fingerprint(fp)
+        if frame.wire == "confluent":
+            writer = self._registry.by_id(frame.ref)
+            label = f"registry id {frame.ref}"
+        else:
+            fp = frame.ref
+            writer = reader if fp == reader.fingerprint else self._registry.by_fingerprint(fp)
+            label = f"{fp:016x}"
+        if writer is reader and self._decode_body is not None:
+            try:
+                return self._decode_body(data, frame.body)
+            except Exception as exc:
+                raise SerializationError(f"cannot decode as {reader.name}: {exc!r}") from exc
         resolve_into = None if writer is reader else reader.parsed
         try:
-            return fastavro.schemaless_reader(io.BytesIO(data[HEADER_LEN:]), writer.parsed, resolve_into)
+            return fastavro.schemaless_reader(io.BytesIO(data[frame.body :]), writer.parsed, resolve_into)
         except Exception as exc:
             what = f"{reader.name} v{reader.version}"
             if writer is not reader:
-                what += f" (written with v{writer.version}, {fp:016x})"
+                what += f" (written with v{writer.version}, {label})"
             raise SerializationError(f"cannot decode as {what}: {exc}") from exc
 
 
-def _serde(registry: SchemaRegistry, name: str, generated: bool) -> AvroSerde:
-    return AvroSerde(registry, name, generated=generated)
+def _expected(reads: frozenset[str]) -> str:
+    return " or ".join(sorted(reads))
+
+
+def _serde(
+    registry: SchemaRegistry, name: str, generated: bool, framing: Framing = SINGLE_OBJECT
+) -> AvroSerde:
+    return AvroSerde(registry, name, generated=generated, framing=framing)
 
 
 def writer_fingerprint(data: bytes) -> int | None:
@@ -264,14 +361,14 @@ def writer_fingerprint(data: bytes) -> int | None:
 
 
 def decode_any(registry: SchemaRegistry, data: bytes) -> tuple[str, Any]:
-    """Decode with the writer schema the message names (no reader schema): the schema's
-    name and the value. For tools that show any stream (``mw tail``)."""
-    if len(data) < HEADER_LEN or data[:2] != MAGIC:
-        raise SerializationError("not Avro single-object encoded (bad marker)")
-    (fp,) = _FP.unpack_from(data, 2)
-    writer = registry.by_fingerprint(fp)
+    """Decode with the writer schema the message names (no reader schema), in either
+    framing: the schema's name and the value. For tools that show any stream (``mw tail``)."""
+    frame = frame_of(data)
+    if frame is None:
+        raise SerializationError("not Avro, in neither framing (bad marker)")
+    writer = registry.by_id(frame.ref) if frame.wire == "confluent" else registry.by_fingerprint(frame.ref)
     try:
-        return writer.name, fastavro.schemaless_reader(io.BytesIO(data[HEADER_LEN:]), writer.parsed, None)
+        return writer.name, fastavro.schemaless_reader(io.BytesIO(data[frame.body :]), writer.parsed, None)
     except Exception as exc:
         raise SerializationError(f"cannot decode as {writer.name}: {exc}") from exc
 

@@ -1,9 +1,10 @@
-"""A local Apache Kafka broker and Redis for development and tests, on free ports.
+"""A local Apache Kafka broker, Redis and a schema registry for development and tests,
+on free ports.
 
-``LocalStack`` starts a ``redis-server`` with an append-only file and one Apache Kafka
-node (``mwcore.tools.stack.kafka_broker``: KRaft, broker and controller at once), each with its
-data and log under one work directory, waits until both answer, and stops them
-cleanly.
+``LocalStack`` starts a ``redis-server`` with an append-only file, one Apache Kafka
+node (``mwcore.tools.stack.kafka_broker``: KRaft, broker and controller at once) and an
+Apicurio Registry (``schema_registry.py``; ``registry=None``: none), each with its data
+and log under one work directory, waits until all answer, and stops them cleanly.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mwcore.errors import ConfigError
 from mwcore.store.client import redis_ready
 from mwcore.tools.stack.kafka_broker import KafkaBroker
 from mwcore.tools.stack.localproc import die_with_parent, free_port, kill_process, stop_process, wait_for_port
+from mwcore.tools.stack.schema_registry import ApicurioRegistry
 
 __all__ = ["LocalKafka", "LocalRedis", "LocalStack", "RedisServer", "free_port"]
 
@@ -112,11 +114,12 @@ class LocalKafka(Protocol):
 
 @dataclass
 class LocalStack:
-    """Broker plus Redis for one test session or one ``mw up``."""
+    """Broker, Redis and schema registry for one test session or one ``mw up``."""
 
     workdir: Path | None = None
     broker: LocalKafka = field(default_factory=KafkaBroker)
     redis: LocalRedis = field(default_factory=RedisServer)
+    registry: ApicurioRegistry | None = field(default_factory=ApicurioRegistry)
     _scratch: bool = field(default=False, init=False, repr=False)
 
     @property
@@ -127,13 +130,19 @@ class LocalStack:
     def redis_url(self) -> str:
         return self.redis.url
 
+    @property
+    def schema_registry_url(self) -> str | None:
+        """The registry's Confluent-compatible API (None: the stack has none)."""
+        return None if self.registry is None else self.registry.url
+
     def describe(self) -> dict[str, str]:
         """The broker as launched (its version as it logged it), as ``mw up`` reports it."""
         return {"product": self.broker.product, "version": self.broker.running_version()}
 
     def banner(self) -> str:
         b = self.describe()
-        return f"{b['product']} {b['version']} at {self.bootstrap}, redis {self.redis_url}"
+        registry = "" if self.registry is None else f", schema registry {self.registry.url}"
+        return f"{b['product']} {b['version']} at {self.bootstrap}, redis {self.redis_url}{registry}"
 
     def start(self) -> LocalStack:
         if self.workdir is None:
@@ -142,23 +151,36 @@ class LocalStack:
             self._scratch = True
         self.redis.directory = self.workdir / "redis"
         self.broker.directory = self.workdir / "kafka"
+        if self.registry is not None:
+            self.registry.directory = self.workdir / "registry"
         self.redis.start()
         try:
+            if self.registry is not None:
+                self.registry.launch()  # its JVM starts beside the broker's
             self.broker.start()
+            if self.registry is not None:
+                self.registry.wait_ready(90)
         except BaseException:
-            self.redis.stop()
+            self._stop_servers()
             raise
         return self
 
-    def stop(self) -> None:
+    def _stop_servers(self) -> None:
         try:
-            self.broker.stop()
+            if self.registry is not None:
+                self.registry.stop()
         finally:
             try:
-                self.redis.stop()
+                self.broker.stop()
             finally:
-                if self._scratch and self.workdir is not None:
-                    shutil.rmtree(self.workdir, ignore_errors=True)
+                self.redis.stop()
+
+    def stop(self) -> None:
+        try:
+            self._stop_servers()
+        finally:
+            if self._scratch and self.workdir is not None:
+                shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> LocalStack:
         return self.start()
