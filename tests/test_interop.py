@@ -8,23 +8,31 @@ A producer outside the kit (confluent-kafka's ``AvroSerializer``: the bytes Java
 
 from __future__ import annotations
 
+import io
 import json
+import struct
 import subprocess
 import sys
+import time
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext, StringSerializer
 
+from mwcore.tools.stack.localproc import free_port
 from mwcore.tools.stack.localstack import LocalStack
+from mwcore.tools.stack.schema_registry import ApicurioRegistry
 from mwcore.transport.topics import ensure_topics, topic_name
 from testbed.procs import ROOT, WorkerProc, wait_until, worker_env
+from testbed.topics import read_topic
 
 pytestmark = pytest.mark.interop
 
@@ -43,17 +51,30 @@ def _confluent_env(stack: LocalStack, namespace: str, **extra: str) -> dict[str,
         stack.bootstrap,
         stack.redis_url,
         namespace,
-        MW_WIRE="confluent",
-        MW_SCHEMA_REGISTRY_URL=stack.schema_registry_url,
-        **{"MW_LOG_LEVEL": "info", **extra},
+        **{
+            "MW_WIRE": "confluent",
+            "MW_SCHEMA_REGISTRY_URL": stack.schema_registry_url,
+            "MW_LOG_LEVEL": "info",
+            **extra,
+        },
     )
 
 
 def _produce_numbers(
     stack: LocalStack, topic: str, rows: list[tuple[str, int]], schema: str = NUMBER
 ) -> None:
+    _produce_to(_registry(stack), stack, topic, rows, schema)
+
+
+def _produce_to(
+    client: SchemaRegistryClient,
+    stack: LocalStack,
+    topic: str,
+    rows: list[tuple[str, int]],
+    schema: str = NUMBER,
+) -> None:
     """What a producer outside the kit writes: keys as strings, values by AvroSerializer."""
-    serialize = AvroSerializer(_registry(stack), schema)
+    serialize = AvroSerializer(client, schema)
     keys = StringSerializer()
     producer = Producer({"bootstrap.servers": stack.bootstrap, "enable.idempotence": True})
     for key, n in rows:
@@ -62,9 +83,15 @@ def _produce_numbers(
     assert producer.flush(30) == 0
 
 
-def _read_sums(stack: LocalStack, topic: str, expected: int, timeout: float = 90) -> list[dict[str, Any]]:
+def _read_sums(
+    stack: LocalStack,
+    topic: str,
+    expected: int,
+    timeout: float = 90,
+    client: SchemaRegistryClient | None = None,
+) -> list[dict[str, Any]]:
     """What a consumer outside the kit reads: AvroDeserializer's values, in order."""
-    deserialize = AvroDeserializer(_registry(stack))
+    deserialize = AvroDeserializer(client or _registry(stack))
     group = f"outside-{uuid.uuid4().hex}"
     consumer = Consumer(
         {"bootstrap.servers": stack.bootstrap, "group.id": group, "auto.offset.reset": "earliest"}
@@ -177,3 +204,118 @@ def test_an_incompatible_schema_is_refused_at_deploy(
     assert len(lines) == 1 and "incompatible" in lines[0] and f"{sums}-value" in lines[0], proc.stderr
     assert f"{numbers}-value" not in client.get_subjects()
     assert len(client.get_versions(f"{sums}-value")) == 1
+
+
+@pytest.fixture
+def own_registry(tmp_path: Path) -> Iterator[ApicurioRegistry]:
+    """A registry of the test's own, which it may stop and start (its schemas in its
+    directory, as the session's)."""
+    registry = ApicurioRegistry(directory=tmp_path / "registry").start()
+    try:
+        yield registry
+    finally:
+        registry.stop()
+
+
+def _framed(schema_id: int, n: int) -> bytes:
+    """A Number framed by hand (what any Confluent serializer writes for it)."""
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(json.loads(NUMBER)), {"n": n})
+    return b"\x00" + struct.pack(">I", schema_id) + body.getvalue()
+
+
+def test_the_registry_down_at_start_stops_the_worker_with_one_line(
+    stack: LocalStack, namespace: str, tmp_path: Path
+) -> None:
+    closed = f"http://127.0.0.1:{free_port()}"
+    began = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "mwcore", "run", COMPUTATION],
+        env={
+            **_confluent_env(stack, namespace, MW_LOG_LEVEL="warning", MW_SCHEMA_REGISTRY_URL=closed),
+            "PATH": "/usr/bin:/bin",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("%")]
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(lines) == 1 and "MW_SCHEMA_REGISTRY_URL" in lines[0] and closed in lines[0], lines
+    assert time.monotonic() - began < 30
+
+
+def test_a_registry_restart_mid_run_loses_nothing(
+    stack: LocalStack, namespace: str, tmp_path: Path, own_registry: ApicurioRegistry
+) -> None:
+    """The registry stops and starts again (its file database kept) while a worker runs:
+    the worker goes on, a producer and a consumer that start after it find every schema
+    under its old id, and every record is summed once."""
+    numbers, sums = topic_name(namespace, "numbers"), topic_name(namespace, "sums")
+    ensure_topics(stack.bootstrap, {numbers: 4})
+    url = own_registry.url
+    env = _confluent_env(stack, namespace, MW_SCHEMA_REGISTRY_URL=url)
+    first = [(f"k{i % 3}", i) for i in range(50)]
+    client = SchemaRegistryClient({"url": url, "timeout": 10})
+    _produce_to(client, stack, numbers, first)
+    ids = {s: client.get_latest_version(s).schema_id for s in (f"{numbers}-value",)}
+    worker = WorkerProc(COMPUTATION, env, tmp_path, "w0").start()
+    try:
+        _read_sums(stack, sums, len(first), client=client)
+        own_registry.stop()
+        own_registry.start()
+        again = SchemaRegistryClient({"url": url, "timeout": 10})  # nothing cached
+        assert {s: again.get_latest_version(s).schema_id for s in ids} == ids
+        assert f"{sums}-value" in again.get_subjects()
+        second = [(f"k{i % 3}", 100 + i) for i in range(50)]
+        _produce_to(again, stack, numbers, second)
+        out = _read_sums(stack, sums, len(first) + len(second), client=again)
+    finally:
+        worker.terminate()
+    final: dict[str, int] = {}
+    for value in out:
+        final[value["key"]] = max(final.get(value["key"], 0), value["total"])
+    assert final == _totals(first + second)
+
+
+def test_the_registry_down_mid_run(
+    stack: LocalStack, namespace: str, tmp_path: Path, own_registry: ApicurioRegistry
+) -> None:
+    """With the registry down, a worker goes on with the schemas it has cached; a record
+    whose schema id it does not know waits a bounded time and is a dead letter naming
+    why, and the records after it are summed."""
+    numbers, sums = topic_name(namespace, "numbers"), topic_name(namespace, "sums")
+    dead = topic_name(namespace, "running_sum.dead-letters")
+    ensure_topics(stack.bootstrap, {numbers: 4})  # one key: one partition, in order
+    client = SchemaRegistryClient({"url": own_registry.url, "timeout": 10})
+    _produce_to(client, stack, numbers, [("k", 1)])
+    known = int(client.get_latest_version(f"{numbers}-value").schema_id or 0)
+    env = _confluent_env(stack, namespace, MW_SCHEMA_REGISTRY_URL=own_registry.url)
+    worker = WorkerProc(COMPUTATION, env, tmp_path, "w0").start()
+    try:
+        _read_sums(stack, sums, 1, client=client)
+        own_registry.stop()
+        producer = Producer({"bootstrap.servers": stack.bootstrap})
+        producer.produce(numbers, _framed(known, 2), b"k")
+        producer.produce(numbers, _framed(known + 1000, 5), b"k")  # an id it never saw
+        producer.produce(numbers, _framed(known, 3), b"k")
+        assert producer.flush(30) == 0
+        began = time.monotonic()
+        wait_until(
+            lambda: len(read_topic(stack.bootstrap, dead)) == 1, 60, 0.5, "the unknown id's dead letter"
+        )
+        assert time.monotonic() - began < 30
+        wait_until(lambda: len(read_topic(stack.bootstrap, sums)) == 3, 60, 0.5, "the known ids' sums")
+    finally:
+        worker.terminate()
+    [letter] = read_topic(stack.bootstrap, dead)
+    assert letter.headers["mw-reason"] == b"unknown_schema"
+    assert b"cannot be reached" in letter.headers["mw-error"], letter.headers["mw-error"]
+    assert letter.value == _framed(known + 1000, 5)  # as it came
+    sum_schema = fastavro.parse_schema(json.loads((ROOT / "schemas" / "examples" / "sum.avsc").read_text()))
+    values: list[Any] = [
+        fastavro.schemaless_reader(io.BytesIO(m.value[5:]), sum_schema, None)
+        for m in read_topic(stack.bootstrap, sums)
+    ]
+    assert [v["total"] for v in values] == [1, 3, 6]

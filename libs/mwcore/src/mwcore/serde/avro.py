@@ -78,6 +78,10 @@ class IdSource(Protocol):
         fault: the caller must not dead-letter it)."""
         ...
 
+    def why_unknown(self, schema_id: int) -> str:
+        """Why ``document`` last found no schema with ``schema_id``."""
+        ...
+
 
 def _fingerprint(parsed: Any) -> int:
     hex_fp = fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO")
@@ -196,7 +200,8 @@ class SchemaRegistry:
             raise UnknownSchemaError(f"no schema with registry id {schema_id} (no schema registry here)")
         document = self._ids.document(schema_id)
         if document is None:
-            raise UnknownSchemaError(f"no schema with registry id {schema_id} in the schema registry")
+            why = self._ids.why_unknown(schema_id)
+            raise UnknownSchemaError(f"no schema with registry id {schema_id}: {why}")
         try:
             sv = self.add_writer(document)
         except ConfigError as exc:

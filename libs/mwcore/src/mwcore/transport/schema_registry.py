@@ -108,7 +108,7 @@ class RegistryClient:
         self.unknown_s = unknown_s
         self._client = client or SchemaRegistryClient(access.client_config())
         self._documents: dict[int, Any] = {}
-        self._unknown: OrderedDict[int, float] = OrderedDict()  # id -> until when (monotonic)
+        self._unknown: OrderedDict[int, tuple[float, str]] = OrderedDict()  # id -> (until when, why)
         self._waited = -wait_every_s
 
     # -- at start ------------------------------------------------------------------------
@@ -194,12 +194,12 @@ class RegistryClient:
         if document is not None:
             return document
         now = time.monotonic()
-        until = self._unknown.get(schema_id)
-        if until is not None and now < until:
+        unknown = self._unknown.get(schema_id)
+        if unknown is not None and now < unknown[0]:
             return None
         found, why = self._ask(schema_id, now)
         if found is None:
-            self._unknown[schema_id] = time.monotonic() + self.unknown_s
+            self._unknown[schema_id] = (time.monotonic() + self.unknown_s, why)
             self._unknown.move_to_end(schema_id)
             while len(self._unknown) > MAX_UNKNOWN:
                 self._unknown.popitem(last=False)
@@ -210,21 +210,25 @@ class RegistryClient:
         log.info("schema_learnt", registry=self.access.url, id=schema_id)
         return found
 
+    def why_unknown(self, schema_id: int) -> str:
+        unknown = self._unknown.get(schema_id)
+        return "the schema registry has none" if unknown is None else unknown[1]
+
     def _ask(self, schema_id: int, now: float) -> tuple[Any | None, str]:
         deadline = None
         while True:
             try:
                 schema = self._call(self._client.get_schema, schema_id)
             except SchemaRegistryError as exc:
-                return None, f"the registry has none ({exc.http_status_code})"
+                return None, f"the schema registry has none ({exc.http_status_code})"
             except Unreachable as exc:
                 if deadline is None:
                     if now - self._waited < self.wait_every_s:
-                        return None, f"the registry cannot be reached ({exc}); waited for it lately"
+                        return None, f"the schema registry cannot be reached ({exc}); waited for it lately"
                     self._waited = now
                     deadline = now + self.wait_s
                 if time.monotonic() >= deadline:
-                    return None, f"the registry cannot be reached ({exc}) after {self.wait_s}s"
+                    return None, f"the schema registry cannot be reached ({exc}) after {self.wait_s}s"
                 time.sleep(0.1)
                 continue
             return _avro_document(schema)
