@@ -27,16 +27,19 @@ from typing import Any
 import pytest
 
 from mwcore.api import ids
-from mwcore.api.signing import MAC_HEADER, UNSIGNED, Signer
+from mwcore.api.signing import MAC_HEADER, UNSIGNED, MacV1, Signer
 from mwcore.injector.injector import Injector
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import AvroSerde, SchemaRegistry, decode_any
+from mwcore.serde.framing import Framing
 from mwcore.tools.stack.localproc import free_port
 from mwcore.tools.stack.localstack import LocalStack
+from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
 from mwcore.transport.topics import topic_name
 from mwcore.transport.watermark_topic import WatermarkFeed, watermark_topic
 from mwcore.watermarks.published import Watermarks
 from testbed.hostile import SECRET, dead_letter_reasons, produce_raw, rejections
 from testbed.procs import WorkerProc, wait_until, worker_env
+from testbed.topics import read_topic
 from tests.conftest import ROOT
 from tests.support.watermarks import authority, injector, windows
 
@@ -220,10 +223,11 @@ def _forged_id_scenario(
         forged_headers = [("mw-id", real_id)]  # no MAC: it cannot make one
         produce_raw(stack.bootstrap, numbers, [(b"k", serde.encode({"n": 999}))], forged_headers)
         real_headers = [("mw-id", real_id)]
+        one, ten = serde.encode({"n": 1}), serde.encode({"n": 10})
         if signer.enabled:
-            real_headers.append((MAC_HEADER, signer.sign_id(real_id)))
-        produce_raw(stack.bootstrap, numbers, [(b"k", serde.encode({"n": 1}))], real_headers)
-        produce_raw(stack.bootstrap, numbers, [(b"k", serde.encode({"n": 10}))], _signed(signer))
+            real_headers.append((MAC_HEADER, signer.sign_record(real_id, numbers, b"k", one)))
+        produce_raw(stack.bootstrap, numbers, [(b"k", one)], real_headers)
+        produce_raw(stack.bootstrap, numbers, [(b"k", ten)], _signed(signer, numbers, b"k", ten))
 
         def sums() -> list[dict[str, Any]]:
             out = AvroSerde(registry, "mw.examples.Sum")
@@ -238,9 +242,10 @@ def _forged_id_scenario(
         worker.terminate()
 
 
-def _signed(signer: Signer) -> list[tuple[str, bytes]]:
+def _signed(signer: Signer, topic: str, key: bytes | None, value: bytes) -> list[tuple[str, bytes]]:
     rid = ids.random_id()
-    return [("mw-id", rid), *([(MAC_HEADER, signer.sign_id(rid))] if signer.enabled else [])]
+    mac = [(MAC_HEADER, signer.sign_record(rid, topic, key, value))] if signer.enabled else []
+    return [("mw-id", rid), *mac]
 
 
 def test_a_forged_record_id_is_a_dead_letter_and_the_real_record_counts(
@@ -258,3 +263,108 @@ def test_negative_control_without_the_secret_a_forged_id_suppresses_the_real_rec
     last, dead = _forged_id_scenario(stack, registry, namespace, log_dir, None)
     assert last["total"] == 1009, last  # the forged 999 counted, the real 1 dropped as seen
     assert "bad_id" not in dead
+
+
+def _copied_mac_scenario(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path, mac_v1: MacV1
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """A genuine (id, MAC) pair, seen on the topic, copied onto other content written
+    before the real record: the running sum's last total, and its dead letters by reason."""
+    signer = Signer(SECRET, mac_v1)
+    numbers = topic_name(namespace, "numbers")
+    env = worker_env(stack.bootstrap, stack.redis_url, namespace, MW_ID_SECRET=SECRET, MW_MAC_V1=mac_v1)
+    worker = WorkerProc("mwcore.examples.running_sum:RunningSum", env, log_dir, "sum").start()
+    serde = AvroSerde(registry, "mw.examples.Number")
+    try:
+        wait_until(lambda: worker.ready, 60, what="the worker to join")
+        real, rid = serde.encode({"n": 1}), ids.random_id()
+        pair = [("mw-id", rid), (MAC_HEADER, signer.sign_record(rid, numbers, b"k", real))]
+        produce_raw(stack.bootstrap, numbers, [(b"k", serde.encode({"n": 999}))], pair)  # the copy
+        produce_raw(stack.bootstrap, numbers, [(b"k", real)], pair)
+        ten = serde.encode({"n": 10})
+        produce_raw(stack.bootstrap, numbers, [(b"k", ten)], _signed(signer, numbers, b"k", ten))
+        out = AvroSerde(registry, "mw.examples.Sum")
+        sums_topic = topic_name(namespace, "sums")
+
+        def sums() -> list[dict[str, Any]]:
+            return [out.decode(m.value) for m in read_topic(stack.bootstrap, sums_topic)]
+
+        wait_until(lambda: any(s["total"] in (11, 1009) for s in sums()), 60, 0.3, "the last record's sum")
+        last = max(sums(), key=lambda s: s["count"])
+        return last, dict(dead_letter_reasons(stack.bootstrap, namespace, "running_sum"))
+    finally:
+        worker.terminate()
+
+
+def test_a_copied_id_and_mac_on_other_content_is_a_dead_letter_under_mac_v2(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    last, dead = _copied_mac_scenario(stack, registry, namespace, log_dir, "off")
+    assert last == {"key": "k", "total": 11, "count": 2}, last  # the real 1 and 10, not the copy's 999
+    assert dead.get("bad_id") == 1, dead
+
+
+@pytest.mark.negative_control
+def test_negative_control_a_copied_mac_v1_suppresses_the_real_record(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    last, dead = _copied_mac_scenario(stack, registry, namespace, log_dir, "write")  # MACs of the id only
+    assert last["total"] == 1009, last  # the copy counted, the real record dropped as seen
+    assert "bad_id" not in dead
+
+
+def _single_object_on_a_confluent_stream(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path, **extra: str
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """A single-object record (whose fingerprint could collide with a real schema's) on
+    a stream framed "confluent": the running sum's last total and its dead letters."""
+    assert stack.schema_registry_url is not None
+    numbers = topic_name(namespace, "numbers")
+    env = worker_env(
+        stack.bootstrap,
+        stack.redis_url,
+        namespace,
+        MW_WIRE="confluent",
+        MW_SCHEMA_REGISTRY_URL=stack.schema_registry_url,
+        **extra,
+    )
+    worker = WorkerProc("mwcore.examples.running_sum:RunningSum", env, log_dir, "sum").start()
+    try:
+        wait_until(lambda: worker.ready, 60, what="the worker to join")
+        client = RegistryClient(RegistryAccess(stack.schema_registry_url))
+        local = SchemaRegistry.from_directory(ROOT / "schemas")
+        local.use_ids(client)  # the sums are read by their ids
+        ids_ = client.deploy({numbers: local.latest("mw.examples.Number")})
+        confluent = AvroSerde(local, "mw.examples.Number", framing=Framing("confluent", ids_[numbers]))
+        single = AvroSerde(local, "mw.examples.Number")
+        rows = [(b"k", single.encode({"n": 999})), (b"k", confluent.encode({"n": 1}))]
+        produce_raw(stack.bootstrap, numbers, rows, [])
+        sums_topic = topic_name(namespace, "sums")
+
+        def sums() -> list[dict[str, Any]]:
+            return [decode_any(local, m.value)[1] for m in read_topic(stack.bootstrap, sums_topic)]
+
+        wait_until(lambda: any(s["total"] in (1, 1000) for s in sums()), 60, 0.3, "the last record's sum")
+        last = max(sums(), key=lambda s: s["count"])
+        return last, dict(dead_letter_reasons(stack.bootstrap, namespace, "running_sum"))
+    finally:
+        worker.terminate()
+
+
+def test_a_single_object_record_on_a_confluent_only_stream_is_a_dead_letter(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    last, dead = _single_object_on_a_confluent_stream(stack, registry, namespace, log_dir)
+    assert last == {"key": "k", "total": 1, "count": 1}, last
+    assert dead.get("undecodable") == 1, dead
+
+
+@pytest.mark.negative_control
+def test_negative_control_a_stream_that_reads_both_framings_takes_the_single_object_record(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    last, dead = _single_object_on_a_confluent_stream(
+        stack, registry, namespace, log_dir, MW_WIRE_READ_ALSO="single-object"
+    )
+    assert last["total"] == 1000, last
+    assert "undecodable" not in dead

@@ -157,7 +157,7 @@ class Msg:
     def error(self) -> None: ...
 
 def read_ids(
-    messages: list[Msg], mac_key: bytes | None = None
+    messages: list[Msg], mac_key: bytes | None = None, accept_v1: bool = False
 ) -> tuple[list[bytes], dict[int, bytes], set[int]]:
     """Each message's record id, late marks, ids that do not verify (reference:
     ``mwcore.runtime.envelope.read_ids``)."""

@@ -244,14 +244,20 @@ def test_the_encoder_writes_what_the_reference_writes(schema: Any) -> None:
 def consumed(rng: random.Random, signer: Signer, i: int) -> Any:
     """A message as the native consumer hands it over, its headers drawn to cover every
     branch of the reference: no id, an id of the wrong length or without a value, a
-    signed id, a forged or missing MAC, late marks with and without a value, repeats."""
+    signed id (MAC version 1 or 2, for this record or copied from another), a forged or
+    missing MAC, late marks with and without a value, repeats."""
     rid = rng.randbytes(16)
+    topic = rng.choice(["in", "töpic", ""])
+    key = rng.choice([None, b"", b"k", rng.randbytes(5)])
+    value = rng.choice([b"", b"\x00\x00\x00\x00\x01", b"\xc3\x01" + bytes(8)]) + random_bytes(rng, 20)
+    v2 = signer.sign_record(rid, topic, key, value) if signer.enabled else rng.randbytes(17)
+    copied = signer.sign_record(rid, topic, key, value + b"x") if signer.enabled else rng.randbytes(17)
     pool: list[tuple[str, bytes | None]] = [
         ("mw-id", rid),
         ("mw-id", rng.randbytes(rng.choice([0, 15, 17]))),
         ("mw-id", None),
-        ("mw-mac", signer.sign_id(rid) if signer.enabled else rng.randbytes(16)),
-        ("mw-mac", rng.randbytes(rng.choice([15, 16]))),
+        ("mw-mac", rng.choice([v2, signer.sign_id(rid) if signer.enabled else rng.randbytes(16)])),
+        ("mw-mac", rng.choice([rng.randbytes(rng.choice([15, 16])), b"\x02" + rng.randbytes(16), copied])),
         ("mw-mac", None),
         ("mw-late-ms", str(rng.randrange(10**6)).encode()),
         ("mw-late-ms", None),
@@ -262,11 +268,11 @@ def consumed(rng: random.Random, signer: Signer, i: int) -> Any:
     if rng.random() < 0.5:  # the common case: an id and its MAC
         headers = [("mw-id", rid), ("mw-mac", pool[3][1]), *headers[:1]]
     return rust.Msg(
-        rng.choice(["in", "töpic", ""]),
+        topic,
         rng.randrange(64),
         rng.choice([0, i, 2**40 + i]),
-        None,
-        random_bytes(rng, 20),
+        key,
+        value,
         (1, rng.randrange(2**41)),
         headers if headers or rng.random() < 0.5 else None,
     )
@@ -274,14 +280,14 @@ def consumed(rng: random.Random, signer: Signer, i: int) -> Any:
 
 def chunk(seed: int) -> tuple[list[Any], Signer]:
     rng = random.Random(seed)
-    signer = Signer("s" * 16 + str(seed)) if seed % 2 else UNSIGNED
+    signer = Signer("s" * 16 + str(seed), "read" if seed % 4 == 1 else "off") if seed % 2 else UNSIGNED
     return [consumed(rng, signer, i) for i in range(rng.randrange(1, 40))], signer
 
 
 @pytest.mark.parametrize("seed", range(100))
 def test_read_ids_reads_what_the_reference_reads(seed: int) -> None:
     messages, signer = chunk(seed)
-    assert rust.read_ids(messages, signer.mac_key) == read_ids(messages, signer)
+    assert rust.read_ids(messages, signer.mac_key, signer.accepts_v1) == read_ids(messages, signer)
 
 
 def test_the_drawn_chunks_take_every_branch() -> None:

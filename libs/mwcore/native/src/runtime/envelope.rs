@@ -11,19 +11,20 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet};
 
 use crate::api::ids::{from_position, ID_BYTES};
-use crate::api::signing::verifies;
+use crate::api::signing::record_verifies;
 use crate::transport::message::Msg;
 
 /// `(rids, lates, forged)` of `messages` (each a `Msg`): a `list[bytes]`, a
 /// `dict[int, bytes]` of each late record's index and mark, a `set[int]` of the indexes
 /// whose id did not verify. `mac_key`: the signer's key (`Signer.mac_key`), None when
-/// nothing is signed.
+/// nothing is signed; `accept_v1`: MACs of version 1 verify too (`Signer.accepts_v1`).
 #[pyfunction]
-#[pyo3(signature = (messages, mac_key=None))]
+#[pyo3(signature = (messages, mac_key=None, accept_v1=false))]
 pub fn read_ids<'py>(
     py: Python<'py>,
     messages: &Bound<'py, PyList>,
     mac_key: Option<&[u8]>,
+    accept_v1: bool,
 ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>, Bound<'py, PySet>)> {
     if mac_key.is_some_and(|k| k.is_empty() || k.len() > 64) {
         return Err(PyValueError::new_err("a MAC key is 1 to 64 bytes"));
@@ -41,7 +42,13 @@ pub fn read_ids<'py>(
             _ => None,
         };
         let rid: Bound<'py, PyBytes> = match claimed {
-            Some(rid) if mac_key.is_none_or(|k| verifies(k, rid, body.mac().flatten())) => {
+            Some(rid)
+                if mac_key.is_none_or(|k| {
+                    let topic = m.topic.bind(py).to_str().map(str::as_bytes).unwrap_or(b"");
+                    let value = body.value().unwrap_or(b"");
+                    record_verifies(k, rid, topic, body.key(), value, body.mac().flatten(), accept_v1)
+                }) =>
+            {
                 PyBytes::new(py, rid)
             }
             Some(_) => {

@@ -219,7 +219,7 @@ class Injector:
             why = f"timestamp {timestamp} outside {MIN_TIMESTAMP} to {MAX_TIMESTAMP}"
             self.dead_letter(data, why, rid, reason="bad_timestamp", stream=stream)
             return False
-        headers = self._id_headers(rid)
+        headers = self._id_headers(rid, topic, key, data)
         late = timestamp < self.reported or late_ms is not None
         if late:
             behind = late_ms if late_ms is not None else self.reported - timestamp
@@ -236,10 +236,10 @@ class Injector:
             self.poll()
         return late
 
-    def _id_headers(self, record_id: bytes) -> Headers:
+    def _id_headers(self, record_id: bytes, topic: str, key: bytes | None, value: bytes) -> Headers:
         headers: Headers = [(ID_HEADER, record_id)]
         if self._signer.enabled:
-            headers.append((MAC_HEADER, self._signer.sign_id(record_id)))
+            headers.append((MAC_HEADER, self._signer.sign_record(record_id, topic, key, value)))
         return headers
 
     def dead_letter(
@@ -249,12 +249,14 @@ class Injector:
         error (header ``mw-error``), a short ``reason`` (``mw-reason``) and where it came
         from (``mw-source-<name>``); a value past ``MAX_DEAD_LETTER_BYTES`` is cut
         (``mw-truncated``)."""
-        headers = self._id_headers(record_id)
+        if len(value) > MAX_DEAD_LETTER_BYTES:
+            cut = [("mw-truncated", f"value {len(value)} bytes".encode())]
+            value = value[:MAX_DEAD_LETTER_BYTES]
+        else:
+            cut = []
+        headers = self._id_headers(record_id, self.dead_letter_topic, None, value) + cut
         headers += [("mw-error", error.encode()[:4000]), ("mw-reason", reason.encode())]
         headers += [(f"mw-source-{k}", v.encode()[:1024]) for k, v in source.items()]
-        if len(value) > MAX_DEAD_LETTER_BYTES:
-            headers.append(("mw-truncated", f"value {len(value)} bytes".encode()))
-            value = value[:MAX_DEAD_LETTER_BYTES]
         self.dead_letters += 1
         self._sender.send(
             self.dead_letter_topic, value, None, headers=headers, on_delivery=self._on_dead_letter

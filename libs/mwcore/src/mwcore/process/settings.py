@@ -12,7 +12,7 @@ from typing import Any, Literal, Self
 from pydantic import Field, SecretStr, TypeAdapter, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from mwcore.api.signing import Signer
+from mwcore.api.signing import MacV1, Signer
 from mwcore.controls import NegativeControls, variable
 from mwcore.cores import CoreName, default_name, require
 from mwcore.errors import ConfigError
@@ -167,6 +167,7 @@ class CommandSettings(BaseSettings):
     schemas_dir: Path | None = None
     namespace: str = "default"
     id_secret: SecretStr | None = None
+    mac_v1: MacV1 = "off"
 
     @field_validator("id_secret")
     @classmethod
@@ -176,7 +177,7 @@ class CommandSettings(BaseSettings):
     @cached_property
     def signer(self) -> Signer:
         """What signs and checks with the pipeline secret (nothing, without one)."""
-        return Signer(None if self.id_secret is None else self.id_secret.get_secret_value())
+        return Signer(None if self.id_secret is None else self.id_secret.get_secret_value(), self.mac_v1)
 
     @field_validator("bootstrap")
     @classmethod

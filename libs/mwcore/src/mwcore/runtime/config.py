@@ -20,7 +20,7 @@ from functools import cached_property
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from mwcore.api.signing import MIN_SECRET_CHARS, Signer
+from mwcore.api.signing import MIN_SECRET_CHARS, MacV1, Signer
 from mwcore.controls import SAFE, NegativeControls
 from mwcore.limits import NAMESPACE_PATTERN
 from mwcore.serde.framing import Wire
@@ -38,6 +38,9 @@ class ClientConfig(BaseModel):
     namespace: str = "default"
     # the pipeline secret: record ids, watermarks and witnesses authenticated (api/signing.py)
     id_secret: SecretStr | None = None
+    # records' MACs of version 1 (the id only): off (refused), read (accepted: a migration
+    # window), write (accepted and written: the first step of an upgrade, and the way back)
+    mac_v1: MacV1 = "off"
     # set from MW_UNSAFE_* at the edge (not a variable of its own)
     unsafe: NegativeControls = Field(default=SAFE, exclude=True)
     # the framing of the values of streams that declare none (serde/framing.py), and the
@@ -73,7 +76,7 @@ class ClientConfig(BaseModel):
     def signer(self) -> Signer:
         """What signs and checks with the pipeline secret (nothing, without one)."""
         secret = self.id_secret
-        return Signer(None if secret is None else secret.get_secret_value())
+        return Signer(None if secret is None else secret.get_secret_value(), self.mac_v1)
 
     def registry_access(self) -> RegistryAccess | None:
         """How the schema registry is reached (None: no MW_SCHEMA_REGISTRY_URL)."""

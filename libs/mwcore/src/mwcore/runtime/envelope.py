@@ -60,7 +60,7 @@ def read_ids(messages: Sequence[Message], signer: Signer) -> Envelope:
                 mac = hval
         if rid.__class__ is not bytes or len(rid) != id_bytes:
             rid = ids.from_position(m.topic() or "", m.partition() or 0, m.offset() or 0)
-        elif checking and not signer.verify_id(rid, mac):
+        elif checking and not signer.verify_record(rid, m.topic() or "", m.key(), m.value() or b"", mac):
             forged.add(i)  # never seen under the id it claims: it could suppress the real one
             lates.pop(i, None)
             rid = ids.from_position(m.topic() or "", m.partition() or 0, m.offset() or 0)

@@ -27,6 +27,8 @@ from mwcore.api.signing import MAC_HEADER
 from mwcore.transport.message import Header
 from mwcore.transport.topics import MESSAGE_TIMEOUT_MS, producer_config
 
+Sign = Callable[[Production], bytes]  # a production's MAC (api/signing.py: Signer.sign_production)
+
 log = structlog.get_logger("mwcore.transport")
 
 OnDelivery = Callable[[Any, Any], None]  # (error or None, the message: topic(), partition(), offset())
@@ -112,7 +114,7 @@ class ProductionSender(Protocol):
         on_delivery: Tallied,
         id_header: str,
         *extra: Header,
-        sign: Callable[[bytes], bytes] | None = None,
+        sign: Sign | None = None,
     ) -> int: ...
     def send_alone(
         self,
@@ -177,7 +179,7 @@ class Sender:
         on_delivery: OnDelivery,
         id_header: str,
         *extra: Header,
-        sign: Callable[[bytes], bytes] | None = None,
+        sign: Sign | None = None,
     ) -> int:
         """Queue productions, each with its id in ``id_header`` (and, with ``sign``, the
         id's MAC in ``MAC_HEADER``), then ``extra`` headers and its own; the number queued."""
@@ -253,13 +255,13 @@ class Sender:
 
 
 def production_headers(
-    p: Production, id_header: str, extra: Sequence[Header], sign: Callable[[bytes], bytes] | None
+    p: Production, id_header: str, extra: Sequence[Header], sign: Sign | None
 ) -> list[tuple[str, str | bytes | None]]:
-    """A production's headers as sent: its id, ``extra``, the id's MAC (with ``sign``),
-    then its own."""
+    """A production's headers as sent: its id, ``extra``, its MAC (with ``sign``), then
+    its own."""
     headers: list[tuple[str, str | bytes | None]] = [(id_header, p.id), *extra]
     if sign is not None:
-        headers.append((MAC_HEADER, sign(p.id)))
+        headers.append((MAC_HEADER, sign(p)))
     if p.headers:
         headers += p.headers
     return headers

@@ -145,7 +145,7 @@ class StreamWriter(DataSourceWriter):
                 rid = content_id(self.stream, key or b"", ts, value)
             headers: list[tuple[str, str | bytes | None]] = [(ID_HEADER, rid)]
             if signer.enabled:
-                headers.append((MAC_HEADER, signer.sign_id(rid)))
+                headers.append((MAC_HEADER, signer.sign_record(rid, self.topic, key, value)))
             sender.send(self.topic, value, key, timestamp=ts, headers=headers, on_delivery=delivered)
             sender.poll(0)
             n += 1

@@ -85,9 +85,10 @@ class NativeReader:
 
     def __init__(self, signer: Signer) -> None:
         self._key = signer.mac_key
+        self._v1 = signer.accepts_v1
 
     def read(self, messages: Any) -> Envelope:
-        return rust.read_ids(messages, self._key)
+        return rust.read_ids(messages, self._key, self._v1)
 
 
 class NativeCore:

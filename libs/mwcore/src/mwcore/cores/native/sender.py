@@ -10,7 +10,7 @@ reference's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from mwcore.api.record import Production
@@ -18,7 +18,7 @@ from mwcore.api.signing import MAC_HEADER
 from mwcore.cores.native import rust
 from mwcore.errors import ConfigError
 from mwcore.transport.message import Header
-from mwcore.transport.producer import Tallied, delivery_error, timed_out
+from mwcore.transport.producer import Sign, Tallied, delivery_error, timed_out
 from mwcore.transport.topics import MESSAGE_TIMEOUT_MS, producer_config
 
 ALONE = 2**63  # the batch number of a record sent alone
@@ -50,7 +50,7 @@ class NativeSender:
         on_delivery: Tallied,
         id_header: str,
         *extra: Header,
-        sign: Callable[[bytes], bytes] | None = None,
+        sign: Sign | None = None,
     ) -> int:
         """Queue a batch (as ``Sender.send_all``); ``on_delivery.settle_all`` gets its
         reports once all have come (at a later ``poll`` or ``flush``)."""
@@ -58,7 +58,7 @@ class NativeSender:
             return 0
         self._next += 1
         self._batches[self._next] = on_delivery
-        macs = [sign(p.id) for p in productions] if sign is not None else None
+        macs = [sign(p) for p in productions] if sign is not None else None
         return int(self._p.send_all(self._next, productions, id_header, extra, MAC_HEADER, macs))
 
     def send_alone(
