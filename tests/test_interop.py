@@ -27,10 +27,17 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext, StringSerializer
 
+from mwcore.api.signing import Signer
+from mwcore.serde.avro import SchemaRegistry, decode_any
+from mwcore.serde.framing import Framing, frame_of
 from mwcore.tools.stack.localproc import free_port
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.tools.stack.schema_registry import ApicurioRegistry
+from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
+from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import ensure_topics, topic_name
+from mwcore.transport.writer import SourceWriter
+from testbed.hostile import dead_letter_reasons
 from testbed.procs import ROOT, WorkerProc, wait_until, worker_env
 from testbed.topics import read_topic
 
@@ -319,3 +326,175 @@ def test_the_registry_down_mid_run(
         for m in read_topic(stack.bootstrap, sums)
     ]
     assert [v["total"] for v in values] == [1, 3, 6]
+
+
+def _mw(stack: LocalStack, namespace: str, *args: str) -> subprocess.CompletedProcess[str]:
+    assert stack.schema_registry_url is not None
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "MW_BOOTSTRAP": stack.bootstrap,
+        "MW_NAMESPACE": namespace,
+        "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
+        "MW_SCHEMA_REGISTRY_URL": stack.schema_registry_url,
+        "MW_LOG_LEVEL": "warning",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "mwcore", "schemas", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+def _lines(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def _decoded(stack: LocalStack, topic: str) -> dict[bytes, dict[str, Any]]:
+    """Every value of ``topic`` in either framing, by record id (a copy re-sent after a
+    takeover has its original's id): what a reader that reads both sees."""
+    assert stack.schema_registry_url is not None
+    local = SchemaRegistry.from_directory(ROOT / "schemas")
+    local.use_ids(RegistryClient(RegistryAccess(stack.schema_registry_url)))
+    local.use_source(SchemaTopic(stack.bootstrap, topic.split(".")[0]))
+    return {m.id: decode_any(local, m.value)[1] for m in read_topic(stack.bootstrap, topic)}
+
+
+def test_a_rolling_migration_from_single_object_to_confluent_framing_is_exact(
+    stack: LocalStack, namespace: str, tmp_path: Path
+) -> None:
+    """The documented migration (docs/ecosystem.md), in a rolling deploy with a pipeline
+    secret: a single-object pipeline of version-1 MACs (as before) has its schemas
+    imported; readers that take both framings and both MACs replace it; then writers
+    move to the Confluent framing and MAC version 2, their readers started before the
+    old ones stop; then the old framing and MAC are turned off. Every record is summed
+    once, whatever framing it came in."""
+    assert stack.schema_registry_url is not None
+    secret = "the migration test's pipeline secret"
+    registry = SchemaRegistry.from_directory(ROOT / "schemas")
+    numbers, sums = topic_name(namespace, "numbers"), topic_name(namespace, "sums")
+    ensure_topics(stack.bootstrap, {numbers: 4})
+    schemas = SchemaTopic(stack.bootstrap, namespace)
+    rows: list[tuple[str, int]] = []
+    base = {
+        "MW_ID_SECRET": secret,
+        "MW_SCHEMA_REGISTRY_URL": stack.schema_registry_url,
+        "MW_LOG_LEVEL": "info",
+    }
+
+    def env(**extra: str) -> dict[str, str]:
+        return worker_env(stack.bootstrap, stack.redis_url, namespace, **base, **extra)
+
+    def write(writer: SourceWriter, count: int) -> None:
+        for _ in range(count):
+            key, n = f"k{len(rows) % 6}", len(rows) + 1
+            writer.write(key, {"n": n}, 1_700_000_000_000 + len(rows))
+            rows.append((key, n))
+        writer.flush()
+
+    def summed() -> bool:
+        return len(_decoded(stack, sums)) >= len(rows)
+
+    old_writer = SourceWriter(
+        stack.bootstrap, registry, numbers, "mw.examples.Number", schemas, signer=Signer(secret, "write")
+    )
+    workers = [WorkerProc(COMPUTATION, env(MW_MAC_V1="write"), tmp_path, "a").start()]  # as before
+    write(old_writer, 120)
+    wait_until(summed, 90, 0.5, "the old pipeline's sums")
+    # 1. the writer schemas into the registry
+    imported = _mw(stack, namespace, "import")
+    assert imported.returncode == 0, imported.stderr
+    assert {line["subject"] for line in _lines(imported)} >= {f"{numbers}-value", f"{sums}-value"}
+    # 2. readers of both framings and both MACs, still writing as before: rolled in
+    workers.append(
+        WorkerProc(COMPUTATION, env(MW_MAC_V1="write", MW_WIRE_READ_ALSO="confluent"), tmp_path, "b").start()
+    )
+    wait_until(lambda: workers[1].ready, 60, what="the second step's worker to join")
+    workers.pop(0).terminate()
+    write(old_writer, 60)
+    # 3. writers move: the source, then the workers (the new ones in before the old go)
+    ids_ = RegistryClient(RegistryAccess(stack.schema_registry_url)).deploy(
+        {numbers: registry.latest("mw.examples.Number")}
+    )
+    new_writer = SourceWriter(
+        stack.bootstrap,
+        registry,
+        numbers,
+        "mw.examples.Number",
+        framing=Framing("confluent", ids_[numbers]),
+        signer=Signer(secret, "read"),
+    )
+    write(new_writer, 60)
+    workers.append(
+        WorkerProc(
+            COMPUTATION,
+            env(MW_MAC_V1="read", MW_WIRE="confluent", MW_WIRE_READ_ALSO="single-object"),
+            tmp_path,
+            "c",
+        ).start()
+    )
+    wait_until(lambda: workers[1].ready, 60, what="the third step's worker to join")
+    write(new_writer, 60)
+    workers.pop(0).terminate()
+    write(new_writer, 60)
+    wait_until(summed, 90, 0.5, "the sums of the third step")
+    # 4. the old framing and MAC off
+    workers.append(WorkerProc(COMPUTATION, env(MW_WIRE="confluent"), tmp_path, "d").start())
+    wait_until(lambda: workers[1].ready, 60, what="the last step's worker to join")
+    workers.pop(0).terminate()
+    write(new_writer, 60)
+    try:
+        wait_until(summed, 90, 0.5, "every sum")
+    finally:
+        for w in workers:
+            w.terminate()
+    out = _decoded(stack, sums)
+    framings = {frame_of(m.value).wire for m in read_topic(stack.bootstrap, sums)}  # type: ignore[union-attr]
+    assert framings == {"single-object", "confluent"}
+    last: dict[str, dict[str, Any]] = {}
+    for value in out.values():
+        if value["count"] > last.get(value["key"], {"count": 0})["count"]:
+            last[value["key"]] = value
+    assert {k: v["total"] for k, v in last.items()} == _totals(rows)
+    per_key: dict[str, int] = defaultdict(int)
+    for key, _ in rows:
+        per_key[key] += 1
+    assert {k: v["count"] for k, v in last.items()} == per_key  # each record once
+    assert len(out) == len(rows)
+    assert dead_letter_reasons(stack.bootstrap, namespace, "running_sum") == {}
+
+
+def test_mw_schemas_list_and_check(stack: LocalStack, namespace: str, tmp_path: Path) -> None:
+    numbers, sums = topic_name(namespace, "numbers"), topic_name(namespace, "sums")
+    ensure_topics(stack.bootstrap, {numbers: 4})
+    _produce_numbers(stack, numbers, [("k", 1)])
+    worker = WorkerProc(COMPUTATION, _confluent_env(stack, namespace), tmp_path, "w0").start()
+    try:
+        _read_sums(stack, sums, 1)
+    finally:
+        worker.terminate()
+    listed = _mw(stack, namespace, "list")
+    assert listed.returncode == 0, listed.stderr
+    by_subject = {line["subject"]: line for line in _lines(listed)}
+    assert set(by_subject) == {f"{topic_name(namespace, s)}-value" for s in ("numbers", "sums", "totals")}
+    assert by_subject[f"{sums}-value"]["schema"] == "mw.examples.Sum"
+    assert by_subject[f"{sums}-value"]["compatibility"] == "FULL_TRANSITIVE"
+    checked = _mw(stack, namespace, "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert all(line["compatible"] for line in _lines(checked))
+    # a subject whose Sum the directory's cannot read (nor be read by): check says so
+    client = _registry(stack)
+    elsewhere = f"{topic_name(namespace, 'elsewhere')}-value"
+    client.set_compatibility(elsewhere, "FULL_TRANSITIVE")
+    other = {
+        "type": "record",
+        "name": "Sum",
+        "namespace": "mw.examples",
+        "fields": [{"name": "x", "type": "int"}],
+    }
+    client.register_schema(elsewhere, Schema(json.dumps(other), "AVRO"))
+    refused = _mw(stack, namespace, "check")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert {line["subject"] for line in _lines(refused) if not line["compatible"]} == {elsewhere}

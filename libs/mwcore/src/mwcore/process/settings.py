@@ -168,6 +168,9 @@ class CommandSettings(BaseSettings):
     namespace: str = "default"
     id_secret: SecretStr | None = None
     mac_v1: MacV1 = "off"
+    schema_registry_url: str | None = None
+    schema_registry_auth: SecretStr | None = None
+    schema_registry_ca: str | None = None
 
     @field_validator("id_secret")
     @classmethod

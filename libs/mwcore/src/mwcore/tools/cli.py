@@ -129,6 +129,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--apply", action="store_true", help="create them (MW_KAFKA_* give an administrator's credentials)"
     )
     ac.set_defaults(func=commands.mw_acls)
+    sc = sub.add_parser(
+        "schemas", help="the namespace's subjects in the schema registry: list, check, import"
+    )
+    sc.add_argument(
+        "action",
+        choices=["list", "check", "import"],
+        help="list them; check the directory's "
+        "schemas against them; import the writer schemas of mw.schemas into the registry",
+    )
+    sc.add_argument(
+        "--bootstrap", help="Kafka bootstrap, for import (default: $MW_BOOTSTRAP or a running `mw up`)"
+    )
+    sc.add_argument(
+        "--schemas", help="directory of .avsc files, for check (default: $MW_SCHEMAS_DIR or ./schemas)"
+    )
+    _namespace_option(sc)
+    sc.set_defaults(func=commands.mw_schemas)
     stack = sub.add_parser("stack", help="start a local broker and Redis and print their addresses")
     stack.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
     _cluster_options(stack)

@@ -9,9 +9,14 @@ import functools
 import signal
 import time
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from mwcore.errors import ConfigError
 from mwcore.process.settings import CommandSettings
+
+if TYPE_CHECKING:
+    from mwcore.serde.avro import SchemaRegistry
+    from mwcore.transport.schema_registry import RegistryClient
 
 
 @functools.cache
@@ -76,6 +81,47 @@ def _redis_url(args: argparse.Namespace) -> str:
     return str(redis_url)
 
 
+def _registry_url() -> str | None:
+    """$MW_SCHEMA_REGISTRY_URL, else a running `mw up`'s registry (None: neither)."""
+    from mwcore.tools.up.runner import running
+
+    return _env().schema_registry_url or running().get("schema_registry_url") or None
+
+
+def use_registry(registry: SchemaRegistry) -> RegistryClient | None:
+    """Plug the schema registry (``_registry_url``) into ``registry`` for schemas named by
+    id; the client, or None where there is no registry."""
+    from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
+
+    url = _registry_url()
+    if url is None:
+        return None
+    env = _env()
+    auth = env.schema_registry_auth
+    client = RegistryClient(
+        RegistryAccess(url, None if auth is None else auth.get_secret_value(), env.schema_registry_ca)
+    )
+    registry.use_ids(client)
+    return client
+
+
+def mw_schemas(args: argparse.Namespace) -> int:
+    from mwcore.serde.avro import SchemaRegistry
+    from mwcore.tools import schemas
+
+    client = use_registry(SchemaRegistry())
+    if client is None:
+        raise ConfigError("no schema registry: set MW_SCHEMA_REGISTRY_URL, or start `mw up`")
+    client.check_reachable()
+    namespace = _namespace(args)
+    if args.action == "list":
+        return schemas.list_subjects(client, namespace)
+    if args.action == "check":
+        return schemas.check_subjects(client, SchemaRegistry.from_directory(_schemas_dir(args)), namespace)
+    schemas.import_schemas(client, _bootstrap(args), namespace)
+    return 0
+
+
 def mw_watermarks(args: argparse.Namespace) -> int:
     from mwcore.tools import watermarks_view as view
 
@@ -93,6 +139,7 @@ def mw_tail(args: argparse.Namespace) -> int:
     namespace = _namespace(args)
     registry = SchemaRegistry.from_directory(_schemas_dir(args))
     registry.use_source(SchemaTopic(bootstrap, namespace))  # writers newer than the directory
+    use_registry(registry)
     tail(
         bootstrap,
         args.stream,
@@ -111,7 +158,10 @@ def mw_stack(args: argparse.Namespace) -> int:
 
     with local_stack(brokers=args.brokers, redis_cluster=args.redis_cluster) as stack:
         print(f"export MW_BOOTSTRAP={stack.bootstrap}")
-        print(f"export MW_REDIS_URL={stack.redis_url}", flush=True)
+        print(f"export MW_REDIS_URL={stack.redis_url}")
+        if stack.schema_registry_url:
+            print(f"export MW_SCHEMA_REGISTRY_URL={stack.schema_registry_url}")
+        print(end="", flush=True)
         stopped = False
 
         def _stop(signum: int, frame: FrameType | None) -> None:

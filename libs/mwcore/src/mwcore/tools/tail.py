@@ -18,7 +18,8 @@ from typing import Any, TextIO
 
 from mwcore.api.record import ID_HEADER
 from mwcore.errors import ConfigError, SerializationError
-from mwcore.serde.avro import MAGIC, SchemaRegistry, decode_any
+from mwcore.serde.avro import SchemaRegistry, decode_any
+from mwcore.serde.framing import frame_of
 from mwcore.transport.message import Message
 from mwcore.transport.reader import PartitionReader
 from mwcore.transport.topics import end_offsets, topic_name, topic_partitions
@@ -44,7 +45,7 @@ def render(msg: Message, stream: str, registry: SchemaRegistry) -> dict[str, Any
             value = json.loads(data)
         except ValueError:
             value = _text(data)
-        if data[:2] == MAGIC:  # Avro single-object, but not decodable here
+        if frame_of(data) is not None:  # framed Avro (single-object or Confluent), not decodable here
             value = {"undecodable": str(exc), "bytes": _text(data)}
     headers = dict(msg.headers() or [])
     rid = headers.pop(ID_HEADER, None)

@@ -186,6 +186,39 @@ class RegistryClient:
     def _refused(self, name: str, sv: SchemaVersion, exc: SchemaRegistryError) -> ConfigError:
         return ConfigError(f"the schema registry refused {sv.name} v{sv.version} under {name}: {exc}")
 
+    # -- for the `mw schemas` commands ---------------------------------------------------
+
+    def subjects(self) -> list[str]:
+        return [str(s) for s in self._call(self._client.get_subjects)]
+
+    def describe(self, name: str) -> dict[str, Any]:
+        """A subject: its versions, the latest's id and schema's name, its compatibility."""
+        latest = self._call(self._client.get_latest_version, name)
+        schema_name: str | None = None
+        document, _ = _avro_document(latest.schema)
+        if isinstance(document, dict):
+            space = document.get("namespace")
+            schema_name = str(document.get("name"))
+            if space and "." not in schema_name:
+                schema_name = f"{space}.{schema_name}"
+        return {
+            "subject": name,
+            "versions": self._versions(name),
+            "id": latest.schema_id,
+            "schema": schema_name,
+            "compatibility": self._level(name) or "(the registry's default)",
+        }
+
+    def compatible(self, name: str, sv: SchemaVersion) -> bool:
+        """Whether ``name`` would accept ``sv`` (registered already counts)."""
+        try:
+            self._call(self._client.lookup_schema, name, _schema(sv))
+            return True
+        except SchemaRegistryError as exc:
+            if exc.http_status_code != _NOT_FOUND:
+                raise
+        return bool(self._call(self._client.test_compatibility, name, _schema(sv)))
+
     # -- while running -------------------------------------------------------------------
 
     def document(self, schema_id: int) -> Any | None:

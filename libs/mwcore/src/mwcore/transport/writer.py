@@ -12,7 +12,9 @@ from confluent_kafka import Producer
 
 from mwcore.api import ids
 from mwcore.api.record import ID_HEADER
+from mwcore.api.signing import MAC_HEADER, UNSIGNED, Signer
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.framing import SINGLE_OBJECT, Framing
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import producer_config
 
@@ -20,7 +22,8 @@ from mwcore.transport.topics import producer_config
 class SourceWriter:
     """``schemas``: the namespace's schemas topic, to publish the writer schema on before
     the first record, as the kit's producers do (without it, readers must have the
-    schema in their own directory)."""
+    schema in their own directory). ``framing``: how values are framed (single-object
+    unless told); ``signer``: with a pipeline secret, each record's MAC."""
 
     def __init__(
         self,
@@ -29,9 +32,13 @@ class SourceWriter:
         topic: str,
         schema: str,
         schemas: SchemaTopic | None = None,
+        *,
+        framing: Framing = SINGLE_OBJECT,
+        signer: Signer = UNSIGNED,
     ) -> None:
         self.topic = topic
-        self.serde = AvroSerde(registry, schema)
+        self.signer = signer
+        self.serde = AvroSerde(registry, schema, framing=framing)
         if schemas is not None:
             schemas.publish([self.serde.schema])
         self.producer = Producer(producer_config(bootstrap, **{"linger.ms": 20}))
@@ -59,12 +66,22 @@ class SourceWriter:
                     value,
                     key,
                     timestamp=timestamp,
-                    headers=[(ID_HEADER, record_id)],
+                    headers=self._headers(key, value, record_id),
                     on_delivery=self._on_delivery,
                 )
                 return
             except BufferError:
                 self.producer.poll(0.05)
+
+    def _headers(
+        self, key: bytes | None, value: bytes, record_id: bytes
+    ) -> list[tuple[str, str | bytes | None]]:
+        if not self.signer.enabled:
+            return [(ID_HEADER, record_id)]
+        return [
+            (ID_HEADER, record_id),
+            (MAC_HEADER, self.signer.sign_record(record_id, self.topic, key, value)),
+        ]
 
     def flush(self, timeout: float = 60) -> None:
         left = self.producer.flush(timeout)

@@ -139,6 +139,13 @@ class LocalStack:
         """The broker as launched (its version as it logged it), as ``mw up`` reports it."""
         return {"product": self.broker.product, "version": self.broker.running_version()}
 
+    def describe_registry(self) -> dict[str, str] | None:
+        """The schema registry as launched (None: the stack has none), as ``mw up`` reports it."""
+        if self.registry is None:
+            return None
+        r = self.registry
+        return {"product": r.product, "version": r.running_version(), "url": r.url}
+
     def banner(self) -> str:
         b = self.describe()
         registry = "" if self.registry is None else f", schema registry {self.registry.url}"

@@ -32,6 +32,7 @@ from mwcore.tools.stack.localproc import stop_processes
 from mwcore.tools.stack.localstack import free_port
 from mwcore.tools.up import view as up_view
 from mwcore.tools.up.plan import Pipeline, Plan, example_plan, project_plan
+from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
 from mwcore.transport.topics import ensure_topics
 from mwcore.transport.watermark_topic import WatermarkFeed
 
@@ -55,13 +56,20 @@ def run(
     try:
         with local_stack(workdir, brokers=brokers, redis_cluster=redis_cluster) as stack:
             ensure_topics(stack.bootstrap, plan.streams)
-            announce(bootstrap=stack.bootstrap, redis_url=stack.redis_url, schemas_dir=str(plan.schemas))
+            registry_url = stack.schema_registry_url or ""
+            announce(
+                bootstrap=stack.bootstrap,
+                redis_url=stack.redis_url,
+                schemas_dir=str(plan.schemas),
+                schema_registry_url=registry_url,
+            )
             own = hooks.environment(workdir)
             env = {
                 **os.environ,
                 "MW_BOOTSTRAP": stack.bootstrap,
                 "MW_REDIS_URL": stack.redis_url,
                 "MW_SCHEMAS_DIR": str(plan.schemas),
+                "MW_SCHEMA_REGISTRY_URL": registry_url,
                 "MW_LOG_LEVEL": "warning",
                 **own.get("*", {}),
             }
@@ -71,8 +79,11 @@ def run(
             try:
                 metrics = _start_services(plan, env, own, workdir, procs)
                 print(f"mw up: {stack.banner()}, logs in {workdir}", flush=True)
+                print(f"mw up: schema registry {registry_url}", flush=True)
                 print("mw up: metrics " + "  ".join(f"{n} {u}" for n, u in metrics.items()), flush=True)
                 registry = SchemaRegistry.from_directory(plan.schemas)
+                if registry_url:  # streams framed "confluent" name their schemas by id
+                    registry.use_ids(RegistryClient(RegistryAccess(registry_url)))
                 follower = up_view.StreamFollower(
                     stack.bootstrap, list(plan.streams), hooks.decoded_streams, registry, hooks.on_record
                 )
@@ -89,6 +100,7 @@ def run(
                         "seconds": round(time.monotonic() - began, 1),
                         "services": list(procs),
                         "broker": stack.describe(),
+                        "schema_registry": stack.describe_registry(),
                         **hooks.summary(counts, {n: wm.input for n, wm in feed.latest.items()}),
                         "watermark_lag_ms": lags.summary_ms(),
                         "exited": exits.summary(),
