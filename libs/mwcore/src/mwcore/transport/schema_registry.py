@@ -39,6 +39,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from mwcore.errors import ConfigError
 from mwcore.limits import MAX_SCHEMA_BYTES
+from mwcore.serde.avro import SchemaRegistry as LocalSchemas
 from mwcore.serde.avro import SchemaVersion
 
 log = structlog.get_logger("mwcore.transport.schema_registry")
@@ -218,6 +219,27 @@ class RegistryClient:
             if exc.http_status_code != _NOT_FOUND:
                 raise
         return bool(self._call(self._client.test_compatibility, name, _schema(sv)))
+
+    def learn_subjects(self, registry: LocalSchemas, topics: list[str]) -> int:
+        """Every version of each topic's subject into ``registry`` by id (for readers that
+        run offline, such as Spark executors); how many it learnt."""
+        learnt = 0
+        names = set(self.subjects())
+        for topic in topics:
+            name = subject(topic)
+            if name not in names:
+                continue
+            for version in self._versions(name):
+                found = self._call(self._client.get_version, name, version)
+                document, _ = _avro_document(found.schema)
+                if document is None:
+                    continue
+                try:
+                    registry.learn_id(int(found.schema_id), registry.add_writer(document))
+                    learnt += 1
+                except ConfigError:
+                    continue
+        return learnt
 
     # -- while running -------------------------------------------------------------------
 

@@ -20,8 +20,10 @@ record), ``startingOffsets`` / ``endingOffsets`` (``earliest`` / ``latest`` or J
 ``{"stream": {"0": 42}}``, as in Spark's Kafka source, end exclusive),
 ``startingTimestamp`` / ``endingTimestamp``, ``maxRecordsPerPartition`` (split Kafka
 partitions larger than this into several Spark partitions; default 1,000,000),
-``decode`` (``true``), ``schemasDir``, and any ``kafka.*`` option of Spark's Kafka
-source (security settings, for example).
+``decode`` (``true``), ``schemasDir``, ``schemaRegistryUrl`` (default
+``MW_SCHEMA_REGISTRY_URL``: values in the Confluent framing name their schemas by its
+ids, which the driver reads for the executors; both framings are read), and any
+``kafka.*`` option of Spark's Kafka source (security settings, for example).
 
 The read is planned on the driver: each partition's end is fixed as of the call (a
 job reads a snapshot while producers go on), a time range starts at the broker's
@@ -57,9 +59,12 @@ from mwcore.api.record import ID_HEADER
 from mwcore.archive.spark.types import struct_of
 from mwcore.errors import ConfigError
 from mwcore.process.settings import CommandSettings
-from mwcore.serde.avro import AvroSerde, SchemaRegistry, writer_fingerprint
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.framing import Framing, frame_of
 from mwcore.transport.archive import Range, Slice, bounds, read_slice
+from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
 from mwcore.transport.schema_topic import SchemaTopic
+from mwcore.transport.topics import topic_name
 
 KAFKA_COLUMNS = StructType(
     [
@@ -111,6 +116,11 @@ def read_archive(
         schemas.learn_all(registry)
     finally:
         schemas.close()
+    registry_url = opts.get("schemaregistryurl") or CommandSettings.load().schema_registry_url
+    if registry_url:  # streams framed "confluent": every id of their subjects taken along too
+        client = RegistryClient(RegistryAccess(registry_url))
+        registry.use_ids(client)
+        client.learn_subjects(registry, [topic_name(namespace, n) for n in names])
     what = Range(
         starting=_offsets(opts.get("startingoffsets"), "earliest", names, namespace),
         ending=_offsets(opts.get("endingoffsets"), "latest", names, namespace),
@@ -170,7 +180,9 @@ class Decoder:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         out_schema = to_arrow_schema(self.schema, timezone="UTC")
-        serde = AvroSerde(self.registry, self.avro_schema) if self.avro_schema else None
+        # history spans framings (a migration): both are read, the registry's ids learnt on the driver
+        framing = Framing("single-object", read_also="confluent")
+        serde = AvroSerde(self.registry, self.avro_schema, framing=framing) if self.avro_schema else None
         n_given = len(KAFKA_COLUMNS.fields)  # passed on as Spark gives them
         first = n_given + len(KIT_COLUMNS)
         # the decoded values, converted to Arrow in one call (a struct per row)
@@ -242,11 +254,12 @@ def _first_writer(bootstrap: str, registry: SchemaRegistry, slices: list[Slice])
         if piece.size <= 0:
             continue
         for m in read_slice(bootstrap, piece):
-            data = m.value() or b""
-            fp = writer_fingerprint(data)
-            if fp is not None:
+            frame = frame_of(m.value() or b"")
+            if frame is not None:
                 try:
-                    return registry.by_fingerprint(fp).name
+                    if frame.wire == "confluent":
+                        return registry.by_id(frame.ref).name
+                    return registry.by_fingerprint(frame.ref).name
                 except Exception:
                     continue
         break
