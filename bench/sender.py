@@ -54,7 +54,7 @@ def main() -> None:
     times = []
     for r in range(args.rounds):
         began = time.perf_counter()
-        producer.send_all(r + 1, batch, ID_HEADER, (), "mw-mac", None)
+        producer.send_all(r + 1, batch, ID_HEADER, (), "mw-mac", None, False)
         times.append(time.perf_counter() - began)
     best = min(times) / args.productions * 1e9
     out = {"module": rust.__file__, "productions": args.productions, "best_ns_per_production": round(best)}

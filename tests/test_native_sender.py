@@ -13,11 +13,14 @@ from typing import Any
 
 from confluent_kafka import KafkaError
 
+from mwcore.api.ids import random_id
 from mwcore.api.record import ID_HEADER, Production
+from mwcore.api.signing import MAC_HEADER, Signer
 from mwcore.cores.native.sender import NativeSender
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics
 from testbed.native import requires_native
+from testbed.topics import read_topic
 
 pytestmark = requires_native
 
@@ -94,3 +97,26 @@ def test_a_production_to_a_topic_librdkafka_refuses_fails_alone_in_its_batch(
     [(error, failed_topic, key, value)] = failures
     assert error.code() == KafkaError._INVALID_ARG
     assert (failed_topic, key, value) == ("bad\x00topic", b"k1", b"v1")
+
+
+def test_the_native_senders_macs_are_the_references(stack: LocalStack, namespace: str) -> None:
+    """Each production's MAC, made in Rust (``api/signing.rs``), is the one the reference
+    makes (``Signer.sign_production``): version 2 over id, topic, key and body, in either
+    framing and without one; version 1 where the signer writes it."""
+    topic = f"{namespace}.signed"
+    ensure_topics(stack.bootstrap, {topic: 1})
+    now = int(time.time() * 1000)
+    values = [b"\x00\x00\x00\x00\x07\x02", b"\xc3\x01" + bytes(8) + b"\x04", b"raw", b""]
+    keys: list[bytes | None] = [b"k", None, b"", b"\xff" * 40]
+    productions = [Production(random_id(), topic, keys[i % 4], values[i % 4], now) for i in range(16)]
+    expected: dict[bytes, bytes] = {}
+    for mode in ("off", "write"):
+        signer = Signer("the native sender's pipeline secret", mode)  # type: ignore[arg-type]
+        batch = productions[:8] if mode == "off" else productions[8:]
+        sender = NativeSender(stack.bootstrap)
+        sender.send_all(batch, Batch(), ID_HEADER, sign=signer)
+        assert sender.flush(10) == 0
+        expected.update({p.id: signer.sign_production(p) for p in batch})
+    got = {m.id: m.headers[MAC_HEADER] for m in read_topic(stack.bootstrap, topic)}
+    assert got == expected
+    assert {len(mac) for mac in got.values()} == {16, 17}

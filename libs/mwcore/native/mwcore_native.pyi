@@ -124,7 +124,8 @@ class Producer:
         id_header: str | None,
         extra: Sequence[tuple[str, bytes | str | None]],
         mac_header: str,
-        macs: list[bytes] | None,
+        mac_key: bytes | None,
+        mac_v1: bool,
     ) -> int: ...
     def poll(self, timeout: float) -> list[Any]: ...
     def flush(self, timeout: float) -> tuple[int, list[Any]]: ...

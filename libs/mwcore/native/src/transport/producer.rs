@@ -20,6 +20,7 @@ use rdkafka::producer::{BaseProducer, DeliveryResult, Producer as _, ProducerCon
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{bindings, ClientContext};
 
+use crate::api::signing::{id_mac, record_mac};
 use crate::transport::produce::{produce, Headers, Topics};
 
 /// How long `flush` sleeps between looks at the reports.
@@ -188,7 +189,8 @@ impl Producer {
     }
 
     /// Queue `batch`'s productions, each with `id_header` (its id; None: no such header), then `extra`
-    /// headers, its MAC under `mac_header` (when `macs` are given) and its own headers.
+    /// headers, its MAC under `mac_header` (with `mac_key`, the pipeline secret's: version 2,
+    /// or version 1 where `mac_v1`; `mwcore.api.signing.Signer.sign_production`) and its own headers.
     /// A production the client refuses outright counts as failed with its code.
     #[allow(clippy::too_many_arguments)]
     fn send_all(
@@ -199,7 +201,8 @@ impl Producer {
         id_header: Option<&str>,
         extra: &Bound<'_, PyAny>,
         mac_header: &str,
-        macs: Option<&Bound<'_, PyList>>,
+        mac_key: Option<&[u8]>,
+        mac_v1: bool,
     ) -> PyResult<usize> {
         let n = productions.len();
         if n == 0 {
@@ -214,7 +217,7 @@ impl Producer {
         );
         let rk = self.inner.client().native_ptr();
         let mut last: Option<(Bound<'_, PyAny>, *mut bindings::rd_kafka_topic_t)> = None;
-        for (i, p) in productions.iter().enumerate() {
+        for p in productions.iter() {
             let p = p.downcast::<PyTuple>()?; // a Production
             let id = p.get_item(0)?;
             let id = id.downcast::<PyBytes>()?.as_bytes();
@@ -240,9 +243,13 @@ impl Producer {
                 headers.add(name, Some(id));
             }
             add_headers(&mut headers, extra)?;
-            if let Some(macs) = macs {
-                let mac = macs.get_item(i)?;
-                headers.add(mac_header, Some(mac.downcast::<PyBytes>()?.as_bytes()));
+            if let Some(secret) = mac_key {
+                let mac = if mac_v1 {
+                    id_mac(secret, id)
+                } else {
+                    record_mac(secret, id, topic.as_bytes(), key, value.unwrap_or(b""))
+                };
+                headers.add(mac_header, Some(&mac));
             }
             let own = p.get_item(5)?;
             if !own.is_none() {

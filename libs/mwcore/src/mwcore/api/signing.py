@@ -112,7 +112,7 @@ class Signer:
 
     def sign_production(self, p: Production) -> bytes:
         """``sign_record`` of a production (what the runtime sends)."""
-        return self.sign_record(p.id, p.topic, p.key, p.value)
+        return self.sign_record(p.id, p.topic, p.key, p.value or b"")
 
     def verify_record(
         self, record_id: bytes, topic: str, key: bytes | None, value: bytes, mac: bytes | None

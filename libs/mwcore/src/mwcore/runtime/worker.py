@@ -133,7 +133,7 @@ class Worker:
         self.latencies = LatencyRecorder() if tuning.latency_out else None
         self.sender = core.sender(config.bootstrap)
         self._sent_by = ("mw-sender", config.worker_id.encode())
-        self._sign = config.signer.sign_production if config.signer.enabled else None
+        self._sign = config.signer if config.signer.enabled else None
         self.consumer: Member | None = None
         self.witness = Witness(self.topics, signer=config.signer)
         self.health = Health(config.metrics_stall_s)

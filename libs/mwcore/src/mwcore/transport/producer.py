@@ -23,11 +23,9 @@ import structlog
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from mwcore.api.record import ID_HEADER, Production
-from mwcore.api.signing import MAC_HEADER
+from mwcore.api.signing import MAC_HEADER, Signer
 from mwcore.transport.message import Header
 from mwcore.transport.topics import MESSAGE_TIMEOUT_MS, producer_config
-
-Sign = Callable[[Production], bytes]  # a production's MAC (api/signing.py: Signer.sign_production)
 
 log = structlog.get_logger("mwcore.transport")
 
@@ -114,7 +112,7 @@ class ProductionSender(Protocol):
         on_delivery: Tallied,
         id_header: str,
         *extra: Header,
-        sign: Sign | None = None,
+        sign: Signer | None = None,
     ) -> int: ...
     def send_alone(
         self,
@@ -179,7 +177,7 @@ class Sender:
         on_delivery: OnDelivery,
         id_header: str,
         *extra: Header,
-        sign: Sign | None = None,
+        sign: Signer | None = None,
     ) -> int:
         """Queue productions, each with its id in ``id_header`` (and, with ``sign``, the
         id's MAC in ``MAC_HEADER``), then ``extra`` headers and its own; the number queued."""
@@ -255,13 +253,13 @@ class Sender:
 
 
 def production_headers(
-    p: Production, id_header: str, extra: Sequence[Header], sign: Sign | None
+    p: Production, id_header: str, extra: Sequence[Header], sign: Signer | None
 ) -> list[tuple[str, str | bytes | None]]:
-    """A production's headers as sent: its id, ``extra``, its MAC (with ``sign``), then
-    its own."""
+    """A production's headers as sent: its id, ``extra``, its MAC (with ``sign``, a signer
+    with the pipeline secret), then its own."""
     headers: list[tuple[str, str | bytes | None]] = [(id_header, p.id), *extra]
     if sign is not None:
-        headers.append((MAC_HEADER, sign(p)))
+        headers.append((MAC_HEADER, sign.sign_production(p)))
     if p.headers:
         headers += p.headers
     return headers

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from mwcore.api.record import Production
-from mwcore.api.signing import MAC_HEADER
+from mwcore.api.signing import MAC_HEADER, Signer
 from mwcore.cores.native import rust
 from mwcore.errors import ConfigError
 from mwcore.transport.message import Header
-from mwcore.transport.producer import Sign, Tallied, delivery_error, timed_out
+from mwcore.transport.producer import Tallied, delivery_error, timed_out
 from mwcore.transport.topics import MESSAGE_TIMEOUT_MS, producer_config
 
 ALONE = 2**63  # the batch number of a record sent alone
@@ -50,7 +50,7 @@ class NativeSender:
         on_delivery: Tallied,
         id_header: str,
         *extra: Header,
-        sign: Sign | None = None,
+        sign: Signer | None = None,
     ) -> int:
         """Queue a batch (as ``Sender.send_all``); ``on_delivery.settle_all`` gets its
         reports once all have come (at a later ``poll`` or ``flush``)."""
@@ -58,8 +58,10 @@ class NativeSender:
             return 0
         self._next += 1
         self._batches[self._next] = on_delivery
-        macs = [sign(p) for p in productions] if sign is not None else None
-        return int(self._p.send_all(self._next, productions, id_header, extra, MAC_HEADER, macs))
+        # each MAC made in Rust (api/signing.rs: the reference's, held to it by test_native_sender)
+        key = sign.mac_key if sign is not None else None
+        v1 = sign is not None and sign.mac_v1 == "write"
+        return int(self._p.send_all(self._next, productions, id_header, extra, MAC_HEADER, key, v1))
 
     def send_alone(
         self,
@@ -76,7 +78,7 @@ class NativeSender:
         self.flush(timeout)
         own = tuple((k, v) for k, v in headers)
         record = Production(b"", topic, key, value, timestamp, own)  # type: ignore[arg-type]
-        self._p.send_all(ALONE, [record], None, (), MAC_HEADER, None)
+        self._p.send_all(ALONE, [record], None, (), MAC_HEADER, None, False)
         self.flush(timeout)
         if not self._alone:
             return timed_out(), None
