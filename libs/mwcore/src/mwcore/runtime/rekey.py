@@ -43,8 +43,14 @@ def _stage(comp: type[Computation], inp: Input, extract: KeyExtractor, keep_key:
 
     class RekeyStage(Computation):
         name = f"{comp.name}-rekey-{inp.stream}".replace(".", "-")[:63]
-        inputs: ClassVar[tuple[Input, ...]] = (Input(inp.stream, schema=schema),)
-        outputs: ClassVar[tuple[Output, ...]] = (Output(target, schema=schema, partitions=comp.partitions),)
+        # the stream's framing, read and written on: the computation reads the repartition
+        # topic as it declared the stream
+        inputs: ClassVar[tuple[Input, ...]] = (
+            Input(inp.stream, schema=schema, wire=inp.wire, read_also=inp.read_also),
+        )
+        outputs: ClassVar[tuple[Output, ...]] = (
+            Output(target, schema=schema, partitions=comp.partitions, wire=inp.wire),
+        )
         partitions = comp.partitions
 
         def process_record(self, ctx: Context, record: Record) -> None:
