@@ -1,0 +1,98 @@
+"""The registry client's bounds while running (``transport/schema_registry.py``): pure
+logic, against a stand-in for confluent-kafka's client that counts what it is asked
+(the real registry failing is ``tests/test_interop.py``'s)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+from mwcore.limits import MAX_SCHEMA_BYTES
+from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
+
+NUMBER = {"type": "record", "name": "Number", "fields": [{"name": "n", "type": "long"}]}
+
+
+@dataclass
+class Answer:
+    schema_str: Any
+    schema_type: str = "AVRO"
+    references: Any = None
+
+
+class Registry:
+    """Answers ``get_schema`` from ``schemas``; ``down`` raises what an HTTP client does."""
+
+    def __init__(self, schemas: dict[int, Answer]) -> None:
+        self.schemas = schemas
+        self.down = False
+        self.asked: list[int] = []
+
+    def get_schema(self, schema_id: int) -> Answer:
+        self.asked.append(schema_id)
+        if self.down:
+            raise ConnectionRefusedError("[Errno 111] Connection refused")
+        if schema_id not in self.schemas:
+            raise SchemaRegistryError(404, 40403, f"Schema {schema_id} not found.")
+        return self.schemas[schema_id]
+
+
+def _client(registry: Registry, **bounds: float) -> RegistryClient:
+    return RegistryClient(RegistryAccess("http://registry.invalid"), client=registry, **bounds)  # type: ignore[arg-type]
+
+
+def test_an_id_is_asked_for_once() -> None:
+    registry = Registry({7: Answer(json.dumps(NUMBER))})
+    client = _client(registry)
+    assert client.document(7) == NUMBER
+    registry.down = True
+    assert client.document(7) == NUMBER  # cached for good: an id names one schema
+    assert registry.asked == [7]
+
+
+def test_an_unknown_id_is_remembered_as_unknown_for_a_while() -> None:
+    registry = Registry({})
+    client = _client(registry, unknown_s=0.3)
+    for _ in range(100):
+        assert client.document(5) is None
+    assert registry.asked == [5]  # junk ids cost no request each
+    assert "has none" in client.why_unknown(5)
+    time.sleep(0.35)
+    registry.schemas[5] = Answer(json.dumps(NUMBER))
+    assert client.document(5) == NUMBER  # asked again once the while is over
+
+
+def test_an_unreachable_registry_is_waited_for_a_bounded_time_now_and_then() -> None:
+    registry = Registry({})
+    registry.down = True
+    client = _client(registry, wait_s=0.3, wait_every_s=5.0, unknown_s=60)
+    began = time.monotonic()
+    assert client.document(1) is None
+    waited = time.monotonic() - began
+    assert 0.3 <= waited < 1.5, waited
+    assert "cannot be reached" in client.why_unknown(1) and "after 0.3s" in client.why_unknown(1)
+    began = time.monotonic()
+    assert client.document(2) is None  # another id, within wait_every_s: no wait
+    assert time.monotonic() - began < 0.1
+    assert "waited for it lately" in client.why_unknown(2)
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        (Answer(json.dumps(NUMBER), schema_type="PROTOBUF"), "not Avro"),
+        (Answer("x" * (MAX_SCHEMA_BYTES + 1)), "too large"),
+        (Answer(None), "missing"),
+        (Answer("{not json"), "not JSON"),
+        (Answer(json.dumps(NUMBER), references=[{"name": "other"}]), "refers to other schemas"),
+    ],
+)
+def test_a_junk_answer_is_an_unknown_schema(answer: Answer, why: str) -> None:
+    client = _client(Registry({3: answer}))
+    assert client.document(3) is None
+    assert why in client.why_unknown(3)
