@@ -32,6 +32,7 @@ def mw_up(cwd: Path, seconds: int) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     assert lines[0].startswith("mw up: Apache Kafka ") and ", logs in " in lines[0]
+    assert ", schema registry http://127.0.0.1:" in lines[0]
     assert lines[1].startswith("mw up: metrics ")
     summary: dict[str, Any] = json.loads(lines[-1])
     return summary
@@ -63,6 +64,7 @@ def test_mw_up_runs_the_pipeline_and_detects_the_scripted_anomalies() -> None:
         "seconds",
         "services",
         "broker",
+        "schema_registry",
         *ZEITGEIST_FIELDS,
         "watermark_lag_ms",
         "exited",
@@ -74,6 +76,11 @@ def test_mw_up_runs_the_pipeline_and_detects_the_scripted_anomalies() -> None:
         summary
     )
     assert summary["broker"] == {"product": "Apache Kafka", "version": KAFKA_VERSION}  # as it logged
+    from mwcore.tools.stack.schema_registry import APICURIO_VERSION
+
+    registry = summary["schema_registry"]
+    assert (registry["product"], registry["version"]) == ("Apicurio Registry", APICURIO_VERSION)
+    assert registry["url"].startswith("http://127.0.0.1:") and registry["url"].endswith("/apis/ccompat/v7")
     assert set(summary["services"]) >= {"watermark_authority", "injector", "windower", "dip_detector"}
     assert summary["records_injected"] > 100_000 and summary["windows_produced"] > 10_000
     assert summary["scripted_detectable"] >= 5  # two spikes and the detectable queries of a dip

@@ -78,8 +78,7 @@ def run(
             procs: dict[str, subprocess.Popen[bytes]] = {}
             try:
                 metrics = _start_services(plan, env, own, workdir, procs)
-                print(f"mw up: {stack.banner()}, logs in {workdir}", flush=True)
-                print(f"mw up: schema registry {registry_url}", flush=True)
+                print(f"mw up: {stack.banner()}, logs in {workdir}", flush=True)  # the registry's URL too
                 print("mw up: metrics " + "  ".join(f"{n} {u}" for n, u in metrics.items()), flush=True)
                 registry = SchemaRegistry.from_directory(plan.schemas)
                 if registry_url:  # streams framed "confluent" name their schemas by id
