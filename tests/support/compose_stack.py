@@ -63,6 +63,7 @@ class ComposeProject:
     name: str = field(default_factory=lambda: f"mwtest{uuid.uuid4().hex[:8]}")
     kafka_port: int = field(default_factory=free_port)
     redis_port: int = field(default_factory=free_port)
+    registry_port: int = field(default_factory=free_port)
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -71,6 +72,7 @@ class ComposeProject:
             f"ZG_REDIS_PASSWORD={secrets.token_urlsafe(24)}\nZG_ID_SECRET={secrets.token_urlsafe(32)}\n"
             f"ZG_KAFKA_HOST_PORT={self.kafka_port}\nZG_REDIS_HOST_PORT={self.redis_port}\n"
             f"ZG_PYTHON_IMAGE={images.PYTHON}\nZG_REDIS_IMAGE={images.REDIS}\nZG_KAFKA_IMAGE={images.KAFKA}\n"
+            f"ZG_REGISTRY_IMAGE={images.REGISTRY}\nZG_REGISTRY_HOST_PORT={self.registry_port}\n"
         )
 
     def compose(
