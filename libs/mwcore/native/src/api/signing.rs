@@ -3,7 +3,7 @@
 //! version 2 (`02` and 16 bytes, personalised `mw-rec2`) the id, the topic and a digest
 //! of the key and the Avro body (`record_digest`).
 
-use blake2b_simd::Params;
+use blake2b_simd::{Hash, Params};
 
 /// `mwcore.api.signing.MAC_BYTES`.
 pub const MAC_BYTES: usize = 16;
@@ -40,32 +40,39 @@ fn record_digest(topic: &[u8], key: Option<&[u8]>, value: &[u8]) -> Vec<u8> {
     out
 }
 
-/// `Signer.sign_id(rid)`: a version-1 MAC.
-pub fn id_mac(secret: &[u8], rid: &[u8]) -> Vec<u8> {
-    let mac = Params::new()
+fn id_hash(secret: &[u8], rid: &[u8]) -> Hash {
+    Params::new()
         .hash_length(MAC_BYTES)
         .key(secret)
         .personal(b"mw-id")
-        .hash(rid);
-    mac.as_bytes().to_vec()
+        .hash(rid)
 }
 
-/// `Signer.sign_record(rid, topic, key, value)`: a version-2 MAC (`02` and 16 bytes).
-pub fn record_mac(secret: &[u8], rid: &[u8], topic: &[u8], key: Option<&[u8]>, value: &[u8]) -> Vec<u8> {
+fn record_hash(secret: &[u8], rid: &[u8], topic: &[u8], key: Option<&[u8]>, value: &[u8]) -> Hash {
     let mut state = Params::new()
         .hash_length(MAC_BYTES)
         .key(secret)
         .personal(b"mw-rec2")
         .to_state();
     state.update(rid).update(&record_digest(topic, key, value));
+    state.finalize()
+}
+
+/// `Signer.sign_id(rid)`: a version-1 MAC.
+pub fn id_mac(secret: &[u8], rid: &[u8]) -> Vec<u8> {
+    id_hash(secret, rid).as_bytes().to_vec()
+}
+
+/// `Signer.sign_record(rid, topic, key, value)`: a version-2 MAC (`02` and 16 bytes).
+pub fn record_mac(secret: &[u8], rid: &[u8], topic: &[u8], key: Option<&[u8]>, value: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(MAC_BYTES + 1);
     out.push(MAC_V2);
-    out.extend_from_slice(state.finalize().as_bytes());
+    out.extend_from_slice(record_hash(secret, rid, topic, key, value).as_bytes());
     out
 }
 
 /// `Signer.verify_record(rid, topic, key, value, mac)` with the signer's key; a version-1
-/// MAC verifies only where `accept_v1`.
+/// MAC verifies only where `accept_v1`. (blake2b_simd's `Hash` compares in constant time.)
 pub fn record_verifies(
     secret: &[u8],
     rid: &[u8],
@@ -77,26 +84,14 @@ pub fn record_verifies(
 ) -> bool {
     let Some(mac) = mac else { return false };
     if mac.len() == MAC_BYTES + 1 && mac[0] == MAC_V2 {
-        let mut state = Params::new()
-            .hash_length(MAC_BYTES)
-            .key(secret)
-            .personal(b"mw-rec2")
-            .to_state();
-        state.update(rid).update(&record_digest(topic, key, value));
-        return state.finalize() == mac[1..]; // blake2b_simd's Hash compares in constant time
+        return record_hash(secret, rid, topic, key, value) == mac[1..];
     }
     mac.len() == MAC_BYTES && accept_v1 && verifies(secret, rid, Some(mac))
 }
 
 /// `Signer.verify_id(rid, mac)` with the signer's key.
 pub fn verifies(key: &[u8], rid: &[u8], mac: Option<&[u8]>) -> bool {
-    let Some(mac) = mac else { return false };
-    let want = Params::new()
-        .hash_length(MAC_BYTES)
-        .key(key)
-        .personal(b"mw-id")
-        .hash(rid);
-    want == *mac // blake2b_simd's Hash compares in constant time
+    mac.is_some_and(|mac| id_hash(key, rid) == *mac)
 }
 
 #[cfg(test)]

@@ -45,15 +45,15 @@ from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.api.record import ID_HEADER, LATE_HEADER
 from mwcore.api.signing import MAC_HEADER, UNSIGNED, Signer
-from mwcore.errors import ConfigError, FencedError, SerializationError
+from mwcore.errors import FencedError, SerializationError
 from mwcore.injector.state import InjectorState
 from mwcore.limits import MAX_DEAD_LETTER_BYTES, MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.serde.framing import Framing, Wire
+from mwcore.serde.framing import Wire
 from mwcore.store.client import RedisClient
 from mwcore.store.report_sink import RedisReportSink
 from mwcore.transport.producer import Sender, refused_for_good
-from mwcore.transport.schema_registry import RegistryClient
+from mwcore.transport.schema_registry import RegistryClient, registered_framings
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import (
     dead_letter_stream,
@@ -138,17 +138,12 @@ class Injector:
 
     def _register(self) -> None:
         """Register the writer schemas under their topics' subjects and write with the
-        ids (``ConfigError``, nothing registered, if one is incompatible)."""
-        if self.schema_registry is None:
-            raise ConfigError(
-                f'{self.name}: writing "confluent" needs a schema registry: set MW_SCHEMA_REGISTRY_URL'
-            )
-        wanted = {self._topics[s]: serde.schema for s, serde in self._serdes.items()}
-        ids = self.schema_registry.deploy(wanted)
+        ids (``ConfigError``, nothing registered, if one is refused)."""
+        schemas = {self._topics[s]: serde.schema for s, serde in self._serdes.items()}
+        wires: dict[str, tuple[Wire, Wire | None]] = dict.fromkeys(schemas, ("confluent", None))
+        framings = registered_framings(self.name, self.schema_registry, wires, schemas)
         self._serdes = {
-            s: AvroSerde(
-                self._registry, serde.schema.name, framing=Framing("confluent", ids[self._topics[s]])
-            )
+            s: AvroSerde(self._registry, serde.schema.name, framing=framings[self._topics[s]])
             for s, serde in self._serdes.items()
         }
 

@@ -79,20 +79,16 @@ class Layout:
             out[self.outputs[o.stream]] = (own, also)
         return out
 
-    def subjects(
-        self, registry: SchemaRegistry, wires: Mapping[str, tuple[Wire, Wire | None]]
-    ) -> dict[str, SchemaVersion]:
-        """topic -> schema of each topic framed ``"confluent"``: what the worker registers
-        under the topic's subject at start (an input's reader schema: its dead letters are
-        written with it, and the registry checks it reads what the writers write)."""
-        schemas = {
-            topic: inp.schema or ""
-            for inp in self.comp.inputs
-            for topic, s in self.inputs.items()
-            if s == inp.stream
+    def schemas(self, registry: SchemaRegistry) -> dict[str, SchemaVersion]:
+        """topic -> the schema each input topic is read with and each output topic written
+        with: what the worker registers under the subjects of those framed ``"confluent"``
+        (an input's reader schema: its dead letters are written with it, and the registry
+        checks it reads what the writers write)."""
+        names = {
+            t: inp.schema or "" for inp in self.comp.inputs for t, s in self.inputs.items() if s == inp.stream
         }
-        schemas.update({self.outputs[o.stream]: o.schema for o in self.comp.outputs})
-        return {t: registry.latest(name) for t, name in schemas.items() if wires[t][0] == "confluent"}
+        names.update({self.outputs[o.stream]: o.schema for o in self.comp.outputs})
+        return {t: registry.latest(name) for t, name in names.items()}
 
     def bindings(
         self, registry: SchemaRegistry, core: Core, framings: Mapping[str, Framing] | None = None

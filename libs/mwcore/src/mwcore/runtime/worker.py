@@ -38,7 +38,7 @@ import structlog
 from mwcore.api.clock import MIN_WATERMARK, Clock
 from mwcore.api.computation import Computation
 from mwcore.api.record import ID_HEADER, Production
-from mwcore.errors import ConfigError, FencedError
+from mwcore.errors import FencedError
 from mwcore.runtime import stopping
 from mwcore.runtime.commit_turns import CommitTurns, Turn
 from mwcore.runtime.config import Tuning, WorkerConfig
@@ -56,12 +56,11 @@ from mwcore.runtime.reports import ReportDraft
 from mwcore.runtime.watermark_reporter import WatermarkReporter
 from mwcore.runtime.witness import Witness
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.serde.framing import Framing
 from mwcore.store.interface import CheckpointStore
 from mwcore.store.report_sink import NullReportSink, ReportSink
 from mwcore.transport.consumer import Member
 from mwcore.transport.producer import production_headers
-from mwcore.transport.schema_registry import RegistryClient
+from mwcore.transport.schema_registry import RegistryClient, registered_framings
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.watermarks.source import WatermarkSource
 
@@ -174,22 +173,13 @@ class Worker:
         log.info("joined", computation=self.comp.name, worker=cfg.worker_id, core=self.core.name)
 
     def _frame(self) -> None:
-        """Each stream in its framing: the schemas of those framed ``"confluent"``
-        registered (``ConfigError``, nothing registered, if one is incompatible), and
-        their codecs made with the ids."""
-        cfg = self.cfg
-        wires = self.layout.wires(cfg.wire, cfg.wire_read_also)
+        """Each stream in its framing (those framed ``"confluent"`` registered first,
+        ``transport/schema_registry.py``), and its codec made with it."""
+        wires = self.layout.wires(self.cfg.wire, self.cfg.wire_read_also)
         if all(w == "single-object" and also is None for w, also in wires.values()):
             return  # the codecs made at construction
-        subjects = self.layout.subjects(self.registry, wires)
-        if self.schema_registry is None:
-            raise ConfigError(
-                f'{self.comp.name}: streams framed "confluent" need a schema registry: '
-                "set MW_SCHEMA_REGISTRY_URL"
-            )
-        self.schema_registry.check_reachable()
-        ids = self.schema_registry.deploy(subjects) if subjects else {}
-        framings = {t: Framing(w, ids.get(t), also) for t, (w, also) in wires.items()}
+        schemas = self.layout.schemas(self.registry)
+        framings = registered_framings(self.comp.name, self.schema_registry, wires, schemas)
         self.deps.inputs = self.layout.bindings(self.registry, self.core, framings)
         self.deps.encoders = self.layout.encoders(self.registry, self.core, framings)
 

@@ -41,6 +41,7 @@ from mwcore.errors import ConfigError
 from mwcore.limits import MAX_SCHEMA_BYTES
 from mwcore.serde.avro import SchemaRegistry as LocalSchemas
 from mwcore.serde.avro import SchemaVersion
+from mwcore.serde.framing import Framing, Wire
 
 log = structlog.get_logger("mwcore.transport.schema_registry")
 
@@ -52,6 +53,26 @@ MAX_UNKNOWN = 10_000  # ids remembered as unknown (the oldest forgotten first)
 _NOT_FOUND = 404
 _SUBJECT_NOT_FOUND = 40401
 _NO_LEVEL = 40408  # the subject has no compatibility level of its own
+
+
+def registered_framings(
+    owner: str,
+    client: RegistryClient | None,
+    wires: Mapping[str, tuple[Wire, Wire | None]],
+    schemas: Mapping[str, SchemaVersion],
+) -> dict[str, Framing]:
+    """Each topic's framing (``wires``: topic -> what it writes and reads, what it reads
+    too), with the registry ids of those framed ``"confluent"``: their schemas (``schemas``:
+    topic -> schema) registered under their subjects, or none if one is refused
+    (``ConfigError``, as for a registry that is not set or cannot be reached)."""
+    if client is None:
+        raise ConfigError(
+            f'{owner}: streams framed "confluent" need a schema registry: set MW_SCHEMA_REGISTRY_URL'
+        )
+    client.check_reachable()
+    confluent = {t: schemas[t] for t, (wire, _) in wires.items() if wire == "confluent"}
+    ids = client.deploy(confluent) if confluent else {}
+    return {t: Framing(wire, ids.get(t), also) for t, (wire, also) in wires.items()}
 
 
 def subject(topic: str) -> str:
