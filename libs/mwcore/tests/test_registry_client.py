@@ -1,6 +1,6 @@
 """The registry client's bounds while running (``transport/schema_registry.py``): pure
 logic, against a stand-in for confluent-kafka's client that counts what it is asked
-(the real registry failing is ``tests/test_interop.py``'s)."""
+(the real registry failing is ``tests/test_interop_registry.py``'s)."""
 
 from __future__ import annotations
 
