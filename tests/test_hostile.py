@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,17 +284,24 @@ def _copied_mac_scenario(
         produce_raw(stack.bootstrap, numbers, [(b"k", real)], pair)
         ten = serde.encode({"n": 10})
         produce_raw(stack.bootstrap, numbers, [(b"k", ten)], _signed(signer, numbers, b"k", ten))
-        out = AvroSerde(registry, "mw.examples.Sum")
-        sums_topic = topic_name(namespace, "sums")
-
-        def sums() -> list[dict[str, Any]]:
-            return [out.decode(m.value) for m in read_topic(stack.bootstrap, sums_topic)]
-
-        wait_until(lambda: any(s["total"] in (11, 1009) for s in sums()), 60, 0.3, "the last record's sum")
-        last = max(sums(), key=lambda s: s["count"])
-        return last, dict(dead_letter_reasons(stack.bootstrap, namespace, "running_sum"))
+        return _outcome(stack, namespace, AvroSerde(registry, "mw.examples.Sum").decode, (11, 1009))
     finally:
         worker.terminate()
+
+
+def _outcome(
+    stack: LocalStack, namespace: str, decode: Callable[[bytes], Any], totals: tuple[int, ...]
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """Once a sum with one of ``totals`` is out: the running sum's last sum (the highest
+    count) and its dead letters by reason."""
+    sums_topic = topic_name(namespace, "sums")
+
+    def sums() -> list[dict[str, Any]]:
+        return [decode(m.value) for m in read_topic(stack.bootstrap, sums_topic)]
+
+    wait_until(lambda: any(s["total"] in totals for s in sums()), 60, 0.3, "the last record's sum")
+    last = max(sums(), key=lambda s: s["count"])
+    return last, dict(dead_letter_reasons(stack.bootstrap, namespace, "running_sum"))
 
 
 def test_a_copied_id_and_mac_on_other_content_is_a_dead_letter_under_mac_v2(
@@ -339,14 +347,7 @@ def _single_object_on_a_confluent_stream(
         single = AvroSerde(local, "mw.examples.Number")
         rows = [(b"k", single.encode({"n": 999})), (b"k", confluent.encode({"n": 1}))]
         produce_raw(stack.bootstrap, numbers, rows, [])
-        sums_topic = topic_name(namespace, "sums")
-
-        def sums() -> list[dict[str, Any]]:
-            return [decode_any(local, m.value)[1] for m in read_topic(stack.bootstrap, sums_topic)]
-
-        wait_until(lambda: any(s["total"] in (1, 1000) for s in sums()), 60, 0.3, "the last record's sum")
-        last = max(sums(), key=lambda s: s["count"])
-        return last, dict(dead_letter_reasons(stack.bootstrap, namespace, "running_sum"))
+        return _outcome(stack, namespace, lambda value: decode_any(local, value)[1], (1, 1000))
     finally:
         worker.terminate()
 
