@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localproc import stop_processes
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
@@ -30,6 +30,7 @@ from mwcore.transport.watermark_topic import WatermarkFeed
 from services.injector.logs import file_name, record_line, write_atomically
 from services.injector.realistic import RealisticTraffic
 from services.up import PARTITIONS
+from testbed import wire
 from testbed.services import service_env, start_services
 from testbed.topics import read_topic
 
@@ -108,7 +109,7 @@ def _run(
                 raise RuntimeError(f"the services did not finish (dead: {dead}); logs in {workdir}")
         took = time.monotonic() - began
         registry = SchemaRegistry.from_directory(ROOT / "schemas")
-        serde = AvroSerde(registry, "zeitgeist.Anomaly")
+        serde = wire.serde(stack, registry, topic_name(namespace, "anomalies"), "zeitgeist.Anomaly")
         seen: set[bytes] = set()
         services = []
         for m in read_topic(stack.bootstrap, topic_name(namespace, "anomalies")):

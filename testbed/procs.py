@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -188,11 +189,29 @@ def wait_until(predicate: object, timeout: float, interval: float = 0.1, what: s
     raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
 
 
-def worker_env(bootstrap: str, redis_url: str, namespace: str, **extra: str) -> dict[str, str]:
+class Addresses(Protocol):
+    """Where a test's workers find the broker, Redis and the schema registry (a
+    ``LocalStack``, or a deployment on one)."""
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def redis_url(self) -> str: ...
+
+    @property
+    def schema_registry_url(self) -> str | None: ...
+
+
+def worker_env(stack: Addresses, namespace: str, **extra: str) -> dict[str, str]:
     """The environment a worker process of a test needs."""
+    registry = (
+        {} if stack.schema_registry_url is None else {"MW_SCHEMA_REGISTRY_URL": stack.schema_registry_url}
+    )
     return {
-        "MW_BOOTSTRAP": bootstrap,
-        "MW_REDIS_URL": redis_url,
+        "MW_BOOTSTRAP": stack.bootstrap,
+        "MW_REDIS_URL": stack.redis_url,
+        **registry,
         "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
         "MW_NAMESPACE": namespace,
         # Tests of the runtime drive event time by hand; the watermark tests pass

@@ -25,7 +25,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     s = LocalStack(workdir=tmp_path_factory.mktemp("stack"))
     s.start()
     try:
-        yield s
+        with pytest.MonkeyPatch.context() as env:
+            # what `mw stack` tells a shell: the kit's commands and Spark jobs run in the
+            # tests' own process find the registry as a user's do
+            if s.schema_registry_url is not None:
+                env.setenv("MW_SCHEMA_REGISTRY_URL", s.schema_registry_url)
+            yield s
     finally:
         s.stop()
 

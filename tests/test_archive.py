@@ -20,7 +20,7 @@ from mwcore.archive.spark.source import read_archive
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
-from mwcore.transport.writer import SourceWriter
+from testbed.wire import source_writer
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.spark
@@ -34,7 +34,7 @@ def archive(stack: LocalStack, registry: SchemaRegistry) -> dict[str, Any]:
     topic = topic_name(ns, "numbers")
     ensure_topics(stack.bootstrap, {topic: 4})
     rng = random.Random(5)
-    writer = SourceWriter(stack.bootstrap, registry, topic, "mw.examples.Number")
+    writer = source_writer(stack, registry, topic, "mw.examples.Number")
     written: dict[bytes, tuple[int, int]] = {}  # id -> (n, timestamp)
     for i in range(N):
         rid = rng.randbytes(16)

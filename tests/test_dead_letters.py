@@ -23,9 +23,10 @@ from mwcore.api.context import MAX_VALUE_BYTES
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
-from mwcore.transport.writer import SourceWriter
+from testbed import wire
 from testbed.procs import wait_until
 from testbed.topics import read_topic
+from testbed.wire import source_writer
 from tests.support.computations import filler
 from tests.support.running_sum import Deployment, InputRecord, verify
 
@@ -44,10 +45,10 @@ def run_with_bad_records(
     returns every problem ``check_dead_letters`` finds."""
     rng = random.Random(9)
     dep = Deployment.on(stack, namespace, tmp_path, worker_env=dict(env))
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     foreign = SchemaRegistry()
     foreign.add(FOREIGN)
-    foreign_serde = AvroSerde(foreign, "someone.else.Number")
+    foreign_serde = AvroSerde(foreign, "someone.else.Number", framing=wire.foreign())
 
     good: list[InputRecord] = []
     bad: dict[bytes, str] = {}  # id -> the error text expected in its dead letter
@@ -58,13 +59,13 @@ def run_with_bad_records(
             kind = rng.random()
             key = f"key-{rng.randrange(50)}"
             if kind < 0.01:
-                writer.write_raw(key.encode(), b"\x00\x01 not avro", i, rid)
+                writer.write_raw(key.encode(), b"\x7f not avro", i, rid)
                 bad[rid] = "bad marker"
             elif kind < 0.02:
                 writer.write_raw(key.encode(), foreign_serde.encode({"n": 1, "unit": "kg"}), i, rid)
                 bad[rid] = "UnknownSchemaError"
             elif kind < 0.03:
-                writer.write_raw(None, AvroSerde(registry, "mw.examples.Number").encode({"n": 1}), i, rid)
+                writer.write_raw(None, writer.serde.encode({"n": 1}), i, rid)
                 bad[rid] = "no key"
             elif kind < 0.04:
                 writer.write(key, {"n": -rng.randint(1, 9)}, i, rid)
@@ -156,7 +157,7 @@ def test_a_production_over_the_size_limit_is_a_dead_letter_and_one_at_it_is_sent
     """``ctx.produce`` refuses a value over ``MAX_VALUE_BYTES``: the call fails and its
     record becomes a dead letter naming the size and the limit; a value of exactly the
     limit (text LZ4 cannot shrink) goes through the real broker; processing goes on."""
-    serde = AvroSerde(registry, "mw.examples.Sum")
+    serde = wire.serde(stack, registry, topic_name(namespace, "sums"), "mw.examples.Sum")
 
     def size(length: int) -> int:
         return len(serde.encode({"key": filler(length), "total": 0, "count": 0}))
@@ -169,7 +170,7 @@ def test_a_production_over_the_size_limit_is_a_dead_letter_and_one_at_it_is_sent
         tmp_path,
         computation="tests.support.computations:SizedSum",
     )
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     worker = dep.add_worker("s0").start()
     truth: dict[str, int] = {}
     at_id, over_id = b"\xa1" * 16, b"\xa2" * 16

@@ -35,10 +35,11 @@ from mwcore.store.checkpoint_wire import decode_entry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stream, topic_name
-from mwcore.transport.writer import SourceWriter
+from testbed import wire
 from testbed.native import requires_native
 from testbed.procs import WorkerProc, wait_until, worker_env
 from testbed.topics import read_topic
+from testbed.wire import source_writer
 from tests.test_dead_letters import FOREIGN
 
 pytestmark = requires_native
@@ -69,14 +70,14 @@ class Item:
         return zlib.crc32(self.key or self.headers[0][1]) % PARTITIONS
 
 
-def make_phase(registry: SchemaRegistry, phase: int, seed: int) -> list[Item]:
+def make_phase(number: AvroSerde, phase: int, seed: int) -> list[Item]:
     """A phase of event time: good records (out of order within it), and among them
-    every kind of record the runtime must not simply process."""
+    every kind of record the runtime must not simply process (``number``: the input's
+    serde, in the suite's framing)."""
     rng = random.Random(seed * 1000 + phase)
-    number = AvroSerde(registry, "mw.examples.Number")
     foreign = SchemaRegistry()
     foreign.add(FOREIGN)
-    unknown = AvroSerde(foreign, "someone.else.Number")
+    unknown = AvroSerde(foreign, "someone.else.Number", framing=wire.foreign())
     start = BASE + phase * PHASE_MS
     items: list[Item] = []
     for _ in range(PER_PHASE):
@@ -91,7 +92,7 @@ def make_phase(registry: SchemaRegistry, phase: int, seed: int) -> list[Item]:
             late = str(rng.randint(1, 5_000)).encode()
             items.append(Item(key, number.encode({"n": rng.randint(1, 9)}), ts, (*ids, (LATE_HEADER, late))))
         elif kind < 0.05:
-            items.append(Item(key, b"\x00\x01 not avro", ts, ids))
+            items.append(Item(key, b"\x7f not avro", ts, ids))
         elif kind < 0.06:
             items.append(Item(key, unknown.encode({"n": 1, "unit": "kg"}), ts, ids))
         elif kind < 0.07:
@@ -118,10 +119,8 @@ class Pipeline:
         self.r = connect_redis(self.stack.redis_url)
         self.topic = topic_name(self.namespace, "numbers")
         ensure_topics(self.stack.bootstrap, {self.topic: PARTITIONS})
-        self.writer = SourceWriter(self.stack.bootstrap, self.registry, self.topic, "mw.examples.Number")
-        env = worker_env(
-            self.stack.bootstrap, self.stack.redis_url, self.namespace, MW_CORE=self.core, **self.env
-        )
+        self.writer = source_writer(self.stack, self.registry, self.topic, "mw.examples.Number")
+        env = worker_env(self.stack, self.namespace, MW_CORE=self.core, **self.env)
         self.workers = [WorkerProc(COMPUTATION, env, self.log_dir, f"{self.core}{i}") for i in range(2)]
 
     def key(self, index: int, suffix: str) -> str:
@@ -211,7 +210,7 @@ def run_both(
         Pipeline(stack, registry, f"{namespace}-py", "python", tmp_path, {}),
         Pipeline(stack, registry, f"{namespace}-rs", "native", tmp_path, native_env),
     ]
-    phases = [make_phase(registry, phase, seed=28) for phase in range(3)]
+    phases = [make_phase(pipelines[0].writer.serde, phase, seed=28) for phase in range(3)]
     try:
         for p in pipelines:
             for w in p.workers:

@@ -29,8 +29,8 @@ from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.kafka_broker import KafkaBroker
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import end_offsets, partition_counts, topic_name
-from mwcore.transport.writer import SourceWriter
 from testbed.procs import joined, wait_until
+from testbed.wire import source_writer
 from tests.support.running_sum import Deployment, Injector, make_inputs, verify
 
 KILLS = 12  # the storm goes on until this many SIGKILLs, each fault point among them
@@ -61,7 +61,7 @@ def test_crash_storm_keeps_exactly_once(
     for w in workers:
         w.start()
     try:
-        writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+        writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
         injector = Injector(writer, inputs, rate=5_000, hold_at=int(len(inputs) * 0.8))
         injector.start()
 
@@ -130,7 +130,7 @@ def test_negative_control_without_dedup_reports_duplicates(
     inputs = make_inputs(20_000, 200, dup_rate=0.01, seed=3)
     dep = _deploy(stack, namespace, tmp_path, MW_UNSAFE_DISABLE_DEDUP="1")
     worker = dep.add_worker("w0").start()
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     injector = Injector(writer, inputs, rate=20_000)
     injector.start()
     wait_until(lambda: min(dep.commits()) >= 2, 60, what="two checkpoints per interval")
@@ -216,7 +216,7 @@ def run_weak(
     )
     fault_log = tmp_path / "faults.jsonl"
     workers = [dep.add_worker("w0").start(), dep.add_worker("w1").start()]
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     # Until released, the input keeps coming at 2,000 records/s (for over a minute), so
     # every kill finds batches being built, committed and sent.
     injector = Injector(writer, inputs, rate=2_000, hold_at=10_000, trickle=2_000)

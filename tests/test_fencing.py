@@ -26,9 +26,9 @@ from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
-from mwcore.transport.writer import SourceWriter
 from testbed.procs import joined, wait_until
 from testbed.topics import read_topic
+from testbed.wire import source_writer
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, make_inputs, verify
 
 
@@ -53,7 +53,7 @@ def _zombie_scenario(
     store = RedisCheckpointStore(dep.r)
     fault_log = tmp_path / "faults.jsonl"
     inputs = make_inputs(30_000, 300, dup_rate=0.01, seed=5)
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     injector = Injector(writer, inputs, rate=2_000)
     injector.start()
 
@@ -160,7 +160,7 @@ def redis_restart_run(
     inputs = make_inputs(20_000, 100, dup_rate=0.01, seed=17)
     dep = Deployment.on(stack, namespace, tmp_path, worker_env=dict(env))
     worker = dep.add_worker("w0").start()
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     injector = Injector(writer, inputs, rate=2_000)
     injector.start()
     problems = []

@@ -38,6 +38,7 @@ from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
 from mwcore.transport.topics import topic_name
 from mwcore.transport.watermark_topic import WatermarkFeed, watermark_topic
 from mwcore.watermarks.published import Watermarks
+from testbed import wire
 from testbed.hostile import SECRET, dead_letter_reasons, produce_raw, rejections
 from testbed.procs import WorkerProc, wait_until, worker_env
 from testbed.topics import read_topic
@@ -65,8 +66,7 @@ class Windows:
         self.signer = Signer(self.secret) if self.secret else UNSIGNED
         self.auth = authority(self.stack, self.namespace, self.log_dir, **extra).start()
         env = worker_env(
-            self.stack.bootstrap,
-            self.stack.redis_url,
+            self.stack,
             self.namespace,
             MW_WATERMARK="authority",
             MW_REPORT_INTERVAL_MS="50",
@@ -215,9 +215,9 @@ def _forged_id_scenario(
     extra = {"MW_ID_SECRET": secret} if secret else {}
     signer = Signer(secret) if secret else UNSIGNED
     numbers = topic_name(namespace, "numbers")
-    env = worker_env(stack.bootstrap, stack.redis_url, namespace, **extra)
+    env = worker_env(stack, namespace, **extra)
     worker = WorkerProc("mwcore.examples.running_sum:RunningSum", env, log_dir, "sum").start()
-    serde = AvroSerde(registry, "mw.examples.Number")
+    serde = wire.serde(stack, registry, numbers, "mw.examples.Number")
     try:
         wait_until(lambda: worker.ready, 60, what="the worker to join")
         real_id = ids.derive(b"a source the attacker can predict", 1)
@@ -231,7 +231,7 @@ def _forged_id_scenario(
         produce_raw(stack.bootstrap, numbers, [(b"k", ten)], _signed(signer, numbers, b"k", ten))
 
         def sums() -> list[dict[str, Any]]:
-            out = AvroSerde(registry, "mw.examples.Sum")
+            out = wire.serde(stack, registry, topic_name(namespace, "sums"), "mw.examples.Sum")
             from testbed.topics import read_topic
 
             return [out.decode(m.value) for m in read_topic(stack.bootstrap, topic_name(namespace, "sums"))]
@@ -273,9 +273,9 @@ def _copied_mac_scenario(
     before the real record: the running sum's last total, and its dead letters by reason."""
     signer = Signer(SECRET, mac_v1)
     numbers = topic_name(namespace, "numbers")
-    env = worker_env(stack.bootstrap, stack.redis_url, namespace, MW_ID_SECRET=SECRET, MW_MAC_V1=mac_v1)
+    env = worker_env(stack, namespace, MW_ID_SECRET=SECRET, MW_MAC_V1=mac_v1)
     worker = WorkerProc("mwcore.examples.running_sum:RunningSum", env, log_dir, "sum").start()
-    serde = AvroSerde(registry, "mw.examples.Number")
+    serde = wire.serde(stack, registry, numbers, "mw.examples.Number")
     try:
         wait_until(lambda: worker.ready, 60, what="the worker to join")
         real, rid = serde.encode({"n": 1}), ids.random_id()
@@ -284,7 +284,8 @@ def _copied_mac_scenario(
         produce_raw(stack.bootstrap, numbers, [(b"k", real)], pair)
         ten = serde.encode({"n": 10})
         produce_raw(stack.bootstrap, numbers, [(b"k", ten)], _signed(signer, numbers, b"k", ten))
-        return _outcome(stack, namespace, AvroSerde(registry, "mw.examples.Sum").decode, (11, 1009))
+        sums = wire.serde(stack, registry, topic_name(namespace, "sums"), "mw.examples.Sum")
+        return _outcome(stack, namespace, sums.decode, (11, 1009))
     finally:
         worker.terminate()
 
@@ -329,11 +330,9 @@ def _single_object_on_a_confluent_stream(
     assert stack.schema_registry_url is not None
     numbers = topic_name(namespace, "numbers")
     env = worker_env(
-        stack.bootstrap,
-        stack.redis_url,
+        stack,
         namespace,
         MW_WIRE="confluent",
-        MW_SCHEMA_REGISTRY_URL=stack.schema_registry_url,
         **extra,
     )
     worker = WorkerProc("mwcore.examples.running_sum:RunningSum", env, log_dir, "sum").start()

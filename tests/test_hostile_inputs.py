@@ -13,6 +13,10 @@ pipeline (semantics I-12), on a real broker and Redis, while a running sum works
   records, ``MW_PANIC_KEY``) makes that record a dead letter (``internal_error``) and
   the worker goes on, exact; committed offsets whose metadata was not UTF-8 (what any
   client may commit for the worker's group) are read, on either core.
+
+The schemas topic and fingerprints are the single-object framing's: the streams here
+are framed so whatever the suite's framing. Hostile registry ids and framings are
+``tests/test_hostile.py``'s.
 """
 
 from __future__ import annotations
@@ -94,10 +98,10 @@ class Sums:
 
     def __post_init__(self) -> None:
         env = worker_env(
-            self.stack.bootstrap,
-            self.stack.redis_url,
+            self.stack,
             self.namespace,
             MW_METRICS_PORT=str(self.port),
+            MW_WIRE="single-object",
             **self.env,
         )
         self.worker = WorkerProc("mwcore.examples.running_sum:RunningSum", env, self.log_dir, "sum")

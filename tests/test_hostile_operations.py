@@ -50,7 +50,7 @@ def test_metrics_listen_on_loopback_and_idle_connections_cannot_exhaust_the_proc
     that never send a request make no thread each and do not keep ``/metrics`` away for
     longer than a request's timeout."""
     port = free_port()
-    env = worker_env(stack.bootstrap, stack.redis_url, namespace, MW_METRICS_PORT=str(port))
+    env = worker_env(stack, namespace, MW_METRICS_PORT=str(port))
     worker = WorkerProc("mwcore.examples.running_sum:RunningSum", env, log_dir, "sum").start()
     idle: list[socket.socket] = []
     try:

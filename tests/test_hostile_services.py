@@ -26,12 +26,13 @@ import pytest
 import redis
 
 from mwcore.injector.injector import Injector
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localproc import free_port
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from mwcore.transport.watermark_topic import WatermarkFeed
+from testbed import wire
 from testbed.hostile import dead_letter_reasons, records_in
 from testbed.native import requires_native
 from testbed.procs import WorkerProc, wait_until, worker_env
@@ -56,6 +57,7 @@ def _injector(
         namespace=namespace,
         partitions=partitions,
         report_interval_ms=50,
+        **wire.injector_args(stack),
     )
     inj.start()
     return inj
@@ -70,7 +72,7 @@ def _injector_watermark(feed: WatermarkFeed, name: str) -> int:
 def _queries(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, stream: str
 ) -> list[dict[str, Any]]:
-    serde = AvroSerde(registry, "zeitgeist.Query")
+    serde = wire.serde(stack, registry, topic_name(namespace, stream), "zeitgeist.Query")
     return [serde.decode(m.value) for m in read_topic(stack.bootstrap, topic_name(namespace, stream))]
 
 
@@ -108,8 +110,7 @@ def test_hostile_files_in_the_injector_directory_are_dead_letters_and_the_inject
     (logs / "queries-000000000003000.jsonl").mkdir()
     (logs / "queries-000000000004000.jsonl").write_bytes(_line(4000, "good three") + b"\n")
     env = worker_env(
-        stack.bootstrap,
-        stack.redis_url,
+        stack,
         namespace,
         MW_INJECTOR_DIR=str(logs),
         MW_INJECTOR_JITTER_MS="0",
@@ -144,7 +145,7 @@ def test_records_the_broker_refuses_for_good_are_dead_letters_and_hold_no_waterm
     auth = authority(stack, namespace, log_dir).start()
     inj = _injector(stack, registry, namespace, {"events": "mw.examples.Number"})
     feed = WatermarkFeed(stack.bootstrap, namespace)
-    serde = AvroSerde(registry, "mw.examples.Number")
+    serde = wire.serde(stack, registry, topic_name(namespace, "events"), "mw.examples.Number")
     try:
         inj.send("events", "k", {"n": 1}, 1000)
         inj.send("events", "k", {"n": 2}, int(time.time() * 1000) + 2 * HOUR_MS)
@@ -179,7 +180,7 @@ def test_a_production_the_broker_refuses_is_a_dead_letter_and_costs_its_batchmat
     its batchmates come out, the checkpoint holds nothing pending, and the records after
     it come out too (it was sent again for ever). On both cores: the native one's
     producer reports a batch at once (``transport/native_producer.py``)."""
-    env = worker_env(stack.bootstrap, stack.redis_url, namespace, MW_CORE=core)
+    env = worker_env(stack, namespace, MW_CORE=core)
     worker = WorkerProc("tests.support.computations:Postdate", env, log_dir, "postdate").start()
     inj = _injector(stack, registry, namespace, {"queries": "zeitgeist.Query"})
     ahead = int(time.time() * 1000) + 2 * HOUR_MS
@@ -222,9 +223,7 @@ def test_a_forged_model_and_a_count_ten_years_ahead_cost_the_detector_nothing(
     taken. A count ten years ahead is walked in bounded time: the records after it are
     processed within the minute, and the detector stays up."""
     port = free_port()
-    env = worker_env(
-        stack.bootstrap, stack.redis_url, namespace, MW_METRICS_PORT=str(port), PYTHONPATH=str(ROOT)
-    )
+    env = worker_env(stack, namespace, MW_METRICS_PORT=str(port), PYTHONPATH=str(ROOT))
     worker = WorkerProc("services.dip_detector.computation:DipDetector", env, log_dir, "detector").start()
     inj = _injector(
         stack,

@@ -52,7 +52,7 @@ def test_a_rolling_migration_from_single_object_to_confluent_framing_is_exact(
     }
 
     def env(**extra: str) -> dict[str, str]:
-        return worker_env(stack.bootstrap, stack.redis_url, namespace, **base, **extra)
+        return worker_env(stack, namespace, **base, **extra)
 
     def write(writer: SourceWriter, count: int) -> None:
         for _ in range(count):

@@ -19,8 +19,8 @@ from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.kafka_cluster import KafkaCluster
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import admin_config, topic_name
-from mwcore.transport.writer import SourceWriter
 from testbed.procs import ROOT, joined, wait_until
+from testbed.wire import source_writer
 from tests.support.running_sum import Deployment, Injector, make_inputs, verify
 
 pytestmark = pytest.mark.cluster
@@ -60,7 +60,7 @@ def test_a_broker_sigkilled_under_load_loses_nothing(
     inputs = make_inputs(40_000, 400, dup_rate=0.01, seed=31)
     dep = Deployment.on(stack, namespace, tmp_path)
     workers = [dep.add_worker("w0").start(), dep.add_worker("w1").start()]
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     injector = Injector(writer, inputs, rate=2_000)
     injector.start()
     try:

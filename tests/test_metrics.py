@@ -28,8 +28,8 @@ from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack, free_port
 from mwcore.transport.topics import ensure_topics
-from mwcore.transport.writer import SourceWriter
 from testbed.procs import listening_ports, wait_until
+from testbed.wire import source_writer
 from tests.conftest import ROOT
 from tests.support.computations import STALL_N
 from tests.support.running_sum import Deployment
@@ -54,7 +54,7 @@ def test_worker_metrics_count_what_it_did(
 ) -> None:
     port = free_port()
     dep = Deployment.on(stack, namespace, tmp_path)
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     good, dups, bad = 2_000, 150, 7
     ids = [i.to_bytes(16, "big") for i in range(good)]
     for i, rid in enumerate(ids):
@@ -141,7 +141,7 @@ def test_healthz_turns_503_while_the_loop_stalls(
     worker = dep.add_worker("h0").start(
         MW_METRICS_PORT=str(port), MW_METRICS_HOST="127.0.0.1", MW_METRICS_STALL_S="2"
     )
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
 
     def health() -> int:
         try:
@@ -172,7 +172,7 @@ def test_healthz_turns_503_while_the_loop_stalls(
 def test_mw_tail_prints_a_stream_decoded(stack: LocalStack, registry: SchemaRegistry, namespace: str) -> None:
     topic = f"{namespace}.numbers"
     ensure_topics(stack.bootstrap, {topic: 2})
-    writer = SourceWriter(stack.bootstrap, registry, topic, "mw.examples.Number")
+    writer = source_writer(stack, registry, topic, "mw.examples.Number")
     for i in range(30):
         writer.write(f"key-{i % 3}", {"n": i}, 1_000 + i, i.to_bytes(16, "big"))
     writer.write_raw(b"key-0", b"not avro", 2_000, b"\xff" * 16)
@@ -239,7 +239,7 @@ def _health_through_a_redis_restart(
     worker = dep.add_worker("h0").start(
         MW_METRICS_PORT=str(port), MW_METRICS_HOST="127.0.0.1", MW_METRICS_STALL_S=str(STALL_S)
     )
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     injector = Injector(writer, make_inputs(60_000, 100, dup_rate=0.0, seed=5), rate=500)
     injector.start()
     answers = []

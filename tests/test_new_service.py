@@ -23,11 +23,12 @@ from pathlib import Path
 import pytest
 
 from mwcore.api.clock import MIN_WATERMARK
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from services.injector.generator import generate
 from services.injector.scenario import Scenario
+from testbed import wire
 from testbed.procs import Background, WorkerProc, joined, wait_until
 from testbed.topics import read_topic
 from tests.conftest import ROOT
@@ -112,7 +113,7 @@ def test_a_generated_service_joins_the_running_pipeline(
         pub.close()
 
     project_registry = SchemaRegistry.from_directory(project / "schemas")
-    counts = AvroSerde(registry, "zeitgeist.WindowCount")
+    counts = wire.serde(stack, registry, topic_name(namespace, "window_counts"), "zeitgeist.WindowCount")
     want: Counter[tuple[str, int]] = Counter()
     seen: set[bytes] = set()
     for m in read_topic(stack.bootstrap, topic_name(namespace, "window_counts")):
@@ -123,7 +124,7 @@ def test_a_generated_service_joins_the_running_pipeline(
         start = c["bucket_start"] // WINDOW_MS * WINDOW_MS
         if start + WINDOW_MS <= horizon:
             want[(c["query"], start)] += 1
-    out = AvroSerde(project_registry, "trends.Count")
+    out = wire.serde(stack, project_registry, topic_name(namespace, "trends_counts"), "trends.Count")
     got = {}
     for m in read_topic(stack.bootstrap, topic_name(namespace, "trends_counts")):
         v = out.decode(m.value)

@@ -21,8 +21,8 @@ import pytest
 
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
-from mwcore.transport.writer import SourceWriter
 from testbed.procs import ROOT, joined, wait_until
+from testbed.wire import source_writer
 from tests.support.running_sum import COMPUTATION, PARTITIONS, Deployment, Injector, make_inputs, verify
 
 
@@ -43,7 +43,7 @@ def test_processes_share_the_intervals_and_a_killed_one_comes_back(
     pool.command = ("run", COMPUTATION, "--processes", "3")
     pool.start()
     inputs = make_inputs(30_000, 300, dup_rate=0.01, seed=37)
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     injector = Injector(writer, inputs, rate=2_000)
     injector.start()
     try:

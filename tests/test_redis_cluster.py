@@ -31,8 +31,8 @@ from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.tools.stack.redis_cluster import LocalRedisCluster
-from mwcore.transport.writer import SourceWriter
 from testbed.procs import WorkerProc, joined, wait_until
+from testbed.wire import source_writer
 from tests.support.running_sum import Deployment, Injector, InputRecord, make_inputs, verify
 from tests.test_exactly_once import test_crash_storm_keeps_exactly_once as test_crash_storm_on_a_cluster
 from tests.test_fencing import test_zombie_writes_are_rejected as test_zombie_on_a_cluster
@@ -150,7 +150,7 @@ def test_a_primary_failover_loses_no_checkpoint(
     inputs = make_inputs(60_000, 500, dup_rate=0.01, seed=17)
     dep = Deployment.on(stack, namespace, tmp_path)
     workers = [dep.add_worker("w0").start(), dep.add_worker("w1").start()]
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     injector = Injector(writer, inputs, rate=3_000)
     injector.start()
     try:
@@ -201,7 +201,7 @@ def _lagging_failover(
     inputs = make_inputs(40_000, 400, dup_rate=0.01, seed=23)
     dep = Deployment.on(stack, namespace, tmp_path, worker_env=env)
     workers = [dep.add_worker("w0").start(), dep.add_worker("w1").start()]
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     injector = Injector(writer, inputs, rate=3_000)
     injector.start()
     try:

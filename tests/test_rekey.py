@@ -23,9 +23,10 @@ from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
-from mwcore.transport.writer import SourceWriter
+from testbed import wire
 from testbed.procs import WorkerProc, wait_until, worker_env
 from testbed.topics import Msg, read_topic
+from testbed.wire import source_writer
 from tests.support.computations import residue_of
 
 
@@ -38,12 +39,12 @@ def run_rekeyed(
     numbers = topic_name(namespace, "numbers")
     rekeyed = topic_name(namespace, "residue_sum-rekey-numbers")
     ensure_topics(stack.bootstrap, {numbers: 4})
-    writer = SourceWriter(stack.bootstrap, registry, numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, numbers, "mw.examples.Number")
     truth_sum: Counter[str] = Counter()
     truth_count: Counter[str] = Counter()
     worker = WorkerProc(
         "tests.support.computations:ResidueSum",
-        worker_env(stack.bootstrap, stack.redis_url, namespace, **env),
+        worker_env(stack, namespace, **env),
         tmp_path,
         "rk",
     ).start()
@@ -89,11 +90,15 @@ def run_rekeyed(
         for k, v in r.hgetall(f"mw:{{{namespace}/residue_sum/{p}}}:state").items():
             state[k.decode()] = json.loads(v)
     sums = read_topic(stack.bootstrap, topic_name(namespace, "residue_sums"))
-    return check_rekeyed(registry, staged, state, sums, truth_sum, truth_count)
+    serdes = (
+        wire.serde(stack, registry, rekeyed, "mw.examples.Number"),
+        wire.serde(stack, registry, topic_name(namespace, "residue_sums"), "mw.examples.Sum"),
+    )
+    return check_rekeyed(serdes, staged, state, sums, truth_sum, truth_count)
 
 
 def check_rekeyed(
-    registry: SchemaRegistry,
+    serdes: tuple[AvroSerde, AvroSerde],
     staged: list[Msg],
     state: dict[str, dict[str, int]],
     sums: list[Msg],
@@ -104,7 +109,7 @@ def check_rekeyed(
     records on one partition of the rekey topic (one owner), its state and its sums
     exact" (empty when all is well)."""
     problems: list[str] = []
-    number = AvroSerde(registry, "mw.examples.Number")
+    number, serde = serdes  # of the rekey topic and of the sums
     partitions_of: dict[str, set[int]] = defaultdict(set)
     for m in staged:
         partitions_of[residue_of(number.decode(m.value))].add(m.partition)
@@ -123,7 +128,6 @@ def check_rekeyed(
             f"{len(got.keys() - want.keys())} keys that are no residue"
         )
 
-    serde = AvroSerde(registry, "mw.examples.Sum")
     counts: dict[str, set[int]] = defaultdict(set)
     for m in {m.id: m for m in sums}.values():
         v = serde.decode(m.value)

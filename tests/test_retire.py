@@ -46,6 +46,7 @@ from mwcore.store.report_sink import RedisReportSink
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.watermark_topic import WatermarkFeed
 from mwcore.watermarks.report_format import NodeSpec, retired_key, topology_key
+from testbed import wire
 from testbed.procs import WorkerProc, wait_until, worker_env
 from tests.conftest import ROOT
 from tests.support.watermarks import Published, authority, injector, windows
@@ -67,6 +68,7 @@ def live_writer(stack: LocalStack, registry: SchemaRegistry, namespace: str) -> 
         namespace=namespace,
         partitions=2,
         report_interval_ms=50,
+        **wire.injector_args(stack),
     )
     inj.start()
     return inj
@@ -117,9 +119,7 @@ def scenario(
         except AssertionError as exc:
             seen.went_back.append(str(exc))
 
-    env = worker_env(
-        stack.bootstrap, stack.redis_url, namespace, MW_WATERMARK="authority", MW_REPORT_INTERVAL_MS="50"
-    )
+    env = worker_env(stack, namespace, MW_WATERMARK="authority", MW_REPORT_INTERVAL_MS="50")
     a = WorkerProc("tests.support.windows:Forward", env, log_dir, "forward")
     b = WorkerProc("tests.support.windows:StageCount", env, log_dir, "stage_count")
     pub = Published(stack.bootstrap, namespace)

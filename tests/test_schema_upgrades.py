@@ -19,6 +19,10 @@ the default "one".
 
 Negative control: with the schemas-topic lookup off (``MW_UNSAFE_NO_SCHEMA_LOOKUP``)
 the producer-first run dead-letters the v2 records, and the same check says so.
+
+These are upgrades through the namespace's schemas topic: the streams are framed
+single-object whatever the suite's framing. Upgrades through a schema registry (ids,
+its compatibility check) are ``tests/test_interop_registry.py``'s.
 """
 
 from __future__ import annotations
@@ -39,14 +43,16 @@ from mwcore.api import ids
 from mwcore.errors import ConfigError
 from mwcore.injector.injector import Injector
 from mwcore.serde.avro import SchemaRegistry, decode_any
+from mwcore.serde.framing import Wire
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import end_offsets, topic_name
-from mwcore.transport.writer import SourceWriter
 from testbed.procs import ROOT, WorkerProc, wait_until, worker_env
 from testbed.topics import read_topic
+from testbed.wire import source_writer
 
 ECHO = "tests.support.computations:ReadingEcho"
+WIRE: Wire = "single-object"
 TS0 = 1_700_000_000_000
 
 
@@ -97,6 +103,7 @@ def produce(
         client=client,
         registry=registry,
         name="meter",
+        wire=WIRE,
         outputs={"readings": "mw.tests.Reading"},
         namespace=namespace,
     )
@@ -127,7 +134,7 @@ def write_unresolvable(stack: LocalStack, namespace: str, count: int) -> dict[by
     topic = SchemaTopic(stack.bootstrap, namespace)
     topic.publish([sv], check=False)
     topic.close()
-    writer = SourceWriter(stack.bootstrap, registry, topic_name(namespace, "readings"), "mw.tests.Reading")
+    writer = source_writer(stack, registry, topic_name(namespace, "readings"), "mw.tests.Reading", WIRE)
     out = {}
     for i in range(count):
         rid = bytes([0xEE, i]) * 8
@@ -190,9 +197,7 @@ def check_upgrade(
 
 
 def start_consumer(stack: LocalStack, namespace: str, tmp_path: Path, schema: Path, **env: str) -> WorkerProc:
-    worker_environment = worker_env(
-        stack.bootstrap, stack.redis_url, namespace, MW_SCHEMAS_DIR=str(schema), **env
-    )
+    worker_environment = worker_env(stack, namespace, MW_SCHEMAS_DIR=str(schema), MW_WIRE=WIRE, **env)
     worker = WorkerProc(ECHO, worker_environment, tmp_path, "echo").start()
     wait_until(lambda: worker.ready, 60, what="the consumer to be assigned its intervals")
     return worker
@@ -278,7 +283,7 @@ def test_an_incompatible_schema_is_refused_at_the_producers_start(
     assert str(refused.value) == REFUSAL
 
     env = {
-        **worker_env(stack.bootstrap, stack.redis_url, namespace, MW_SCHEMAS_DIR=str(bad)),
+        **worker_env(stack, namespace, MW_SCHEMAS_DIR=str(bad), MW_WIRE=WIRE),
         "PYTHONUNBUFFERED": "1",
     }
     proc = subprocess.run(

@@ -22,9 +22,10 @@ import pytest
 
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.kafka_broker import KafkaBroker
+from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.preflight import check_kafka
-from mwcore.transport.writer import SourceWriter
 from testbed.procs import ROOT, joined, wait_until
+from testbed.wire import source_writer
 from tests.support.running_sum import COMPUTATION, Deployment, Injector, make_inputs, verify
 from tests.support.secure import (
     PLAIN_PASSWORD,
@@ -47,6 +48,7 @@ class Secured:
     broker: KafkaBroker
     sasl_port: int
     redis: TlsRedis
+    schema_registry_url: str | None  # the session stack's (the registry is not what is secured here)
 
     @property
     def bootstrap(self) -> str:
@@ -54,7 +56,7 @@ class Secured:
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+def secured(tmp_path_factory: pytest.TempPathFactory, stack: LocalStack) -> Iterator[Secured]:
     base = tmp_path_factory.mktemp("secure")
     certs = Certificates(base / "certs").make()
     broker, sasl_port = secure_broker(certs, base / "kafka")
@@ -62,7 +64,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     try:
         tls_redis = TlsRedis(certs, base / "redis").start()
         try:
-            yield Secured(certs, broker, sasl_port, tls_redis)
+            yield Secured(certs, broker, sasl_port, tls_redis, stack.schema_registry_url)
         finally:
             tls_redis.stop()
     finally:
@@ -99,10 +101,17 @@ def test_exactly_once_over_sasl_ssl_and_tls_redis(
 ) -> None:
     for k, v in kafka_env("SCRAM-SHA-256", SCRAM_USER, SCRAM_PASSWORD, secured.certs.ca).items():
         monkeypatch.setenv(k, v)  # the workers inherit them; the test's own clients read them
-    dep = Deployment(secured.bootstrap, secured.redis.url(), namespace, ROOT / "schemas", tmp_path)
+    dep = Deployment(
+        secured.bootstrap,
+        secured.redis.url(),
+        namespace,
+        ROOT / "schemas",
+        tmp_path,
+        schema_registry_url=secured.schema_registry_url,
+    )
     inputs = make_inputs(20_000, 200, dup_rate=0.01, seed=29)
     workers = [dep.add_worker("w0").start(), dep.add_worker("w1").start()]
-    writer = SourceWriter(secured.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(secured, registry, dep.numbers, "mw.examples.Number")
     injector = Injector(writer, inputs, rate=2_000)
     injector.start()
     try:

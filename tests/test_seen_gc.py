@@ -16,6 +16,7 @@ from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.store.scripts import SEEN_BUCKET_MS
 from mwcore.tools.stack.localstack import LocalStack
+from testbed import wire
 from testbed.procs import WorkerProc, wait_until, worker_env
 from tests.support.watermarks import authority
 
@@ -43,8 +44,7 @@ def run(
     r = connect_redis(stack.redis_url)
     auth = authority(stack, namespace, log_dir).start()
     env = worker_env(
-        stack.bootstrap,
-        stack.redis_url,
+        stack,
         namespace,
         MW_WATERMARK="authority",
         MW_SEEN_GC_SLACK_MS=str(slack_ms),
@@ -60,6 +60,7 @@ def run(
         partitions=2,
         skew_ms=SKEW_MS,  # the skew limit keeps the backlog (and so the watermark lag) short
         skew_of="tally",
+        **wire.injector_args(stack),
     )
     inj.start()
     seen_keys = [f"mw:{{{namespace}/tally/{i}}}:seen" for i in range(2)]

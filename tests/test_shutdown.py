@@ -15,8 +15,8 @@ import pytest
 
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
-from mwcore.transport.writer import SourceWriter
 from testbed.procs import joined, wait_until
+from testbed.wire import source_writer
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, make_inputs, verify
 
 pytestmark = pytest.mark.exactly_once
@@ -43,7 +43,7 @@ def stop_under_load(
     inputs = make_inputs(20_000, 100, dup_rate=0.0, seed=21)
     dep = Deployment.on(stack, namespace, tmp_path, worker_env=dict(env))
     worker = dep.add_worker("w0").start()
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     # The first half at 4,000 records/s, then a trickle of 500/s until released: the
     # stop comes while batches are being committed and sent.
     injector = Injector(writer, inputs, rate=4_000, hold_at=len(inputs) // 2, trickle=500)

@@ -26,12 +26,13 @@ import pyarrow.parquet as pq
 import pyspark
 import pytest
 
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localproc import free_port, stop_processes, wait_for_port
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
-from mwcore.transport.writer import SourceWriter
+from testbed import wire
 from testbed.topics import read_topic
+from testbed.wire import source_writer
 from tests.conftest import ROOT
 from tests.support.running_sum import COMPUTATION, make_inputs
 
@@ -147,7 +148,7 @@ def test_mw_batch_on_a_standalone_master_equals_local(
 ) -> None:
     topic = topic_name(namespace, "numbers")
     ensure_topics(stack.bootstrap, {topic: 4})
-    writer = SourceWriter(stack.bootstrap, registry, topic, "mw.examples.Number")
+    writer = source_writer(stack, registry, topic, "mw.examples.Number")
     for r in make_inputs(5_000, 100, dup_rate=0.0, seed=41):
         writer.write(r.key, {"n": r.n}, r.ts, r.id)
     writer.flush(60)
@@ -177,7 +178,7 @@ def test_the_model_job_on_a_standalone_master_equals_local(
         namespace = f"model{abs(hash(master)) % 10**8}{os.getpid()}"
         topic = topic_name(namespace, "window_counts")
         ensure_topics(stack.bootstrap, {topic: 4})
-        writer = SourceWriter(stack.bootstrap, registry, topic, "zeitgeist.WindowCount")
+        writer = source_writer(stack, registry, topic, "zeitgeist.WindowCount")
         for q in range(20):
             query = f"q{q}"
             for b in range(3 * period_ms // 1000):
@@ -190,7 +191,9 @@ def test_the_model_job_on_a_standalone_master_equals_local(
         summary = _run([*argv, "--slots", str(slots)], env)
         assert summary["published"] == 20, summary
         models = read_topic(stack.bootstrap, topic_name(namespace, "model_updates"))
-        decode = AvroSerde(registry, "zeitgeist.ModelUpdate").decode
+        decode = wire.serde(
+            stack, registry, topic_name(namespace, "model_updates"), "zeitgeist.ModelUpdate"
+        ).decode
         return sorted((m.key, json.dumps(decode(m.value), sort_keys=True)) for m in models)
 
     published = _each_master(("local[2]", standalone.url), job)

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from mwcore.archive.spark.sink import content_id
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import end_offsets
+from testbed import wire
 from testbed.topics import read_topic
 from tests.conftest import ROOT
 from tests.support.running_sum import PARTITIONS, Deployment, InputRecord, verify
@@ -79,7 +80,7 @@ def test_a_write_run_again_after_a_failed_task_is_counted_once(
     marker.unlink()
     write.save()  # the same write again: every row, the first two tasks' once more
 
-    serde = AvroSerde(registry, "mw.examples.Number")
+    serde = wire.serde(stack, registry, topic, "mw.examples.Number")
     inputs = [
         InputRecord(key, n, ts, content_id("numbers", key.encode(), ts, serde.encode({"n": n})))
         for key, n, ts in rows

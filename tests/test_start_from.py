@@ -14,8 +14,8 @@ import pytest
 
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
-from mwcore.transport.writer import SourceWriter
 from testbed.procs import wait_until
+from testbed.wire import source_writer
 from tests.support.running_sum import PARTITIONS, Deployment, InputRecord, verify
 
 pytestmark = pytest.mark.exactly_once
@@ -31,7 +31,7 @@ def test_latest_skips_what_came_before_and_keeps_its_start_across_a_crash(
         tmp_path,
         computation="tests.support.computations:LatestSum",
     )
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
 
     def write(count: int, ts: int) -> list[InputRecord]:
         out = []

@@ -25,9 +25,10 @@ from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
-from mwcore.transport.writer import SourceWriter
+from testbed import wire
 from testbed.procs import WorkerProc, wait_until, worker_env
 from testbed.topics import Msg, read_topic
+from testbed.wire import source_writer
 
 pytestmark = pytest.mark.timers
 
@@ -91,7 +92,7 @@ def run_timer_steps(
     requests = topic_name(namespace, "timer_requests")
     fired_topic = topic_name(namespace, "fired")
     ensure_topics(stack.bootstrap, {requests: PARTITIONS})
-    writer = SourceWriter(stack.bootstrap, registry, requests, "mw.tests.TimerRequest")
+    writer = source_writer(stack, registry, requests, "mw.tests.TimerRequest")
     expected: set[tuple[str, int]] = set()
     for i in range(KEYS * 5):
         key = f"k{i % KEYS}"
@@ -103,11 +104,11 @@ def run_timer_steps(
     r = connect_redis(stack.redis_url)
     worker = WorkerProc(
         "tests.support.computations:TimerProbe",
-        worker_env(stack.bootstrap, stack.redis_url, namespace, **env),
+        worker_env(stack, namespace, **env),
         tmp_path,
         "timers",
     ).start()
-    serde = AvroSerde(registry, "mw.tests.TimerFired")
+    serde = wire.serde(stack, registry, topic_name(namespace, "fired"), "mw.tests.TimerFired")
     wm_key = f"mw:wm:{namespace}:timer_probe"
 
     def stored_timers() -> int:

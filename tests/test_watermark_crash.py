@@ -31,10 +31,11 @@ import pytest
 from mwcore.api import ids
 from mwcore.injector.injector import Injector
 from mwcore.runtime.dead_letters import LATE_INDEX
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import late_stream, topic_name
+from testbed import wire
 from testbed.procs import Background, WorkerProc, joined, wait_until, worker_env
 from testbed.topics import read_topic
 from tests.support.watermarks import Published, authority
@@ -110,9 +111,7 @@ def run_pipeline(
     ``FORWARD_DOWN_S`` (the others are started again at once)."""
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
-    env = worker_env(
-        stack.bootstrap, stack.redis_url, namespace, MW_WATERMARK="authority", MW_REPORT_INTERVAL_MS="50"
-    )
+    env = worker_env(stack, namespace, MW_WATERMARK="authority", MW_REPORT_INTERVAL_MS="50")
     procs = {
         f"authority-{i}": authority(
             stack,
@@ -142,6 +141,7 @@ def run_pipeline(
         namespace=namespace,
         partitions=2,
         report_interval_ms=50,
+        **wire.injector_args(stack),
     )
     inj.start()
     stop = threading.Event()
@@ -264,7 +264,7 @@ def test_negative_control_with_the_backlog_ignored_windows_fire_early(
 
 def decoded(stack: LocalStack, registry: SchemaRegistry, topic: str) -> list[dict[str, object]]:
     """The topic's records, duplicates (re-sent after a crash, same id) dropped."""
-    serde = AvroSerde(registry, "mw.tests.WindowCount")
+    serde = wire.serde(stack, registry, topic, "mw.tests.WindowCount")
     seen: set[bytes] = set()
     out = []
     for m in read_topic(stack.bootstrap, topic):

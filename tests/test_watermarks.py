@@ -45,9 +45,7 @@ def backlog_scenario(
     consumer was stopped with records in its backlog."""
     extra = {} if backlog else {"MW_UNSAFE_IGNORE_BACKLOG": "1"}
     auth = authority(stack, namespace, log_dir, **extra).start()
-    env = worker_env(
-        stack.bootstrap, stack.redis_url, namespace, MW_WATERMARK="authority", MW_REPORT_INTERVAL_MS="50"
-    )
+    env = worker_env(stack, namespace, MW_WATERMARK="authority", MW_REPORT_INTERVAL_MS="50")
     worker = WorkerProc("tests.support.windows:WindowCount", env, log_dir, "windower")
     pub = Published(stack.bootstrap, namespace)
     inj = injector(stack, registry, namespace)
@@ -228,7 +226,7 @@ def test_a_restarted_injector_keeps_its_promise_and_holds_what_it_had_in_flight(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
 ) -> None:
     auth = authority(stack, namespace, log_dir).start()
-    env = worker_env(stack.bootstrap, stack.redis_url, namespace, MW_WATERMARK="authority")
+    env = worker_env(stack, namespace, MW_WATERMARK="authority")
     worker = WorkerProc("tests.support.windows:WindowCount", env, log_dir, "windower")
     pub = Published(stack.bootstrap, namespace)
     first = injector(stack, registry, namespace)
@@ -264,7 +262,7 @@ def test_late_drop_counts_and_drops_late_records(
     """``Options(late="drop")``: records the injector let through late are neither
     processed nor routed (no late topic); the worker counts them; the rest go on."""
     port = free_port()
-    env = worker_env(stack.bootstrap, stack.redis_url, namespace)
+    env = worker_env(stack, namespace)
     worker = WorkerProc("tests.support.computations:DropLateForward", env, log_dir, "drop")
     worker.start(MW_METRICS_PORT=str(port), MW_METRICS_HOST="127.0.0.1")
     try:

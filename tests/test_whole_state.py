@@ -15,8 +15,8 @@ import pytest
 
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
-from mwcore.transport.writer import SourceWriter
 from testbed.procs import joined, wait_until
+from testbed.wire import source_writer
 from tests.support.running_sum import Deployment, Injector, make_inputs, verify
 
 
@@ -27,7 +27,7 @@ def run(stack: LocalStack, registry: SchemaRegistry, namespace: str, tmp_path: P
     inputs = make_inputs(20_000, 300, dup_rate=0.01, seed=5)
     dep = Deployment.on(stack, namespace, tmp_path, worker_env={"MW_WHOLE_STATE_MB": "64", **env})
     worker = dep.add_worker("w0").start()
-    writer = SourceWriter(stack.bootstrap, registry, dep.numbers, "mw.examples.Number")
+    writer = source_writer(stack, registry, dep.numbers, "mw.examples.Number")
     injector = Injector(writer, inputs, rate=10_000)
     injector.start()
     try:

@@ -31,9 +31,9 @@ from mwcore.store.client import redis_client
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.consumer import Offset
 from mwcore.transport.topics import ensure_topics, topic_name
-from mwcore.transport.writer import SourceWriter
 from mwcore.watermarks.report_format import Report, decode_entry, report_stream
 from testbed.topics import read_topic
+from testbed.wire import source_writer
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 4
@@ -103,7 +103,7 @@ def _gate_scenario(stack: LocalStack, registry: SchemaRegistry, namespace: str, 
         held = HeldWitness(worker)
         streams = [report_stream(namespace, "running_sum", i) for i in range(PARTITIONS)]
         marks = [r.xrevrange(stream, count=1) for stream in streams]
-        writer = SourceWriter(stack.bootstrap, registry, numbers, "mw.examples.Number")
+        writer = source_writer(stack, registry, numbers, "mw.examples.Number")
         for n in range(RECORDS):
             writer.write(f"k{n % 20}", {"n": 1}, 1_700_000_000_000 + n)
         writer.flush()

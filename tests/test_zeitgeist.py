@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import topic_name
 from services.dip_detector.offline import detect
 from services.injector.generator import generate
 from services.injector.scenario import Scenario, Traffic
 from services.injector.truth import load_truth, recount, score
+from testbed import wire
 from testbed.procs import Background, WorkerProc, joined, wait_until, worker_env
 from tests.support.watermarks import Published
 
@@ -39,8 +40,7 @@ def services(
     stack: LocalStack, namespace: str, log_dir: Path, logs_dir: Path, **extra: str
 ) -> dict[str, WorkerProc]:
     env = worker_env(
-        stack.bootstrap,
-        stack.redis_url,
+        stack,
         namespace,
         MW_WATERMARK="authority",
         MW_INJECTOR_DIR=str(logs_dir),
@@ -64,7 +64,7 @@ def decoded(
 ) -> list[Any]:
     from testbed.topics import read_topic
 
-    serde = AvroSerde(registry, schema)
+    serde = wire.serde(stack, registry, topic_name(namespace, stream), schema)
     seen: set[bytes] = set()
     out = []
     for m in read_topic(stack.bootstrap, topic_name(namespace, stream)):

@@ -16,9 +16,11 @@ from redis.cluster import RedisCluster
 from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.injector.injector import Injector
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import is_cluster_node
 from mwcore.tools.stack.localstack import LocalStack
+from mwcore.transport.topics import topic_name
+from testbed import wire
 from testbed.chaos.check import COMPUTATION
 from testbed.chaos.pipeline import ChaosCount
 
@@ -53,8 +55,11 @@ class Feeder(threading.Thread):
             namespace=namespace,
             partitions=INTERVALS,
             report_interval_ms=100,
+            **wire.injector_args(stack),
         )
-        self.encode = AvroSerde(registry, "mw.examples.Number").encode
+        self.encode = wire.serde(
+            stack, registry, topic_name(namespace, "chaos_in"), "mw.examples.Number"
+        ).encode
         self.rate = rate
         self.rng = random.Random(seed)
         self.stopping = threading.Event()

@@ -31,6 +31,7 @@ from mwcore.api.record import LATE_HEADER
 from mwcore.errors import SerializationError
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.transport.topics import dead_letter_stream, topic_name
+from testbed import wire
 from testbed.chaos.pipeline import TIMER_EVERY, WINDOW_MS, ChaosCount
 from testbed.topics import Msg, read_topic
 
@@ -68,12 +69,14 @@ class Findings:
 
 
 def check(
-    bootstrap: str, client: redis.Redis, registry: SchemaRegistry, namespace: str, malformed: set[bytes]
+    stack: wire.Stack, client: redis.Redis, registry: SchemaRegistry, namespace: str, malformed: set[bytes]
 ) -> Findings:
     f = Findings()
+    bootstrap = stack.bootstrap
     topic = lambda stream: topic_name(namespace, stream)  # noqa: E731
+    serde = lambda stream, schema: wire.serde(stack, registry, topic(stream), schema)  # noqa: E731
     inputs = read_topic(bootstrap, topic("chaos_in"))
-    number = AvroSerde(registry, "mw.examples.Number")
+    number = serde("chaos_in", "mw.examples.Number")
 
     # The truth: each id's first copy, per partition in offset order.
     truth: dict[str, list[tuple[bytes, int]]] = defaultdict(list)  # key -> [(id, n)] in order
@@ -105,7 +108,7 @@ def check(
             prev = by_id.setdefault(m.id, m.value)
             if prev != m.value:
                 f.add("conflicting_payloads", example=m.id.hex())
-    echo = _decoded(outputs["chaos_echo"], AvroSerde(registry, "mw.bench.ChaosEcho"))
+    echo = _decoded(outputs["chaos_echo"], serde("chaos_echo", "mw.bench.ChaosEcho"))
     expected: dict[bytes, tuple[str, int, int, int]] = {}
     final: dict[str, tuple[int, int]] = {}
     for key, records in truth.items():
@@ -124,14 +127,14 @@ def check(
         f.add("duplicate_outputs", example=oid.hex())
 
     fired: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for v in _decoded(outputs["chaos_windows"], AvroSerde(registry, "mw.bench.ChaosWindow")).values():
+    for v in _decoded(outputs["chaos_windows"], serde("chaos_windows", "mw.bench.ChaosWindow")).values():
         fired[(v["key"], v["start"])].append(v["count"])
     for w in windows.keys() | fired.keys():
         if fired.get(w) != [windows.get(w, 0)]:
             f.add("wrong_windows", example=f"{w}: fired {fired.get(w)}, recount {windows.get(w, 0)}")
 
     timers: dict[tuple[str, str], int] = Counter()
-    for v in _decoded(outputs["chaos_timers"], AvroSerde(registry, "mw.bench.ChaosTimer")).values():
+    for v in _decoded(outputs["chaos_timers"], serde("chaos_timers", "mw.bench.ChaosTimer")).values():
         timers[(v["key"], v["tag"])] += 1
         late = v["fired"] - v["due"]
         if late < 0:

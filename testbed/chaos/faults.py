@@ -65,8 +65,7 @@ class Run:
     def env(self) -> dict[str, str]:
         return (
             worker_env(
-                self.stack.bootstrap,
-                self.stack.redis_url,
+                self.stack,
                 self.namespace,
                 MW_WATERMARK="authority",
                 MW_LOG_LEVEL="info",

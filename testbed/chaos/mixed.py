@@ -67,7 +67,7 @@ def run_mixed(args: argparse.Namespace) -> dict[str, Any]:
             stall = monitor.longest_stall(first_fault, input_end)
         finally:
             run_.halt(feeder, monitor)
-        findings = check(stack.bootstrap, connect(stack.redis_url, 5), registry, namespace, feeder.malformed)
+        findings = check(stack, connect(stack.redis_url, 5), registry, namespace, feeder.malformed)
     return _result(args, run_, findings, feeder, stall, progress, caught_up - input_end, log_dir)
 
 

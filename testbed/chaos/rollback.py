@@ -99,9 +99,7 @@ def run_rollback(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             run_.halt(feeder, monitor)
         stops = [w.name for w in run_.workers if DETECTED in w.logs()]
-        findings = check(
-            stack.bootstrap, redis.Redis.from_url(stack.redis_url), registry, namespace, feeder.malformed
-        )
+        findings = check(stack, redis.Redis.from_url(stack.redis_url), registry, namespace, feeder.malformed)
     second = findings.counts["conflicting_payloads"]
     detected = detected_at is not None
     return {

@@ -21,6 +21,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.framing import Framing
+from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
 from mwcore.transport.topics import consumer_config, partition_counts
 from mwcore.transport.watermark_topic import WatermarkFeed
 
@@ -29,7 +31,8 @@ def read(bootstrap: str, topic: str, schema: str, registry: SchemaRegistry) -> l
     n = partition_counts(bootstrap, [topic]).get(topic)
     if n is None:
         return []
-    serde = AvroSerde(registry, schema)
+    # the services frame as the project's MW_WIRE says: either framing is read here
+    serde = AvroSerde(registry, schema, framing=Framing("single-object", read_also="confluent"))
     conf = consumer_config(bootstrap, f"probe-{uuid.uuid4().hex}", **{"enable.partition.eof": True})
     c = Consumer(conf)
     c.assign([TopicPartition(topic, p, 0) for p in range(n)])
@@ -56,6 +59,9 @@ def read(bootstrap: str, topic: str, schema: str, registry: SchemaRegistry) -> l
 def main() -> None:
     bootstrap = os.environ["MW_BOOTSTRAP"]
     registry = SchemaRegistry.from_directory(os.environ.get("MW_SCHEMAS_DIR", "/app/schemas"))
+    url = os.environ.get("MW_SCHEMA_REGISTRY_URL")
+    if url:  # values framed "confluent" name their schemas by its ids
+        registry.use_ids(RegistryClient(RegistryAccess(url)))
     feed = WatermarkFeed(bootstrap, "default")
     try:
         feed.read_to_end(60)

@@ -38,12 +38,10 @@ def registry_client(stack: LocalStack) -> SchemaRegistryClient:
 def confluent_env(stack: LocalStack, namespace: str, **extra: str) -> dict[str, str]:
     assert stack.schema_registry_url is not None
     return worker_env(
-        stack.bootstrap,
-        stack.redis_url,
+        stack,
         namespace,
         **{
             "MW_WIRE": "confluent",
-            "MW_SCHEMA_REGISTRY_URL": stack.schema_registry_url,
             "MW_LOG_LEVEL": "info",
             **extra,
         },

@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from mwcore.api import ids
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
 from mwcore.transport.writer import SourceWriter
+from testbed import wire
 from testbed.procs import ROOT, WorkerProc, wait_until, worker_env
 from testbed.topics import read_topic
+from testbed.wire import source_writer
 
 COMPUTATION = "mwcore.examples.running_sum:RunningSum"
 PARTITIONS = 4
@@ -104,6 +106,7 @@ class Deployment:
     namespace: str
     schemas_dir: Path
     log_dir: Path
+    schema_registry_url: str | None = None
     worker_env: dict[str, str] = field(default_factory=dict)
     workers: list[WorkerProc] = field(default_factory=list)
     computation: str = COMPUTATION  # module:Class of a computation named running_sum
@@ -112,7 +115,15 @@ class Deployment:
     def on(cls, stack: LocalStack, namespace: str, log_dir: Path, **kw: Any) -> Deployment:
         """A deployment on the session's stack with the repository's schemas; ``kw``:
         ``computation``, ``worker_env``."""
-        return cls(stack.bootstrap, stack.redis_url, namespace, ROOT / "schemas", log_dir, **kw)
+        return cls(
+            stack.bootstrap,
+            stack.redis_url,
+            namespace,
+            ROOT / "schemas",
+            log_dir,
+            schema_registry_url=stack.schema_registry_url,
+            **kw,
+        )
 
     def __post_init__(self) -> None:
         self.r = connect_redis(self.redis_url)
@@ -120,9 +131,7 @@ class Deployment:
         ensure_topics(self.bootstrap, {self.numbers: PARTITIONS})
 
     def env(self) -> dict[str, str]:
-        return worker_env(
-            self.bootstrap, self.redis_url, self.namespace, MW_LOG_LEVEL="info", **self.worker_env
-        )
+        return worker_env(self, self.namespace, MW_LOG_LEVEL="info", **self.worker_env)
 
     def add_worker(self, name: str) -> WorkerProc:
         # Dynamic membership (tests/test_membership.py covers MW_INSTANCE_ID).
@@ -133,7 +142,7 @@ class Deployment:
     def feed(self, registry: SchemaRegistry, inputs: list[InputRecord], rate: float) -> Injector:
         """Start writing ``inputs`` to ``numbers`` at ``rate`` a second (its ``writer``
         knows the end offsets once it is done)."""
-        writer = SourceWriter(self.bootstrap, registry, self.numbers, "mw.examples.Number")
+        writer = source_writer(self, registry, self.numbers, "mw.examples.Number")
         injector = Injector(writer, inputs, rate=rate)
         injector.start()
         return injector
@@ -176,7 +185,7 @@ def verify(
     for r in distinct.values():
         truth_sum[r.key] += r.n
         truth_count[r.key] += 1
-    serde = AvroSerde(registry, "mw.examples.Sum")
+    serde = wire.serde(deployment, registry, topic_name(deployment.namespace, "sums"), "mw.examples.Sum")
     problems: list[str] = []
 
     sums = read_topic(deployment.bootstrap, topic_name(deployment.namespace, "sums"))

@@ -14,13 +14,14 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from mwcore.api.clock import MIN_WATERMARK
 from mwcore.injector.injector import Injector
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.client import redis_client as connect_redis
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import consumer_config, topic_name
 from mwcore.transport.watermark_topic import ensure_watermark_topic
 from mwcore.watermarks.published import Watermarks
 from mwcore.watermarks.report_format import NodeSpec, report_stream, stream_field, streams, topology_key
+from testbed import wire
 from testbed.procs import WorkerProc, wait_until, worker_env
 from testbed.topics import read_topic
 
@@ -124,7 +125,7 @@ def _stream_id(raw: bytes | str) -> tuple[int, int]:
 def authority(
     stack: LocalStack, namespace: str, log_dir: Path, name: str = "authority", **extra: str
 ) -> WorkerProc:
-    env = worker_env(stack.bootstrap, stack.redis_url, namespace, MW_AUTHORITY_BLOCK_MS="10", **extra)
+    env = worker_env(stack, namespace, MW_AUTHORITY_BLOCK_MS="10", **extra)
     return WorkerProc("authority", env, log_dir, name, command=("authority",))
 
 
@@ -136,6 +137,7 @@ def injector(stack: LocalStack, registry: SchemaRegistry, namespace: str, **kw: 
         name=kw.pop("name", "src"),
         outputs={"events": "mw.examples.Number"},
         namespace=namespace,
+        **wire.injector_args(stack),
         **{"partitions": 1, "report_interval_ms": 50, **kw},
     )
     inj.start()
@@ -143,6 +145,7 @@ def injector(stack: LocalStack, registry: SchemaRegistry, namespace: str, **kw: 
 
 
 def windows(stack: LocalStack, registry: SchemaRegistry, namespace: str) -> list[dict[str, Any]]:
-    serde = AvroSerde(registry, "mw.tests.WindowCount")
-    msgs = read_topic(stack.bootstrap, topic_name(namespace, "window_counts"))
+    topic = topic_name(namespace, "window_counts")
+    serde = wire.serde(stack, registry, topic, "mw.tests.WindowCount")
+    msgs = read_topic(stack.bootstrap, topic)
     return [serde.decode(m.value) for m in msgs]

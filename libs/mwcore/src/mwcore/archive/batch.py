@@ -23,6 +23,11 @@ from mwcore.api import ids
 from mwcore.api.computation import Computation
 from mwcore.runtime.in_memory import InMemoryRunner
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.serde.framing import Framing
+
+# An archive's history may span both framings (a migration): both are read, the registry's
+# ids learnt beforehand (``SchemaRegistry.learn_id``: ``mw batch`` and ``read_archive`` do).
+ARCHIVED = Framing("single-object", read_also="confluent")
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class KeyRunner:
         """``end_ms``: the watermark after the last record (None: the end of time; a
         computation that re-arms a timer at every step then never finishes, so a bounded
         replay passes the end of its data)."""
-        self.run = InMemoryRunner(computation, registry)
+        self.run = InMemoryRunner(computation, registry, reads=ARCHIVED)
         self.end_ms = end_ms
         self.failures = 0
         self.duplicates = 0

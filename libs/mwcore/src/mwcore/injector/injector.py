@@ -49,7 +49,7 @@ from mwcore.errors import FencedError, SerializationError
 from mwcore.injector.state import InjectorState
 from mwcore.limits import MAX_DEAD_LETTER_BYTES, MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.serde.framing import Wire
+from mwcore.serde.framing import DEFAULT_WIRE, Wire
 from mwcore.store.client import RedisClient
 from mwcore.store.report_sink import RedisReportSink
 from mwcore.transport.producer import Sender, refused_for_good
@@ -95,7 +95,7 @@ class Injector:
         linger_ms: int = LINGER_MS,
         schemas: SchemaTopic | None = None,  # where start() publishes the writer schemas
         signer: Signer = UNSIGNED,  # MW_ID_SECRET: record ids signed
-        wire: Wire = "single-object",  # the framing of what it writes (serde/framing.py)
+        wire: Wire = DEFAULT_WIRE,  # the framing of what it writes (serde/framing.py)
         schema_registry: RegistryClient | None = None,  # where start() registers them, if "confluent"
     ) -> None:
         self._signer = signer

@@ -30,6 +30,7 @@ from mwcore.runtime.config import (
     check_redis_url,
     check_secret,
 )
+from mwcore.serde.framing import DEFAULT_WIRE, Wire
 
 
 class MetricsSettings(MetricsConfig, BaseSettings):
@@ -168,6 +169,7 @@ class CommandSettings(BaseSettings):
     namespace: str = "default"
     id_secret: SecretStr | None = None
     mac_v1: MacV1 = "off"
+    wire: Wire = DEFAULT_WIRE
     schema_registry_url: str | None = None
     schema_registry_auth: SecretStr | None = None
     schema_registry_ca: str | None = None

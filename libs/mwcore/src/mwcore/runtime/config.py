@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from mwcore.api.signing import MIN_SECRET_CHARS, MacV1, Signer
 from mwcore.controls import SAFE, NegativeControls
 from mwcore.limits import NAMESPACE_PATTERN
-from mwcore.serde.framing import Wire
+from mwcore.serde.framing import DEFAULT_WIRE, Wire
 from mwcore.transport.schema_registry import Compatibility, RegistryAccess
 
 
@@ -45,7 +45,7 @@ class ClientConfig(BaseModel):
     unsafe: NegativeControls = Field(default=SAFE, exclude=True)
     # the framing of the values of streams that declare none (serde/framing.py), and the
     # other one read too on them (a migration: docs/ecosystem.md)
-    wire: Wire = "single-object"
+    wire: Wire = DEFAULT_WIRE
     wire_read_also: Wire | None = None
     # the schema registry (Confluent's REST API): where streams framed "confluent" find
     # their schemas by id; basic auth as user:password; TLS: the CA, a client certificate

@@ -29,6 +29,7 @@ from mwcore.runtime.effects import Applier
 from mwcore.runtime.state_cache import StateCache
 from mwcore.runtime.timers import TimerQueue
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.framing import SINGLE_OBJECT, Framing
 from mwcore.store.checkpoint import Checkpoint, TimerEntry
 
 
@@ -46,15 +47,22 @@ class InMemoryRunner:
     """One computation, all keys, in memory; failures are kept (``take_failures``)."""
 
     def __init__(
-        self, computation: Computation | type[Computation], registry: SchemaRegistry, *, wall_ms: int = 0
+        self,
+        computation: Computation | type[Computation],
+        registry: SchemaRegistry,
+        *,
+        wall_ms: int = 0,
+        reads: Framing = SINGLE_OBJECT,
     ) -> None:
+        """``reads``: how input values are framed (``serde/framing.py``; the batch engine
+        reads archives, whose history may span both framings)."""
         comp = computation() if isinstance(computation, type) else computation
         comp.validate()
         self.comp = comp
         self.registry = registry
         self.codec = comp.state
         self.codec.bind(registry)
-        self.inputs = {i.stream: (i, AvroSerde(registry, i.schema or "")) for i in comp.inputs}
+        self.inputs = {i.stream: (i, AvroSerde(registry, i.schema or "", framing=reads)) for i in comp.inputs}
         self.outputs = {o.stream: AvroSerde(registry, o.schema) for o in comp.outputs}
         self.wall_ms = wall_ms
         self.watermark = MIN_WATERMARK

@@ -232,7 +232,7 @@ def mw_batch(args: argparse.Namespace) -> int:
 
     from mwcore.archive.spark.batch import decode_frame, run_pipeline
     from mwcore.archive.spark.session import spark_session
-    from mwcore.archive.spark.source import read_archive
+    from mwcore.archive.spark.source import read_archive, take_writers
     from mwcore.serde.avro import SchemaRegistry
 
     computations, inputs = batch_defaults(args)
@@ -245,6 +245,7 @@ def mw_batch(args: argparse.Namespace) -> int:
     if args.to_ms is not None:
         options["endingTimestamp"] = str(args.to_ms)
     namespace = _namespace(args)
+    take_writers(registry, bootstrap, namespace, [s.strip() for s in inputs.split(",") if s.strip()])
     with spark_session(args.master) as spark:
         archive = read_archive(spark, bootstrap, inputs, namespace, schemas, **options)
         outputs = run_pipeline(archive, computations, registry)

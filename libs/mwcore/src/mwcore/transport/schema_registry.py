@@ -64,7 +64,10 @@ def registered_framings(
     """Each topic's framing (``wires``: topic -> what it writes and reads, what it reads
     too), with the registry ids of those framed ``"confluent"``: their schemas (``schemas``:
     topic -> schema) registered under their subjects, or none if one is refused
-    (``ConfigError``, as for a registry that is not set or cannot be reached)."""
+    (``ConfigError``, as for a registry that is not set or cannot be reached). Where no
+    stream is framed ``"confluent"``, nor reads it, no registry is needed."""
+    if all("confluent" not in pair for pair in wires.values()):
+        return {t: Framing(wire, None, also) for t, (wire, also) in wires.items()}
     if client is None:
         raise ConfigError(
             f'{owner}: streams framed "confluent" need a schema registry: set MW_SCHEMA_REGISTRY_URL'

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from mwcore.archive.batch import Encoded, KeyRunner
+from mwcore.archive.batch import ARCHIVED, Encoded, KeyRunner
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 
 RECORDS = StructType(
@@ -65,7 +65,9 @@ def run_computation(
 
     def keyed(rows: Iterable[Any]) -> Iterator[tuple[str, Encoded]]:
         comp = load_computation(computation)
-        serdes = {i.stream: (i.key, AvroSerde(registry, i.schema or "")) for i in comp.inputs}
+        serdes = {
+            i.stream: (i.key, AvroSerde(registry, i.schema or "", framing=ARCHIVED)) for i in comp.inputs
+        }
         for r in rows:
             key = r["key"]
             if r["stream"] in extractors:

@@ -16,7 +16,10 @@ encoded value, so the same row always has the same id).
 A task Spark retries sends its rows again with the same ids, and every consumer
 drops the repeats: the write is exactly-once for the computations that read the
 stream. The topic is created when missing, with ``partitions`` (default 4)
-partitions, partitioned by key as the runtime's producers do.
+partitions, partitioned by key as the runtime's producers do. Values are framed as
+``wire`` says (default ``MW_WIRE``; ``confluent``: the schema registered under the
+stream's subject in the registry at ``schemaRegistryUrl``, default
+``MW_SCHEMA_REGISTRY_URL``), see ``mwcore.serde.framing``.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from mwcore.api.signing import MAC_HEADER, Signer
 from mwcore.errors import ConfigError
 from mwcore.process.settings import CommandSettings
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.serde.framing import Framing, check_wire
+from mwcore.transport.schema_registry import RegistryAccess, RegistryClient, registered_framings
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import ensure_topics, partition_counts, topic_name
 
@@ -110,7 +115,8 @@ class StreamWriter(DataSourceWriter):
         self.has_id = self.id_col in columns
         # the pipeline secret, for the tasks to sign the ids with (option idSecret, else
         # MW_ID_SECRET where the job runs): readers of a secured pipeline check them
-        secret = opts.get("idsecret") or CommandSettings.load().id_secret
+        settings = CommandSettings.load()
+        secret = opts.get("idsecret") or settings.id_secret
         self.secret = secret.get_secret_value() if isinstance(secret, SecretStr) else secret
         partitions = int(opts.get("partitions", 4))
         existing = partition_counts(bootstrap, [self.topic]).get(self.topic)
@@ -120,12 +126,22 @@ class StreamWriter(DataSourceWriter):
             schemas.publish([registry.latest(self.avro_schema)])
         finally:
             schemas.close()
+        self.framing = self._framing(opts, settings)
+
+    def _framing(self, opts: dict[str, str], settings: CommandSettings) -> Framing:
+        """The stream's framing, registered on the driver (the tasks only frame with it)."""
+        wire = check_wire(opts.get("wire", settings.wire), "option wire")
+        url = opts.get("schemaregistryurl") or settings.schema_registry_url
+        client = None if url is None else RegistryClient(RegistryAccess(url))
+        sv = self.registry.latest(self.avro_schema)
+        where = f"writing {self.stream} ({self.avro_schema})"
+        return registered_framings(where, client, {self.topic: (wire, None)}, {self.topic: sv})[self.topic]
 
     def write(self, iterator: Iterator[Row]) -> Written:
         from mwcore.serde.avro import AvroSerde
         from mwcore.transport.producer import Sender
 
-        serde = AvroSerde(self.registry, self.avro_schema)
+        serde = AvroSerde(self.registry, self.avro_schema, framing=self.framing)
         sender = Sender(self.bootstrap)
         signer = Signer(self.secret)
         errors: list[str] = []

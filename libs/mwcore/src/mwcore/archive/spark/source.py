@@ -95,6 +95,29 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(ArchiveDataSource)
 
 
+def take_writers(
+    registry: SchemaRegistry,
+    bootstrap: str,
+    namespace: str,
+    streams: list[str],
+    registry_url: str | None = None,
+) -> None:
+    """Every writer schema of ``streams`` into ``registry``, for executors that decode
+    offline: those of the namespace's schemas topic, and by id those of the streams'
+    subjects in the schema registry (``registry_url``, else ``MW_SCHEMA_REGISTRY_URL``;
+    none: single-object streams only)."""
+    schemas = SchemaTopic(bootstrap, namespace)
+    try:
+        schemas.learn_all(registry)
+    finally:
+        schemas.close()
+    registry_url = registry_url or CommandSettings.load().schema_registry_url
+    if registry_url:
+        client = RegistryClient(RegistryAccess(registry_url))
+        registry.use_ids(client)
+        client.learn_subjects(registry, [topic_name(namespace, n) for n in streams])
+
+
 def read_archive(
     spark: SparkSession,
     bootstrap: str,
@@ -111,16 +134,7 @@ def read_archive(
     if not bootstrap:
         raise ConfigError("no Kafka bootstrap servers given (MW_BOOTSTRAP)")
     registry = SchemaRegistry.from_directory(_schemas_dir(opts.get("schemasdir") or schemas_dir))
-    schemas = SchemaTopic(bootstrap, namespace)  # executors read offline: take every writer along
-    try:
-        schemas.learn_all(registry)
-    finally:
-        schemas.close()
-    registry_url = opts.get("schemaregistryurl") or CommandSettings.load().schema_registry_url
-    if registry_url:  # streams framed "confluent": every id of their subjects taken along too
-        client = RegistryClient(RegistryAccess(registry_url))
-        registry.use_ids(client)
-        client.learn_subjects(registry, [topic_name(namespace, n) for n in names])
+    take_writers(registry, bootstrap, namespace, names, opts.get("schemaregistryurl"))
     what = Range(
         starting=_offsets(opts.get("startingoffsets"), "earliest", names, namespace),
         ending=_offsets(opts.get("endingoffsets"), "latest", names, namespace),

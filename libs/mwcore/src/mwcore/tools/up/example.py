@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from mwcore.serde.avro import SchemaRegistry
+from mwcore.serde.framing import DEFAULT_WIRE, check_wire
 from mwcore.store.client import redis_client
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
+from mwcore.transport.schema_registry import RegistryAccess, RegistryClient, registered_framings
 from mwcore.transport.topics import end_offsets
 from mwcore.transport.writer import SourceWriter
 
@@ -79,7 +81,14 @@ class RunningSumPipeline:
         self._bootstrap = env["MW_BOOTSTRAP"]
         self._store = RedisCheckpointStore(redis_client(env["MW_REDIS_URL"]))
         registry = SchemaRegistry.from_directory(env["MW_SCHEMAS_DIR"])
-        writer = SourceWriter(self._bootstrap, registry, SOURCE, "mw.examples.Number")
+        wire = check_wire(env.get("MW_WIRE") or DEFAULT_WIRE, "MW_WIRE")  # as the example's workers frame
+        url = env.get("MW_SCHEMA_REGISTRY_URL")
+        client = RegistryClient(RegistryAccess(url)) if url else None
+        number = registry.latest("mw.examples.Number")
+        framing = registered_framings("mw up's feed", client, {SOURCE: (wire, None)}, {SOURCE: number})[
+            SOURCE
+        ]
+        writer = SourceWriter(self._bootstrap, registry, SOURCE, number.name, framing=framing)
         self._feed = threading.Thread(target=self._write, args=(writer, stop, rate), daemon=True)
         self._feed.start()
 
