@@ -173,9 +173,13 @@ def _cluster_options(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from mwcore.process import logs
     from mwcore.process.bootstrap import main as run_main
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    # a command's log lines go to stderr, never among what it prints (`mw tail`'s records);
+    # the commands that start a process configure them again from its settings
+    logs.configure()
     code: int = run_main(lambda: args.func(args), command=args.command)
     return code
