@@ -7,7 +7,10 @@ variant a JSON object of environment settings for the worker process, e.g.
 configuration for the variant instead (``CONFIG SET``, e.g. ``"REDIS_appendfsync":
 "everysec"``); or older code of the library:
 ``git worktree add /tmp/base <commit>`` and
-``'{"PYTHONPATH": "/tmp/base/libs/mwcore/src:."}'``.
+``'{"PYTHONPATH": "/tmp/base/libs/mwcore/src:."}'``. A variant's ``MW_WIRE`` is also
+the framing its inputs are written in (the kit's default unless told): code older than
+the Confluent framing reads single-object only, so its variant says
+``"MW_WIRE": "single-object"`` (which it ignores).
 
 ``latency``: ``bench/throughput.py``'s steady 10,000 records/s phase
 (``--seconds``, default 20) per variant and round. ``throughput``: ``--records``
@@ -34,6 +37,7 @@ from bench.throughput import PARTITIONS, ROOT, load, run_worker, steady_latency
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
+from testbed import wire
 
 
 def main() -> None:
@@ -63,7 +67,7 @@ def main() -> None:
                     namespace = f"ab{r}x{k}"
                     topic = topic_name(namespace, "events")
                     ensure_topics(stack.bootstrap, {topic: PARTITIONS})
-                    ends = load(stack, registry, topic, args.records)
+                    ends = load(stack, registry, topic, args.records, wire.of(env))
                     res = run_worker(stack, namespace, topic, ends, **env)
                 figures = {f: round(v, 1) if isinstance(v, float) else v for f, v in res.items()}
                 run = {"round": r, "variant": variant, **figures}

@@ -42,12 +42,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.*, serv
 
 from bench.throughput import PARTITIONS, positions, raw_consume, worker_env
 from mwcore.api.clock import MIN_WATERMARK
-from mwcore.archive.spark.source import read_archive
+from mwcore.archive.spark.source import read_archive, take_writers
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import end_offsets, ensure_topics, topic_name
-from mwcore.transport.writer import SourceWriter
 from services.injector.scenario import Scenario, Traffic
+from testbed import wire
 
 ROOT = Path(__file__).resolve().parent.parent
 START_MS = 1_700_000_000_000
@@ -57,7 +57,7 @@ def load(stack: LocalStack, registry: SchemaRegistry, topic: str, n: int) -> tup
     """N records of the default scenario; the partitions' ends, the number of
     (query, second) windows and the end of the last second (ms)."""
     traffic = Traffic(Scenario(), START_MS)
-    writer = SourceWriter(stack.bootstrap, registry, topic, "zeitgeist.Query")
+    writer = wire.source_writer(stack, registry, topic, "zeitgeist.Query")
     encode = writer.serde.encode
     windows: set[tuple[str, int]] = set()
     written, second, latest = 0, 0, 0
@@ -85,11 +85,23 @@ def _best_of_two(job: Callable[[], int]) -> tuple[float, int]:
     return best, result
 
 
+def _ids(stack: LocalStack) -> dict[str, str]:
+    """``read_archive``'s option for values framed "confluent": the registry of their ids."""
+    url = stack.schema_registry_url
+    return {} if url is None else {"schemaRegistryUrl": url}
+
+
 def spark_read(spark: SparkSession, stack: LocalStack, namespace: str, decode: bool) -> tuple[float, int]:
     from pyspark.sql import functions as F
 
     df = read_archive(
-        spark, stack.bootstrap, "queries", namespace, ROOT / "schemas", decode=str(decode).lower()
+        spark,
+        stack.bootstrap,
+        "queries",
+        namespace,
+        ROOT / "schemas",
+        decode=str(decode).lower(),
+        **_ids(stack),
     )
     column = "user" if decode else "offset"
     return _best_of_two(lambda: int(df.agg(F.count("*"), F.sum(column)).collect()[0][0]))
@@ -116,7 +128,8 @@ def batch_windower(spark: SparkSession, stack: LocalStack, namespace: str, end_m
     from mwcore.archive.spark.batch import run_computation
 
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
-    df = read_archive(spark, stack.bootstrap, "queries", namespace, ROOT / "schemas")
+    take_writers(registry, stack.bootstrap, namespace, ["queries"], stack.schema_registry_url)
+    df = read_archive(spark, stack.bootstrap, "queries", namespace, ROOT / "schemas", **_ids(stack))
     windower = "services.windower.computation:Windower"
     return _best_of_two(lambda: run_computation(df, windower, registry, end_ms).count())
 

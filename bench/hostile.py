@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.hostile_kinds import NS, Attacker, Kind, hostile_files
 from mwcore.api.signing import Signer
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localproc import free_port, stop_processes
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.schema_topic import schemas_topic
@@ -68,6 +68,7 @@ from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stre
 from mwcore.transport.watermark_topic import WatermarkFeed, watermark_topic
 from services.injector.logs import file_name, record_line, write_atomically
 from services.up import PARTITIONS
+from testbed import wire
 from testbed.hostile import rejections
 from testbed.procs import wait_until
 from testbed.services import service_env, start_services
@@ -160,9 +161,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     start_ms = (int(time.time()) - 3600) * 1000
     gen = Generator(logs_dir, start_ms, args.seconds, args.rate, args.speed, elsewhere)
-    attacker = Attacker("", registry)
     with LocalStack(workdir=workdir) as stack:
-        attacker.bootstrap = stack.bootstrap
+        attacker = Attacker(stack, registry)
         ensure_topics(stack.bootstrap, {topic_name(NS, s): PARTITIONS for s in STREAMS})
         ports = {name: free_port() for name in SERVICES}
         procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -201,7 +201,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for n in ("windower", "dip_detector")
                 if n not in stopped
             }
-            checked = _check(stack.bootstrap, registry, gen, attacker, rejected)
+            checked = _check(stack, registry, gen, attacker, rejected)
         finally:
             feed.close()
             stop_processes(procs.values(), 30)
@@ -223,16 +223,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check(
-    bootstrap: str,
+    stack: LocalStack,
     registry: SchemaRegistry,
     gen: Generator,
     attacker: Attacker,
     rejected: dict[str, Counter[str]],
 ) -> dict[str, Any]:
-    serde = AvroSerde(registry, "zeitgeist.WindowCount")
+    bootstrap = stack.bootstrap
+    serde = wire.serde(stack, registry, topic_name(NS, "window_counts"), "zeitgeist.WindowCount")
     windows: dict[bytes, dict[str, Any]] = {}
     forged = {at for kind in attacker.kinds.values() for at in kind.placed}
-    for m in read_topic(bootstrap, topic_name(NS, "window_counts")):
+    for m in read_topic(stack.bootstrap, topic_name(NS, "window_counts")):
         if (m.topic, m.partition, m.offset) not in forged:
             windows[m.id] = serde.decode(m.value)  # a record re-sent after a crash counts once
     got: Counter[tuple[str, int]] = Counter()

@@ -20,6 +20,7 @@ from mwcore.transport.topics import topic_name
 from mwcore.transport.watermark_topic import watermark_topic
 from mwcore.watermarks.published import Watermarks
 from services.injector.logs import file_name, record_line
+from testbed import wire
 from testbed.hostile import produce_raw
 
 NS = "default"
@@ -37,10 +38,6 @@ class Kind:
     placed: list[tuple[str, int, int]] = field(default_factory=list)  # input: (topic, partition, offset)
 
 
-def _query_serde(registry: SchemaRegistry) -> AvroSerde:
-    return AvroSerde(registry, "zeitgeist.Query")
-
-
 def _wm(name: str) -> bytes:
     return Watermarks(name, "computation", FAR, FAR, FAR, FAR, 1).encode()
 
@@ -56,10 +53,23 @@ def _fingerprint(doc: Any) -> bytes:
 class Attacker:
     """Writes the hostile records of ``KINDS`` to the topics, noting where each went."""
 
-    def __init__(self, bootstrap: str, registry: SchemaRegistry) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, stack: wire.Stack, registry: SchemaRegistry) -> None:
+        self.bootstrap = stack.bootstrap
+        self.stack = stack
         self.registry = registry
         self.kinds: dict[str, Kind] = {}
+
+    def _serde(self, stream: str, schema: str) -> AvroSerde:
+        """The stream's serde, in the framing the services use (the kit's default)."""
+        return wire.serde(self.stack, self.registry, topic_name(NS, stream), schema)
+
+    @staticmethod
+    def _unknown(serde: AvroSerde, rng: random.Random) -> bytes:
+        """A prefix of ``serde``'s framing naming a writer schema nobody has: a random
+        fingerprint, or a registry id far above those given."""
+        if serde.framing.wire == "confluent":
+            return b"\x00" + struct.pack(">I", rng.randrange(1 << 30, 1 << 31))
+        return b"\xc3\x01" + rng.randbytes(8)
 
     def _input(
         self, name: str, stream: str, records: Sequence[tuple[bytes | None, bytes | None]], **kw: Any
@@ -77,7 +87,7 @@ class Attacker:
     def inputs(self) -> None:
         """Records of ``queries``, ``window_counts`` and ``model_updates`` that no worker
         may take: each must be a dead letter."""
-        q = _query_serde(self.registry)
+        q = self._serde("queries", "zeitgeist.Query")
         good = q.encode({"query": "x", "lang": "en", "user": 1, "source_file": "x.jsonl"})
         rng = random.Random(5)
         self._input("queries: junk bytes", "queries", [(b"k", rng.randbytes(40)) for _ in range(3)])
@@ -86,15 +96,15 @@ class Attacker:
         self._input(
             "queries: a forged record id", "queries", [(b"x", good)], headers=[("mw-id", random_id())]
         )
-        unknown = [(b"k", b"\xc3\x01" + rng.randbytes(8) + good[10:]) for _ in range(50)]
+        body = len(q.header)
+        unknown = [(b"k", self._unknown(q, rng) + good[body:]) for _ in range(50)]
         self._input("queries: unknown writer schemas", "queries", unknown)
-        counts = AvroSerde(self.registry, "zeitgeist.WindowCount").encode(
-            {"query": "x", "lang": "en", "bucket_start": 0, "count": 1}
-        )
+        window_counts = self._serde("window_counts", "zeitgeist.WindowCount")
+        counts = window_counts.encode({"query": "x", "lang": "en", "bucket_start": 0, "count": 1})
         self._input("window_counts: junk bytes", "window_counts", [(b"x", counts[:12] + b"\xff" * 9)])
-        other = b"\xc3\x01" + rng.randbytes(8) + counts[10:]
+        other = self._unknown(window_counts, rng) + counts[len(window_counts.header) :]
         self._input("window_counts: an unknown writer schema", "window_counts", [(b"x", other)])
-        model = AvroSerde(self.registry, "zeitgeist.ModelUpdate").encode(
+        model = self._serde("model_updates", "zeitgeist.ModelUpdate").encode(
             {
                 "query": "query 1",
                 "period_ms": 10**15,

@@ -24,6 +24,7 @@ from bench.archive import START_MS, load
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics
+from testbed import wire
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +46,7 @@ def main() -> None:
             "MW_BOOTSTRAP": stack.bootstrap,
             "MW_REDIS_URL": stack.redis_url,
             "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
+            **wire.registry_env(stack),
         }
         argv = ["--stream", "queries", "--from", iso(START_MS + 5_000), "--to", iso(START_MS + 100_000)]
         done = subprocess.run(

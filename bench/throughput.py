@@ -47,22 +47,27 @@ from bench.cpu_split import CpuSplit, stack_pids
 from bench.profiling import Spy, breakdown
 from mwcore.api import ids
 from mwcore.cores import default_name
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.serde.framing import Wire
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import consumer_config, ensure_topics, producer_config, topic_name
-from mwcore.transport.writer import SourceWriter
+from testbed import wire
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 4
 KEYS = 10_000
 
 
-def load(stack: LocalStack, registry: SchemaRegistry, topic: str, n: int) -> dict[int, int]:
+def load(
+    stack: LocalStack, registry: SchemaRegistry, topic: str, n: int, framed: Wire = wire.SUITE_WIRE
+) -> dict[int, int]:
+    """``n`` events in ``topic``, framed ``framed`` (a variant's MW_WIRE: the kit's
+    default unless told, ``testbed/wire.py``); each partition's end."""
     rng = random.Random(1)
     # Zipf-like skew: a few queries are very popular, most are rare.
     weights = [1 / (i + 1) ** 1.1 for i in range(KEYS)]
     keys = rng.choices([f"query-{i}" for i in range(KEYS)], weights, k=n)
-    writer = SourceWriter(stack.bootstrap, registry, topic, "mw.bench.Event")
+    writer = wire.source_writer(stack, registry, topic, "mw.bench.Event", framed)
     encode = writer.serde.encode
     base = int(time.time() * 1000)
     for i, key in enumerate(keys):
@@ -91,9 +96,14 @@ def read_to_end(stack: LocalStack, topic: str, group: str) -> Iterator[Message]:
 
 
 def raw_consume(
-    stack: LocalStack, registry: SchemaRegistry, topic: str, n: int, schema: str = "mw.bench.Event"
+    stack: LocalStack,
+    registry: SchemaRegistry,
+    topic: str,
+    n: int,
+    schema: str = "mw.bench.Event",
+    framed: Wire = wire.SUITE_WIRE,
 ) -> float:
-    decode = AvroSerde(registry, schema).decode
+    decode = wire.serde(stack, registry, topic, schema, framed).decode
     count, start = 0, None
     for m in read_to_end(stack, topic, f"raw-{os.getpid()}"):
         if start is None:
@@ -110,10 +120,10 @@ def library_floor(stack: LocalStack, registry: SchemaRegistry, topic: str, n: in
     with no runtime at all: consume, read the id header, key and timestamp, decode,
     encode the output, derive its id, produce it with a delivery callback, serve the
     callbacks. No state, no dedup, no checkpoint. The worker cannot beat this."""
-    decode = AvroSerde(registry, "mw.bench.Event").decode
-    encode = AvroSerde(registry, "mw.bench.Count").encode
     out_topic = f"{topic}.floor"
     ensure_topics(stack.bootstrap, {out_topic: PARTITIONS})
+    decode = wire.serde(stack, registry, topic, "mw.bench.Event").decode
+    encode = wire.serde(stack, registry, out_topic, "mw.bench.Count").encode
     producer = Producer(producer_config(stack.bootstrap))
     acked = [0]
 
@@ -154,6 +164,7 @@ def worker_env(stack: LocalStack, namespace: str, **extra: str) -> dict[str, str
         "MW_NAMESPACE": namespace,
         "MW_LOG_LEVEL": "warning",
         "PYTHONPATH": path,
+        **wire.registry_env(stack),
         **extra,
     }
 
@@ -231,7 +242,7 @@ def steady_latency(
         cwd=ROOT,
     )
     try:
-        feed_steadily(stack, registry, namespace, topic, rate, seconds)
+        feed_steadily(stack, registry, namespace, topic, rate, seconds, framed=wire.of(env))
     finally:
         proc.terminate()
         proc.wait(60)
@@ -265,12 +276,13 @@ def feed_steadily(
     rate: int,
     seconds: int,
     on_warm: Callable[[], object] = lambda: None,
+    framed: Wire = wire.SUITE_WIRE,
 ) -> None:
     """Once a worker has committed a warm-up record (``on_warm`` is then called), feed
     ``topic`` at a steady ``rate`` for ``seconds`` and wait until the worker's
     checkpoint holds every partition's end."""
     r = redis.Redis.from_url(stack.redis_url)
-    writer = SourceWriter(stack.bootstrap, registry, topic, "mw.bench.Event")
+    writer = wire.source_writer(stack, registry, topic, "mw.bench.Event", framed)
     # Low linger: the producer should not add batching delay of its own to the figure.
     writer.producer = type(writer.producer)({**_producer_conf(stack.bootstrap), "linger.ms": 1})
     encode = writer.serde.encode

@@ -46,10 +46,12 @@ from bench.profiling import Spy, breakdown
 from bench.throughput import KEYS, PARTITIONS, positions, raw_consume, worker_env
 from mwcore.cores import default_name
 from mwcore.injector.injector import Injector
-from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.avro import SchemaRegistry
+from mwcore.serde.framing import Wire
 from mwcore.store.client import redis_client
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import admin_config, end_offsets, ensure_topics, topic_name
+from testbed import wire
 from testbed.topics import read_topic
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,9 +62,10 @@ WINDOW_MS = 1000
 
 
 def load(
-    stack: LocalStack, registry: SchemaRegistry, n: int, namespace: str = NS
+    stack: LocalStack, registry: SchemaRegistry, n: int, namespace: str = NS, framed: Wire = wire.SUITE_WIRE
 ) -> Counter[tuple[str, int]]:
-    """Write the records through an injector; the windows they make (key, start) -> count."""
+    """Write the records through an injector, framed ``framed``; the windows they make
+    (key, start) -> count."""
     rng = random.Random(1)
     weights = [1 / (i + 1) ** 1.1 for i in range(KEYS)]
     keys = rng.choices([f"query-{i}" for i in range(KEYS)], weights, k=n)
@@ -75,6 +78,8 @@ def load(
         outputs={"events": "mw.bench.Event"},
         namespace=namespace,
         partitions=PARTITIONS,
+        wire=framed,
+        schema_registry=wire.registry_client(stack),
     )
     inj.start()
     truth: Counter[tuple[str, int]] = Counter()
@@ -124,9 +129,10 @@ def run_in(
     events, windows = topic_name(namespace, "events"), topic_name(namespace, "windows")
     ensure_topics(stack.bootstrap, {events: PARTITIONS, windows: PARTITIONS})
     t0 = time.perf_counter()
-    truth = load(stack, registry, n, namespace)
+    framed = wire.of(extra_env)
+    truth = load(stack, registry, n, namespace, framed)
     print(f"loaded {n:,} records, {len(truth):,} windows in {time.perf_counter() - t0:.1f} s", flush=True)
-    raw = raw_consume(stack, registry, events, n)
+    raw = raw_consume(stack, registry, events, n, framed=framed)
     print(f"raw consume + decode: {raw:,.0f} records/s", flush=True)
     env = worker_env(stack, namespace, MW_WATERMARK="authority", **extra_env)
     auth = subprocess.Popen([sys.executable, "-m", "mwcore", "authority"], env=env, cwd=ROOT)
@@ -175,7 +181,7 @@ def run_in(
         for p in (worker, auth):
             p.terminate()
             p.wait(60)
-    serde = AvroSerde(registry, "mw.bench.ChaosWindow")
+    serde = wire.serde(stack, registry, windows, "mw.bench.ChaosWindow", framed)
     seen: dict[bytes, dict[str, Any]] = {
         m.id: serde.decode(m.value) for m in read_topic(stack.bootstrap, windows)
     }

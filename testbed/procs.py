@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from testbed import wire
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -205,13 +207,10 @@ class Addresses(Protocol):
 
 def worker_env(stack: Addresses, namespace: str, **extra: str) -> dict[str, str]:
     """The environment a worker process of a test needs."""
-    registry = (
-        {} if stack.schema_registry_url is None else {"MW_SCHEMA_REGISTRY_URL": stack.schema_registry_url}
-    )
     return {
         "MW_BOOTSTRAP": stack.bootstrap,
         "MW_REDIS_URL": stack.redis_url,
-        **registry,
+        **wire.registry_env(stack),
         "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
         "MW_NAMESPACE": namespace,
         # Tests of the runtime drive event time by hand; the watermark tests pass

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from mwcore.tools.stack.localstack import LocalStack
+from testbed import wire
 from testbed.procs import for_service
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,6 +24,7 @@ def service_env(stack: LocalStack, namespace: str, injector_dir: Path, **extra: 
         "MW_REDIS_URL": stack.redis_url,
         "MW_NAMESPACE": namespace,
         "MW_SCHEMAS_DIR": str(ROOT / "schemas"),
+        **wire.registry_env(stack),
         "MW_INJECTOR_DIR": str(injector_dir),
         "MW_LOG_LEVEL": "warning",
         "PYTHONPATH": str(ROOT),

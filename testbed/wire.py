@@ -13,6 +13,7 @@ schemas by id from it.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import cache
 from typing import Any, Protocol
 
@@ -89,3 +90,15 @@ def foreign(wire: Wire = SUITE_WIRE) -> Framing:
 def injector_args(stack: Stack) -> dict[str, Any]:
     """What an ``Injector`` of a test is given to write in the suite's framing."""
     return {"wire": SUITE_WIRE, "schema_registry": registry_client(stack)}
+
+
+def registry_env(stack: Stack) -> dict[str, str]:
+    """The stack's registry as a process's setting (none where the stack has none)."""
+    url = stack.schema_registry_url
+    return {} if url is None else {"MW_SCHEMA_REGISTRY_URL": url}
+
+
+def of(env: Mapping[str, str]) -> Wire:
+    """The framing a process of environment ``env`` writes and reads: its ``MW_WIRE``,
+    else the suite's."""
+    return check_wire(env["MW_WIRE"], "MW_WIRE") if env.get("MW_WIRE") else SUITE_WIRE

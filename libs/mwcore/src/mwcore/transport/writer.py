@@ -14,7 +14,8 @@ from mwcore.api import ids
 from mwcore.api.record import ID_HEADER
 from mwcore.api.signing import MAC_HEADER, UNSIGNED, Signer
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
-from mwcore.serde.framing import SINGLE_OBJECT, Framing
+from mwcore.serde.framing import DEFAULT_WIRE, Framing, Wire
+from mwcore.transport.schema_registry import RegistryClient, registered_framings
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.transport.topics import producer_config
 
@@ -22,8 +23,11 @@ from mwcore.transport.topics import producer_config
 class SourceWriter:
     """``schemas``: the namespace's schemas topic, to publish the writer schema on before
     the first record, as the kit's producers do (without it, readers must have the
-    schema in their own directory). ``framing``: how values are framed (single-object
-    unless told); ``signer``: with a pipeline secret, each record's MAC."""
+    schema in their own directory). Values are framed ``wire`` (the kit's default,
+    ``serde/framing.py``), the schema registered under the topic's subject in
+    ``schema_registry`` for ``"confluent"`` (``ConfigError`` without one, or if it refuses
+    the schema); or as ``framing`` says where given. ``signer``: with a pipeline secret,
+    each record's MAC."""
 
     def __init__(
         self,
@@ -33,11 +37,17 @@ class SourceWriter:
         schema: str,
         schemas: SchemaTopic | None = None,
         *,
-        framing: Framing = SINGLE_OBJECT,
+        wire: Wire = DEFAULT_WIRE,
+        schema_registry: RegistryClient | None = None,
+        framing: Framing | None = None,
         signer: Signer = UNSIGNED,
     ) -> None:
         self.topic = topic
         self.signer = signer
+        if framing is None:
+            sv = registry.latest(schema)
+            where = f"writing {topic}"
+            framing = registered_framings(where, schema_registry, {topic: (wire, None)}, {topic: sv})[topic]
         self.serde = AvroSerde(registry, schema, framing=framing)
         if schemas is not None:
             schemas.publish([self.serde.schema])

@@ -22,7 +22,7 @@ from mwcore.serde.framing import DEFAULT_WIRE, check_wire
 from mwcore.store.client import redis_client
 from mwcore.store.interface import IntervalId
 from mwcore.store.redis_store import RedisCheckpointStore
-from mwcore.transport.schema_registry import RegistryAccess, RegistryClient, registered_framings
+from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
 from mwcore.transport.topics import end_offsets
 from mwcore.transport.writer import SourceWriter
 
@@ -84,11 +84,9 @@ class RunningSumPipeline:
         wire = check_wire(env.get("MW_WIRE") or DEFAULT_WIRE, "MW_WIRE")  # as the example's workers frame
         url = env.get("MW_SCHEMA_REGISTRY_URL")
         client = RegistryClient(RegistryAccess(url)) if url else None
-        number = registry.latest("mw.examples.Number")
-        framing = registered_framings("mw up's feed", client, {SOURCE: (wire, None)}, {SOURCE: number})[
-            SOURCE
-        ]
-        writer = SourceWriter(self._bootstrap, registry, SOURCE, number.name, framing=framing)
+        writer = SourceWriter(
+            self._bootstrap, registry, SOURCE, "mw.examples.Number", wire=wire, schema_registry=client
+        )
         self._feed = threading.Thread(target=self._write, args=(writer, stop, rate), daemon=True)
         self._feed.start()
 
