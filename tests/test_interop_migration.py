@@ -15,7 +15,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from mwcore.api.signing import Signer
 from mwcore.serde.avro import SchemaRegistry
-from mwcore.serde.framing import Framing, frame_of
+from mwcore.serde.framing import SINGLE_OBJECT, Framing, frame_of
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
 from mwcore.transport.schema_topic import SchemaTopic
@@ -65,9 +65,16 @@ def test_a_rolling_migration_from_single_object_to_confluent_framing_is_exact(
         return len(decoded(stack, sums)) >= len(rows)
 
     old_writer = SourceWriter(
-        stack.bootstrap, registry, numbers, "mw.examples.Number", schemas, signer=Signer(secret, "write")
+        stack.bootstrap,
+        registry,
+        numbers,
+        "mw.examples.Number",
+        schemas,
+        framing=SINGLE_OBJECT,
+        signer=Signer(secret, "write"),
     )
-    workers = [WorkerProc(COMPUTATION, env(MW_MAC_V1="write"), tmp_path, "a").start()]  # as before
+    before = {"MW_WIRE": "single-object", "MW_MAC_V1": "write"}  # what a version before the migration does
+    workers = [WorkerProc(COMPUTATION, env(**before), tmp_path, "a").start()]
     write(old_writer, 120)
     wait_until(summed, 90, 0.5, "the old pipeline's sums")
     # 1. the writer schemas into the registry
@@ -76,7 +83,7 @@ def test_a_rolling_migration_from_single_object_to_confluent_framing_is_exact(
     assert {line["subject"] for line in lines(imported)} >= {f"{numbers}-value", f"{sums}-value"}
     # 2. readers of both framings and both MACs, still writing as before: rolled in
     workers.append(
-        WorkerProc(COMPUTATION, env(MW_MAC_V1="write", MW_WIRE_READ_ALSO="confluent"), tmp_path, "b").start()
+        WorkerProc(COMPUTATION, env(**before, MW_WIRE_READ_ALSO="confluent"), tmp_path, "b").start()
     )
     wait_until(lambda: workers[1].ready, 60, what="the second step's worker to join")
     workers.pop(0).terminate()
@@ -142,7 +149,12 @@ def test_read_archive_over_confluent_framed_topics(stack: LocalStack, namespace:
     ensure_topics(stack.bootstrap, {numbers: 2})
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     old = SourceWriter(
-        stack.bootstrap, registry, numbers, "mw.examples.Number", SchemaTopic(stack.bootstrap, namespace)
+        stack.bootstrap,
+        registry,
+        numbers,
+        "mw.examples.Number",
+        SchemaTopic(stack.bootstrap, namespace),
+        framing=SINGLE_OBJECT,
     )
     for i in range(50):
         old.write(f"k{i % 4}", {"n": i}, 1_700_000_000_000 + i)
