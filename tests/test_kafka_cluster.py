@@ -39,7 +39,7 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
 @pytest.fixture(scope="module")
 def stack(stack: LocalStack, brokers: KafkaCluster) -> LocalStack:
     """The session's Redis, with the three brokers (this module only)."""
-    return LocalStack(workdir=stack.workdir, broker=brokers, redis=stack.redis)
+    return LocalStack(workdir=stack.workdir, broker=brokers, redis=stack.redis, registry=stack.registry)
 
 
 def _replication(bootstrap: str, topic: str) -> tuple[int, str]:

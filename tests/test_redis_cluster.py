@@ -67,7 +67,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRedisClus
 @pytest.fixture(scope="module")
 def stack(stack: LocalStack, cluster: LocalRedisCluster) -> LocalStack:
     """The session's broker, with the Redis Cluster as the store (this module only)."""
-    return LocalStack(workdir=stack.workdir, broker=stack.broker, redis=cluster)
+    return LocalStack(workdir=stack.workdir, broker=stack.broker, redis=cluster, registry=stack.registry)
 
 
 def test_the_client_finds_the_cluster_from_one_node(cluster: LocalRedisCluster) -> None:
