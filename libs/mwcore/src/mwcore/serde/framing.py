@@ -24,7 +24,7 @@ from typing import Literal, get_args
 
 Wire = Literal["confluent", "single-object"]
 WIRES: tuple[Wire, ...] = get_args(Wire)
-DEFAULT_WIRE: Wire = "single-object"  # what a stream that declares none is framed in (MW_WIRE)
+DEFAULT_WIRE: Wire = "confluent"  # what a stream that declares none is framed in (MW_WIRE)
 
 CONFLUENT_MAGIC = 0x00
 CONFLUENT_HEADER_LEN = 5
