@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+from mwcore.errors import ConfigError
 from mwcore.limits import MAX_SCHEMA_BYTES
 from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
 
@@ -96,3 +97,52 @@ def test_a_junk_answer_is_an_unknown_schema(answer: Answer, why: str) -> None:
     client = _client(Registry({3: answer}))
     assert client.document(3) is None
     assert why in client.why_unknown(3)
+
+
+class Racing:
+    """A registry where another deployer gives each new subject its level between this
+    client's look and its own setting (what Apicurio answers then: 409)."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.levels: dict[str, str] = {}
+        self.registered: dict[str, str] = {}
+        self.refuse = refuse  # a 409 with no level set after all: not a race, raised
+
+    def get_subjects(self) -> list[str]:
+        return list(self.registered)
+
+    def lookup_schema(self, name: str, schema: Any) -> Any:
+        raise SchemaRegistryError(404, 40401, f"Subject '{name}' not found.")
+
+    def get_versions(self, name: str) -> list[int]:
+        raise SchemaRegistryError(404, 40401, f"Subject '{name}' not found.")
+
+    def get_compatibility(self, name: str) -> str:
+        if name not in self.levels:
+            raise SchemaRegistryError(404, 40408, "no level")
+        return self.levels[name]
+
+    def set_compatibility(self, name: str, level: str) -> None:
+        if not self.refuse:
+            self.levels[name] = "BACKWARD"  # the other deployer's, first
+        raise SchemaRegistryError(409, 0, "A rule named 'COMPATIBILITY' already exists.")
+
+    def register_schema(self, name: str, schema: Any) -> int:
+        self.registered[name] = schema.schema_str
+        return 11
+
+
+def test_a_level_set_at_the_same_time_by_another_deployer_is_kept() -> None:
+    from mwcore.serde.avro import SchemaRegistry
+
+    local = SchemaRegistry()
+    sv = local.add({**NUMBER, "namespace": "mw.t"})
+    racing = Racing()
+    client = RegistryClient(RegistryAccess("http://registry.invalid"), client=racing)  # type: ignore[arg-type]
+    assert client.deploy({"ns.numbers": sv}) == {"ns.numbers": 11}
+    assert racing.levels == {"ns.numbers-value": "BACKWARD"}
+    refusing = Racing(refuse=True)
+    client = RegistryClient(RegistryAccess("http://registry.invalid"), client=refusing)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="refused mw.t.Number v1 under ns.numbers-value"):
+        client.deploy({"ns.numbers": sv})
+    assert refusing.registered == {}

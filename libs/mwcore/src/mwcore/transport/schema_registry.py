@@ -51,6 +51,7 @@ Compatibility = Literal[
 COMPATIBILITIES: tuple[str, ...] = get_args(Compatibility)
 MAX_UNKNOWN = 10_000  # ids remembered as unknown (the oldest forgotten first)
 _NOT_FOUND = 404
+_CONFLICT = 409
 _SUBJECT_NOT_FOUND = 40401
 _NO_LEVEL = 40408  # the subject has no compatibility level of its own
 
@@ -183,7 +184,7 @@ class RegistryClient:
         for topic, name, sv, schema in pending:
             try:
                 if not self._versions(name) and self._level(name) is None:
-                    self._call(self._client.set_compatibility, name, self.compatibility)
+                    self._set_level(name)
                 ids[topic] = int(self._call(self._client.register_schema, name, schema))
             except SchemaRegistryError as exc:
                 raise self._refused(name, sv, exc) from None
@@ -191,6 +192,16 @@ class RegistryClient:
         for topic, sv in wanted.items():
             self._documents.setdefault(ids[topic], sv.document)
         return ids
+
+    def _set_level(self, name: str) -> None:
+        """Give a new subject the kit's compatibility level. Another process deploying the
+        same subject at the same time may set it first (Apicurio answers 409: "A rule named
+        'COMPATIBILITY' already exists"): the subject then has a level, which it keeps."""
+        try:
+            self._call(self._client.set_compatibility, name, self.compatibility)
+        except SchemaRegistryError as exc:
+            if exc.http_status_code != _CONFLICT or self._level(name) is None:
+                raise
 
     def _versions(self, name: str) -> list[int]:
         try:
