@@ -10,7 +10,8 @@ configuration for the variant instead (``CONFIG SET``, e.g. ``"REDIS_appendfsync
 ``'{"PYTHONPATH": "/tmp/base/libs/mwcore/src:."}'``. A variant's ``MW_WIRE`` is also
 the framing its inputs are written in (the kit's default unless told): code older than
 the Confluent framing reads single-object only, so its variant says
-``"MW_WIRE": "single-object"`` (which it ignores).
+``"MW_WIRE": "single-object"`` (which it ignores). Likewise its ``MW_ID_SECRET`` signs
+the inputs (``MW_MAC_V1``: ``write`` for code that checks version 1 only).
 
 ``latency``: ``bench/throughput.py``'s steady 10,000 records/s phase
 (``--seconds``, default 20) per variant and round. ``throughput``: ``--records``
@@ -67,7 +68,7 @@ def main() -> None:
                     namespace = f"ab{r}x{k}"
                     topic = topic_name(namespace, "events")
                     ensure_topics(stack.bootstrap, {topic: PARTITIONS})
-                    ends = load(stack, registry, topic, args.records, wire.of(env))
+                    ends = load(stack, registry, topic, args.records, wire.of(env), wire.signer_of(env))
                     res = run_worker(stack, namespace, topic, ends, **env)
                 figures = {f: round(v, 1) if isinstance(v, float) else v for f, v in res.items()}
                 run = {"round": r, "variant": variant, **figures}

@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 from bench.cpu_split import CpuSplit, stack_pids
 from bench.profiling import Spy, breakdown
 from mwcore.api import ids
+from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.cores import default_name
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.serde.framing import Wire
@@ -59,15 +60,21 @@ KEYS = 10_000
 
 
 def load(
-    stack: LocalStack, registry: SchemaRegistry, topic: str, n: int, framed: Wire = wire.SUITE_WIRE
+    stack: LocalStack,
+    registry: SchemaRegistry,
+    topic: str,
+    n: int,
+    framed: Wire = wire.SUITE_WIRE,
+    signer: Signer = UNSIGNED,
 ) -> dict[int, int]:
     """``n`` events in ``topic``, framed ``framed`` (a variant's MW_WIRE: the kit's
-    default unless told, ``testbed/wire.py``); each partition's end."""
+    default unless told, ``testbed/wire.py``) and signed by ``signer`` (a variant's
+    MW_ID_SECRET); each partition's end."""
     rng = random.Random(1)
     # Zipf-like skew: a few queries are very popular, most are rare.
     weights = [1 / (i + 1) ** 1.1 for i in range(KEYS)]
     keys = rng.choices([f"query-{i}" for i in range(KEYS)], weights, k=n)
-    writer = wire.source_writer(stack, registry, topic, "mw.bench.Event", framed)
+    writer = wire.source_writer(stack, registry, topic, "mw.bench.Event", framed, signer=signer)
     encode = writer.serde.encode
     base = int(time.time() * 1000)
     for i, key in enumerate(keys):

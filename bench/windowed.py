@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.cpu_split import CpuSplit, stack_pids
 from bench.profiling import Spy, breakdown
 from bench.throughput import KEYS, PARTITIONS, positions, raw_consume, worker_env
+from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.cores import default_name
 from mwcore.injector.injector import Injector
 from mwcore.serde.avro import SchemaRegistry
@@ -62,10 +63,15 @@ WINDOW_MS = 1000
 
 
 def load(
-    stack: LocalStack, registry: SchemaRegistry, n: int, namespace: str = NS, framed: Wire = wire.SUITE_WIRE
+    stack: LocalStack,
+    registry: SchemaRegistry,
+    n: int,
+    namespace: str = NS,
+    framed: Wire = wire.SUITE_WIRE,
+    signer: Signer = UNSIGNED,
 ) -> Counter[tuple[str, int]]:
-    """Write the records through an injector, framed ``framed``; the windows they make
-    (key, start) -> count."""
+    """Write the records through an injector, framed ``framed`` and signed by ``signer``;
+    the windows they make (key, start) -> count."""
     rng = random.Random(1)
     weights = [1 / (i + 1) ** 1.1 for i in range(KEYS)]
     keys = rng.choices([f"query-{i}" for i in range(KEYS)], weights, k=n)
@@ -80,6 +86,7 @@ def load(
         partitions=PARTITIONS,
         wire=framed,
         schema_registry=wire.registry_client(stack),
+        signer=signer,
     )
     inj.start()
     truth: Counter[tuple[str, int]] = Counter()
@@ -130,7 +137,7 @@ def run_in(
     ensure_topics(stack.bootstrap, {events: PARTITIONS, windows: PARTITIONS})
     t0 = time.perf_counter()
     framed = wire.of(extra_env)
-    truth = load(stack, registry, n, namespace, framed)
+    truth = load(stack, registry, n, namespace, framed, wire.signer_of(extra_env))
     print(f"loaded {n:,} records, {len(truth):,} windows in {time.perf_counter() - t0:.1f} s", flush=True)
     raw = raw_consume(stack, registry, events, n, framed=framed)
     print(f"raw consume + decode: {raw:,.0f} records/s", flush=True)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, Protocol
+from typing import Any, Protocol, cast, get_args
 
+from mwcore.api.signing import UNSIGNED, MacV1, Signer
 from mwcore.runtime.config import WorkerConfig
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.serde.framing import MAX_SCHEMA_ID, SINGLE_OBJECT, Framing, Wire, check_wire
@@ -102,3 +103,14 @@ def of(env: Mapping[str, str]) -> Wire:
     """The framing a process of environment ``env`` writes and reads: its ``MW_WIRE``,
     else the suite's."""
     return check_wire(env["MW_WIRE"], "MW_WIRE") if env.get("MW_WIRE") else SUITE_WIRE
+
+
+def signer_of(env: Mapping[str, str]) -> Signer:
+    """How a process of environment ``env`` signs and checks records: its
+    ``MW_ID_SECRET`` (none: nothing signed), with MACs of version 1 as its ``MW_MAC_V1``
+    says (an older library's variant says ``write``: version 1 is all it checks)."""
+    secret = env.get("MW_ID_SECRET")
+    mac_v1 = env.get("MW_MAC_V1") or "off"
+    if mac_v1 not in get_args(MacV1):
+        raise ValueError(f"MW_MAC_V1 must be one of {get_args(MacV1)}, got {mac_v1!r}")
+    return Signer(secret, cast(MacV1, mac_v1)) if secret else UNSIGNED
