@@ -13,14 +13,21 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
+from mwcore.serde.framing import SCHEMA_ID_HEADER
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import ensure_topics, topic_name
-from testbed.procs import ROOT, WorkerProc
+from testbed.procs import ROOT, WorkerProc, wait_until
+from testbed.topics import read_topic
 from tests.support.interop import (
     COMPUTATION,
     NUMBER,
@@ -54,6 +61,54 @@ def test_avro_serializer_in_avro_deserializer_out(stack: LocalStack, namespace: 
     client = registry_client(stack)
     assert {f"{numbers}-value", f"{sums}-value"} <= set(client.get_subjects())
     assert client.get_compatibility(f"{sums}-value") == "FULL_TRANSITIVE"
+
+
+def _id_in_header(payload: bytes, ctx: SerializationContext | None, schema_id: Any) -> bytes:
+    """A ``schema.id.serializer`` for confluent-kafka's header variant with the id's prefix
+    (``00`` and the id) in the header: what its ``dual_schema_id_deserializer`` reads, for
+    registries that give no schema GUID for ``header_schema_id_serializer`` to write."""
+    assert ctx is not None and isinstance(ctx.headers, list)
+    ctx.headers.append((SCHEMA_ID_HEADER, schema_id.id_to_bytes()))
+    return payload
+
+
+def test_the_schema_id_in_a_header_as_confluent_kafka_writes_it(
+    stack: LocalStack, namespace: str, tmp_path: Path
+) -> None:
+    """Values whose writer schema a ``__value_schema_id`` header names, the value the Avro
+    body alone, are summed as the prefixed ones are; a header naming a schema GUID the
+    registry does not serve, or holding junk, makes a dead letter saying so, which keeps
+    the header beside the value as it came."""
+    numbers, sums = topic_name(namespace, "numbers"), topic_name(namespace, "sums")
+    dead = topic_name(namespace, "running_sum.dead-letters")
+    ensure_topics(stack.bootstrap, {numbers: 1})  # in order: the bad ones between the good
+    serialize = AvroSerializer(registry_client(stack), NUMBER, conf={"schema.id.serializer": _id_in_header})
+    producer = Producer({"bootstrap.servers": stack.bootstrap})
+    rows = [(f"k{i % 3}", i) for i in range(60)]
+    for key, n in rows:
+        headers: list[tuple[str, bytes]] = []
+        value = serialize({"n": n}, SerializationContext(numbers, MessageField.VALUE, headers))
+        producer.produce(numbers, value, key.encode(), headers=headers)
+        if n == 30:
+            body = value  # the body alone, named by nothing the registry serves, or by junk
+            guid = uuid.uuid4()
+            producer.produce(numbers, body, b"k0", headers=[(SCHEMA_ID_HEADER, b"\x01" + guid.bytes)])
+            producer.produce(numbers, body, b"k0", headers=[(SCHEMA_ID_HEADER, b"\x07junk")])
+    assert producer.flush(30) == 0
+    worker = WorkerProc(COMPUTATION, confluent_env(stack, namespace), tmp_path, "w0").start()
+    try:
+        out = read_sums(stack, sums, len(rows))
+        wait_until(lambda: len(read_topic(stack.bootstrap, dead)) == 2, 60, 0.5, "two dead letters")
+    finally:
+        worker.terminate()
+    assert {k: v["total"] for k, v in last_sums(out).items()} == totals(rows)
+    assert len(out) == len(rows)
+    letters = {m.headers["mw-reason"]: m for m in read_topic(stack.bootstrap, dead)}
+    guid_letter, junk_letter = letters[b"unknown_schema"], letters[b"undecodable"]
+    assert f"schema GUID {guid}".encode() in guid_letter.headers["mw-error"], guid_letter.headers
+    assert b"bad marker" in junk_letter.headers["mw-error"], junk_letter.headers
+    for letter, named in ((guid_letter, b"\x01" + guid.bytes), (junk_letter, b"\x07junk")):
+        assert letter.value == body and letter.headers[SCHEMA_ID_HEADER] == named  # as they came
 
 
 def test_a_producer_first_upgrade_through_the_registry(

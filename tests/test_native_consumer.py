@@ -54,6 +54,8 @@ HEADERS: list[list[tuple[str, bytes | None]] | None] = [
     [(f"h{i}", bytes([i]) * i) for i in range(9)] + [("mw-id", b"after-eight-hdrs")],
     [("mw-id", SIGNED_ID), ("mw-mac", SIGNER.sign_id(SIGNED_ID))],
     [("mw-id", SIGNED_ID), ("mw-mac", b"forged-mac-bytes")],
+    [("__value_schema_id", b"\x00\x00\x00\x00\x07")],  # confluent-kafka's header variant
+    [("__value_schema_id", b"\x01" + b"g" * 16), ("mw-id", b"0123456789abcdef"), ("__value_schema_id", None)],
 ]
 # one index past what 16 bits hold: the id after 65,536 headers counts, not the first
 MANY: list[tuple[str, bytes | None]] = [("mw-id", b"the-first-id-16b"), *[("", None)] * 65_536]
@@ -120,9 +122,10 @@ def test_both_consumers_read_every_message_alike(stack: LocalStack, namespace: s
     assert rust.read_ids(ours) == read_ids(reference, UNSIGNED)
     signed = rust.read_ids(ours, SIGNER.mac_key, SIGNER.accepts_v1)
     assert signed == read_ids(reference, SIGNER)
-    rids, _, forged = signed
+    rids, _, forged, schema_ids = signed
     assert rids.count(SIGNED_ID) == len(KEYS) * len(VALUES)  # the signed ones verify
     assert len(forged) >= len(KEYS) * len(VALUES)  # the forged MACs, and unsigned ids
+    assert len(schema_ids) == 2 * len(KEYS) * len(VALUES)  # the header variant's, the last counting
     assert b"the-last-id-16bb" in read_ids(reference, UNSIGNED)[0]
     assert {type(m).__name__ for m in ours} == {"Msg"}
     assert Part(topics[0], 0) in {Part(m.topic(), m.partition()) for m in ours}

@@ -31,7 +31,7 @@ def init(
     *,
     id_bytes: int,
     mac_bytes: int,
-    headers: tuple[str, str, str],
+    headers: tuple[str, str, str, str],
     max_value_bytes: int,
     timer_index: int,
     domain_codes: tuple[int, ...],
@@ -159,8 +159,8 @@ class Msg:
 
 def read_ids(
     messages: list[Msg], mac_key: bytes | None = None, accept_v1: bool = False
-) -> tuple[list[bytes], dict[int, bytes], set[int]]:
-    """Each message's record id, late marks, ids that do not verify (reference:
+) -> tuple[list[bytes], dict[int, bytes], set[int], dict[int, bytes]]:
+    """Each message's record id, late marks, ids that do not verify, schema id headers (reference:
     ``mwcore.runtime.envelope.read_ids``)."""
 
 STRINGS_GENERATION: int  # a Screener keeps at most twice as many recurring strings
@@ -176,6 +176,7 @@ class Screener:
         record: type,
         serialization_error: type[BaseException],
         key_error: Callable[[bytes | None], BaseException],
+        with_schema_id: Callable[[bytes, bytes], bytes],
         min_ts: int,
         max_ts: int,
         max_key: int,
@@ -187,6 +188,7 @@ class Screener:
         dup: list[bool] | None,
         forged: set[int],
         lates: dict[int, bytes],
+        schema_ids: dict[int, bytes],
         batch_seen: set[bytes],
         bindings: dict[str, tuple[str, Callable[[bytes], Any]]],
     ) -> tuple[int, list[tuple[int, str]], list[Any], set[str]]: ...

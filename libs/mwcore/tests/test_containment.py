@@ -202,6 +202,17 @@ def test_a_dead_letter_is_always_one_the_broker_takes() -> None:
     assert dict(future.headers)["mw-reason"] == b"user_code"
 
 
+def test_a_dead_letter_keeps_the_header_that_named_its_writer_schema() -> None:
+    """A value in confluent-kafka's header variant is its body alone: its dead letter
+    keeps the ``__value_schema_id`` header beside it, so the bytes stay readable."""
+    named = b"\x01" + b"g" * 16
+    headed = _incoming(b"k", b"body")._replace(schema_id=named)
+    letter = dead_letters.dead_letter("dlq", headed, ValueError("x"))
+    assert letter.value == b"body" and dict(letter.headers)["__value_schema_id"] == named
+    plain = dead_letters.dead_letter("dlq", _incoming(b"k", b"body"), ValueError("x"))
+    assert "__value_schema_id" not in dict(plain.headers)
+
+
 def test_a_production_the_broker_refuses_for_good_becomes_a_small_dead_letter() -> None:
     p = Production(b"p" * 16, "out", b"k", b"v" * 5_000_000, 2**62)
     dead = dead_letters.refused("dlq", p, "too_large", "Broker: Message size too large", 1000)

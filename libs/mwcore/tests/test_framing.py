@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import struct
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,13 @@ import pytest
 from mwcore.cores import core
 from mwcore.errors import SerializationError, UnknownSchemaError
 from mwcore.serde.avro import AvroSerde, SchemaRegistry, decode_any
-from mwcore.serde.framing import Framing, confluent_header, frame_of, single_object_header
+from mwcore.serde.framing import (
+    Framing,
+    confluent_header,
+    frame_of,
+    single_object_header,
+    with_schema_id_header,
+)
 from testbed.native import requires_native
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
@@ -26,19 +33,19 @@ NUMBER = "mw.examples.Number"
 class Ids:
     """An id source as the schema registry is one: documents by id, the rest unknown."""
 
-    def __init__(self, documents: dict[int, Any]) -> None:
+    def __init__(self, documents: dict[int | str, Any]) -> None:
         self.documents = documents
-        self.asked: list[int] = []
+        self.asked: list[int | str] = []
 
-    def document(self, schema_id: int) -> Any | None:
+    def document(self, schema_id: int | str) -> Any | None:
         self.asked.append(schema_id)
         return self.documents.get(schema_id)
 
-    def why_unknown(self, schema_id: int) -> str:
+    def why_unknown(self, schema_id: int | str) -> str:
         return "not in the dict"
 
 
-def _registry(documents: dict[int, Any] | None = None) -> tuple[SchemaRegistry, Ids]:
+def _registry(documents: dict[int | str, Any] | None = None) -> tuple[SchemaRegistry, Ids]:
     registry = SchemaRegistry.from_directory(SCHEMAS)
     ids = Ids(documents or {})
     registry.use_ids(ids)
@@ -102,6 +109,31 @@ def test_an_unknown_id_is_an_unknown_schema() -> None:
     serde = AvroSerde(registry, NUMBER, framing=Framing("confluent", 1))
     with pytest.raises(UnknownSchemaError, match="registry id 5: not in the dict"):
         serde.decode(confluent_header(5) + b"\x02")
+
+
+GUID = "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+
+def test_confluent_kafkas_variants_name_a_schema_by_guid_or_in_a_header() -> None:
+    """What confluent-kafka 2.16's deserializer reads besides the id's prefix: ``01`` and a
+    schema GUID, and either prefix in a ``__value_schema_id`` header over the body alone."""
+    guid = uuid.UUID(GUID)
+    frame = frame_of(b"\x01" + guid.bytes + b"body")
+    assert frame is not None and (frame.wire, frame.ref, frame.body) == ("confluent", GUID, 17)
+    assert frame_of(b"\x01" + guid.bytes[:15]) is None  # too short for a GUID
+    own = json.loads((SCHEMAS / "examples" / "number.avsc").read_text())
+    registry, ids = _registry({GUID: own})
+    serde = AvroSerde(registry, NUMBER, framing=Framing("confluent", 1))
+    body = _body(own, {"n": 4})
+    assert serde.decode(with_schema_id_header(b"\x01" + guid.bytes, body)) == {"n": 4}
+    assert serde.decode(with_schema_id_header(confluent_header(1), body)) == {"n": 4}
+    assert ids.asked == [GUID]
+    with pytest.raises(UnknownSchemaError, match=f"schema GUID {GUID[:-1]}f: not in the dict"):
+        serde.decode(b"\x01" + uuid.UUID(GUID[:-1] + "f").bytes + body)
+    junks = (b"", b"\x00\x00\x01", b"\x02" + guid.bytes, single_object_header(5), confluent_header(1) + b"x")
+    for junk in junks:
+        with pytest.raises(SerializationError, match=r"__value_schema_id header .* bad marker"):
+            with_schema_id_header(junk, body)
 
 
 def test_a_reader_takes_only_the_framings_its_stream_declares() -> None:

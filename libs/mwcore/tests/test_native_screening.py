@@ -24,29 +24,41 @@ from mwcore.cores import core
 from mwcore.limits import MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.runtime.envelope import read_ids
 from mwcore.runtime.screening import Bindings, ReferenceScreener, screen
-from mwcore.serde.avro import AvroSerde
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.framing import SCHEMA_ID_HEADER, Framing
 from testbed.native import requires_native, rust
 
 pytestmark = requires_native
 
 
-def _screening_bindings(rng: random.Random) -> tuple[Bindings, AvroSerde]:
-    """Two input topics: one read by the native decoder, one by the serde itself."""
+def _screening_bindings(rng: random.Random) -> tuple[Bindings, dict[str, AvroSerde]]:
+    """Two input topics: one framed confluent and read by the native decoder, one framed
+    single-object and read by the serde itself; and each topic's serde."""
     schema = _schemas()[0]
-    serde, decode, _ = _native_codecs(schema)
-    return {"in": ("stream-a", decode), "töpic": ("stream-b", serde.decode)}, serde
+    registry = SchemaRegistry()
+    registry.add(schema)
+    confluent = AvroSerde(registry, schema["name"], framing=Framing("confluent", 7))
+    single = AvroSerde(registry, schema["name"])
+    decode = core("native").decoder(confluent)
+    assert decode != confluent.decode  # the schema is covered
+    bindings: Bindings = {"in": ("stream-a", decode), "töpic": ("stream-b", single.decode)}
+    return bindings, {"in": confluent, "töpic": single}
 
 
 def screened_chunk(seed: int) -> tuple[list[Any], Bindings, list[bool] | None, set[bytes]]:
     """Messages for ``screen``: keys missing, too long, not UTF-8 or fine; timestamps at
-    and beyond the bounds; values that decode, or cut short; late and forged ones."""
+    and beyond the bounds; values that decode, or cut short; late and forged ones; values
+    whose writer schema a header names (the reader's own, a GUID no registry here has,
+    junk)."""
     rng = random.Random(seed)
-    bindings, serde = _screening_bindings(rng)
+    bindings, serdes = _screening_bindings(rng)
     schema = _schemas()[0]
     signer = Signer("s" * 16) if seed % 2 else UNSIGNED
     out = []
     for i in range(rng.randrange(1, 40)):
         drawn = consumed(rng, signer, i)  # its headers
+        topic = rng.choice(["in", "töpic"])
+        serde = serdes[topic]
         good = serde.encode(_value(schema, {}, rng))
         key = rng.choice(
             [None, b"", b"k\xc3\xa9y", b"\xff\xfe", b"\xed\xa0\x80", b"x" * (MAX_KEY_BYTES + 1),
@@ -56,9 +68,13 @@ def screened_chunk(seed: int) -> tuple[list[Any], Bindings, list[bool] | None, s
             [MIN_TIMESTAMP - 1, MIN_TIMESTAMP, MAX_TIMESTAMP, MAX_TIMESTAMP + 1] + [rng.randrange(2**41)] * 4
         )
         value = rng.choice([good, good, good, good[: rng.randrange(len(good))], None, b""])
-        out.append(
-            rust.Msg(rng.choice(["in", "töpic"]), rng.randrange(8), i, key, value, (1, ts), drawn.headers())
-        )
+        headers = [(n, v) for n, v in drawn.headers() or () if n != SCHEMA_ID_HEADER]
+        if rng.random() < 0.25:  # the header variant: the writer schema named in a header
+            own, single = serdes["in"].header, serdes["töpic"].header
+            named = rng.choice([own, own, b"\x01" + rng.randbytes(16), single, serde.header[:3], b""])
+            headers.append((SCHEMA_ID_HEADER, named))
+            value = (value or b"")[len(serde.header) :]
+        out.append(rust.Msg(topic, rng.randrange(8), i, key, value, (1, ts), headers))
     dup = None if rng.random() < 0.3 else [rng.random() < 0.2 for _ in out]
     already = {rng.randbytes(16) for _ in range(3)}
     return out, bindings, dup, already
@@ -79,11 +95,11 @@ def _comparable(screened: tuple[Any, ...], batch_seen: set[bytes]) -> Any:
 def test_screen_screens_what_the_reference_screens(seed: int) -> None:
     messages, bindings, dup, already = screened_chunk(seed)
     signer = Signer("s" * 16) if seed % 2 else UNSIGNED
-    rids, lates, forged = read_ids(messages, signer)
+    rids, lates, forged, schema_ids = read_ids(messages, signer)
     ours, theirs = set(already), set(already)
     fast = core("native").screener()
-    got = fast.screen(messages, rids, dup, forged, lates, ours, bindings)
-    want = screen(messages, rids, dup, forged, lates, theirs, bindings)
+    got = fast.screen(messages, rids, dup, forged, lates, schema_ids, ours, bindings)
+    want = screen(messages, rids, dup, forged, lates, schema_ids, theirs, bindings)
     assert _comparable(got, ours) == _comparable(want, theirs)
 
 
@@ -92,14 +108,41 @@ def test_the_screened_chunks_take_every_branch() -> None:
     for seed in range(100):
         messages, bindings, dup, already = screened_chunk(seed)
         signer = Signer("s" * 16) if seed % 2 else UNSIGNED
-        rids, lates, forged = read_ids(messages, signer)
-        duplicates, early, items, _ = screen(messages, rids, dup, forged, lates, set(already), bindings)
+        rids, lates, forged, schema_ids = read_ids(messages, signer)
+        duplicates, early, items, _ = screen(
+            messages, rids, dup, forged, lates, schema_ids, set(already), bindings
+        )
         seen["duplicate"] += duplicates
         for _, why in early:
             seen[why] = seen.get(why, 0) + 1
         for it in items:
             seen["record" if isinstance(it, Record) else "error"] += 1
     assert len(seen) == 6 and min(seen.values()) > 10, seen
+
+
+def test_a_value_named_by_its_header_reads_as_the_prefixed_value() -> None:
+    """confluent-kafka's header variant: the value's body alone, its schema's prefix in a
+    ``__value_schema_id`` header, reads on both cores as the prefixed value does; a header
+    that is no such prefix makes the record a dead letter saying so."""
+    bindings, serdes = _screening_bindings(random.Random(2))
+    serde = serdes["in"]
+    value = serde.encode(_value(_schemas()[0], {}, random.Random(5)))
+    body = value[len(serde.header) :]
+    messages = [
+        rust.Msg("in", 0, 0, b"k", value, (1, 5), None),
+        rust.Msg("in", 0, 1, b"k", body, (1, 5), [(SCHEMA_ID_HEADER, serde.header)]),
+        rust.Msg("in", 0, 2, b"k", body, (1, 5), [(SCHEMA_ID_HEADER, serde.header[:3])]),
+        rust.Msg("in", 0, 3, b"k", body, (1, 5), [(SCHEMA_ID_HEADER, serdes["töpic"].header)]),
+    ]
+    for run in (ReferenceScreener().screen, core("native").screener().screen):
+        rids, lates, forged, schema_ids = read_ids(messages, UNSIGNED)
+        _, _, items, _ = run(messages, rids, None, forged, lates, schema_ids, set(), bindings)
+        prefixed, headed, short, single = items
+        assert isinstance(prefixed, Record) and isinstance(headed, Record)
+        assert headed.value == prefixed.value == serde.decode(value)
+        for junk in (short, single):
+            assert isinstance(junk, tuple) and "__value_schema_id header" in str(junk[1])
+            assert "bad marker" in str(junk[1])
 
 
 def test_screen_passes_on_an_error_that_is_not_a_bad_value() -> None:
@@ -113,7 +156,7 @@ def test_screen_passes_on_an_error_that_is_not_a_bad_value() -> None:
     m = rust.Msg("in", 0, 0, b"k", b"v", (1, 5), None)
     for run in (ReferenceScreener().screen, core("native").screener().screen):
         with pytest.raises(ZeroDivisionError):
-            run([m], [b"i" * 16], None, set(), {}, set(), bindings)
+            run([m], [b"i" * 16], None, set(), {}, {}, set(), bindings)
 
 
 def _keyed(keys: list[bytes], value: bytes) -> list[Any]:
@@ -122,7 +165,7 @@ def _keyed(keys: list[bytes], value: bytes) -> list[Any]:
 
 def _records(messages: list[Any], bindings: Bindings) -> list[Record]:
     rids = [i.to_bytes(16, "big") for i in range(len(messages))]
-    _, _, items, _ = core("native").screener().screen(messages, rids, None, set(), {}, set(), bindings)
+    _, _, items, _ = core("native").screener().screen(messages, rids, None, set(), {}, {}, set(), bindings)
     assert all(isinstance(it, Record) for it in items)
     return items  # type: ignore[return-value]
 

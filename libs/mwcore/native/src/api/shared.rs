@@ -25,6 +25,7 @@ pub struct Shared {
     pub id_header: String,
     pub late_header: String,
     pub mac_header: String,
+    pub schema_id_header: String, // `__value_schema_id` (`serde/framing.py`)
     pub max_value_bytes: usize,
     pub timer_index: u32,
     pub domain_codes: [u8; 3],
@@ -49,7 +50,7 @@ pub fn shared() -> &'static Shared {
 pub fn init(
     id_bytes: usize,
     mac_bytes: usize,
-    headers: (String, String, String),
+    headers: (String, String, String, String),
     max_value_bytes: usize,
     timer_index: u32,
     domain_codes: [u8; 3],
@@ -65,11 +66,12 @@ pub fn init(
         )));
     }
     set_internal_error(internal_error);
-    let (id_header, late_header, mac_header) = headers;
+    let (id_header, late_header, mac_header, schema_id_header) = headers;
     let given = Shared {
         id_header,
         late_header,
         mac_header,
+        schema_id_header,
         max_value_bytes,
         timer_index,
         domain_codes,
@@ -82,6 +84,7 @@ pub fn init(
         let same = (again.id_header == now.id_header)
             && (again.late_header == now.late_header)
             && (again.mac_header == now.mac_header)
+            && (again.schema_id_header == now.schema_id_header)
             && (again.max_value_bytes == now.max_value_bytes)
             && (again.timer_index == now.timer_index)
             && (again.domain_codes == now.domain_codes);

@@ -14,10 +14,19 @@ use crate::api::ids::{from_position, ID_BYTES};
 use crate::api::signing::record_verifies;
 use crate::transport::message::Msg;
 
-/// `(rids, lates, forged)` of `messages` (each a `Msg`): a `list[bytes]`, a
+/// What `read_ids` returns (`mwcore.runtime.envelope.Envelope`).
+type Envelope<'py> = (
+    Bound<'py, PyList>,
+    Bound<'py, PyDict>,
+    Bound<'py, PySet>,
+    Bound<'py, PyDict>,
+);
+
+/// `(rids, lates, forged, schema_ids)` of `messages` (each a `Msg`): a `list[bytes]`, a
 /// `dict[int, bytes]` of each late record's index and mark, a `set[int]` of the indexes
-/// whose id did not verify. `mac_key`: the signer's key (`Signer.mac_key`), None when
-/// nothing is signed; `accept_v1`: MACs of version 1 verify too (`Signer.accepts_v1`).
+/// whose id did not verify, a `dict[int, bytes]` of each `__value_schema_id` header.
+/// `mac_key`: the signer's key (`Signer.mac_key`), None when nothing is signed;
+/// `accept_v1`: MACs of version 1 verify too (`Signer.accepts_v1`).
 #[pyfunction]
 #[pyo3(signature = (messages, mac_key=None, accept_v1=false))]
 pub fn read_ids<'py>(
@@ -25,13 +34,14 @@ pub fn read_ids<'py>(
     messages: &Bound<'py, PyList>,
     mac_key: Option<&[u8]>,
     accept_v1: bool,
-) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyDict>, Bound<'py, PySet>)> {
+) -> PyResult<Envelope<'py>> {
     if mac_key.is_some_and(|k| k.is_empty() || k.len() > 64) {
         return Err(PyValueError::new_err("a MAC key is 1 to 64 bytes"));
     }
     let rids = PyList::empty(py);
     let lates = PyDict::new(py);
     let forged = PySet::empty(py)?;
+    let schema_ids = PyDict::new(py);
     for (i, item) in messages.iter().enumerate() {
         let bound = item.downcast::<Msg>()?;
         let m = bound.get();
@@ -76,6 +86,9 @@ pub fn read_ids<'py>(
         if let Some(mark) = late {
             lates.set_item(i, PyBytes::new(py, mark))?;
         }
+        if let Some(header) = body.schema_id() {
+            schema_ids.set_item(i, PyBytes::new(py, header.unwrap_or(b"")))?;
+        }
     }
-    Ok((rids, lates, forged))
+    Ok((rids, lates, forged, schema_ids))
 }

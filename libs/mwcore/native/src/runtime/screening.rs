@@ -34,6 +34,7 @@ pub struct Screener {
     record: TupleType,
     serialization_error: Py<PyType>,
     key_error: PyObject,
+    with_schema_id: PyObject, // (header, value) -> the prefixed value (`serde.framing.with_schema_id_header`)
     min_ts: i64,
     max_ts: i64,
     max_key: usize,
@@ -44,13 +45,17 @@ pub struct Screener {
 impl Screener {
     /// `record`: the `Record` type; `serialization_error`: the error a value that does
     /// not decode raises (any other propagates); `key_error(raw)`: the error of a key
-    /// that is no record's key; the bounds of timestamps and of a key's bytes.
+    /// that is no record's key; `with_schema_id(header, value)`: a value named by its
+    /// `__value_schema_id` header, as the prefixed value it stands for; the bounds of
+    /// timestamps and of a key's bytes.
     #[new]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         record: Py<PyType>,
         serialization_error: Py<PyType>,
         key_error: PyObject,
+        with_schema_id: PyObject,
         min_ts: i64,
         max_ts: i64,
         max_key: usize,
@@ -59,6 +64,7 @@ impl Screener {
             record: TupleType::of(record.bind(py), 7)?,
             serialization_error,
             key_error,
+            with_schema_id,
             min_ts,
             max_ts,
             max_key,
@@ -68,9 +74,10 @@ impl Screener {
 
     /// `(duplicates, early, items, keys)` of a chunk of `Msg`s, given their ids, which
     /// are duplicates (None: none checked), which did not verify, their late marks, the
-    /// batch's seen ids (added to) and `bindings` (topic -> (stream, decode)).
+    /// batch's seen ids (added to), their `__value_schema_id` headers and `bindings`
+    /// (topic -> (stream, decode)).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (messages, rids, dup, forged, lates, batch_seen, bindings))]
+    #[pyo3(signature = (messages, rids, dup, forged, lates, schema_ids, batch_seen, bindings))]
     fn screen<'py>(
         &self,
         py: Python<'py>,
@@ -79,6 +86,7 @@ impl Screener {
         dup: Option<&Bound<'py, PyList>>,
         forged: &Bound<'py, PySet>,
         lates: &Bound<'py, PyDict>,
+        schema_ids: &Bound<'py, PyDict>,
         batch_seen: &Bound<'py, PySet>,
         bindings: &Bound<'py, PyDict>,
     ) -> PyResult<Screened<'py>> {
@@ -89,6 +97,7 @@ impl Screener {
         let error_type = self.serialization_error.bind(py);
         let check_forged = !forged.is_empty();
         let check_late = !lates.is_empty();
+        let check_schema_ids = !schema_ids.is_empty();
         let mut last_topic: Option<Py<PyString>> = None;
         let mut binding: Option<(Bound<'py, PyAny>, Decode)> = None;
         // Without the table while another thread screens (user code may let it run).
@@ -134,7 +143,22 @@ impl Screener {
             let Some((stream, decode)) = &binding else {
                 unreachable!()
             };
-            let value = m.body.value().unwrap_or(b"");
+            let mut value = m.body.value().unwrap_or(b"");
+            let prefixed; // a value named by its header: the header, then the value
+            if check_schema_ids {
+                if let Some(header) = schema_ids.get_item(i)? {
+                    let body = PyBytes::new(py, value);
+                    match self.with_schema_id.bind(py).call1((header, body)) {
+                        Ok(v) => prefixed = v.downcast_into::<PyBytes>()?,
+                        Err(e) if e.is_instance(py, error_type) => {
+                            items.append((i, e.into_value(py)))?;
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                    value = prefixed.as_bytes();
+                }
+            }
             let decoded = contained(py, || match decode {
                 Decode::Native(d) => d.borrow(py).decode_slice(py, value, strings.as_deref_mut()),
                 Decode::Call(f) => f.bind(py).call1((PyBytes::new(py, value),)),

@@ -61,6 +61,7 @@ struct Marks {
     id: Option<u32>,
     mac: Option<u32>,
     late: Option<u32>,
+    schema_id: Option<u32>,
 }
 
 /// A consumed message's parts but its topic, as Rust holds them: its key, value and
@@ -136,6 +137,8 @@ impl Parts {
                     &mut marks.late
                 } else if name == named.mac_header.as_bytes() {
                     &mut marks.mac
+                } else if name == named.schema_id_header.as_bytes() {
+                    &mut marks.schema_id
                 } else {
                     &mut None
                 };
@@ -191,6 +194,11 @@ impl Body {
     /// The `mw-late-ms` header.
     pub fn late(&self) -> Header<'_> {
         self.mark(self.parts.marks.late)
+    }
+
+    /// The `__value_schema_id` header (the value's writer schema, its body alone the value).
+    pub fn schema_id(&self) -> Header<'_> {
+        self.mark(self.parts.marks.schema_id)
     }
 
     /// Each header's name (U+FFFD for bytes that do not decode as UTF-8, where

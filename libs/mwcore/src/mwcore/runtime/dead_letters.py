@@ -28,6 +28,7 @@ from mwcore.errors import (
     UnknownSchemaError,
 )
 from mwcore.limits import MAX_DEAD_LETTER_BYTES
+from mwcore.serde.framing import SCHEMA_ID_HEADER
 from mwcore.store.checkpoint import TimerEntry
 
 DLQ_INDEX = 0xFFFF_FFFF  # production index of a record's dead letter
@@ -48,6 +49,7 @@ class Incoming(NamedTuple):
     timestamp: int
     id: bytes
     late: bytes | None  # the injector's mw-late-ms header, if it let the record through late
+    schema_id: bytes | None = None  # its __value_schema_id header (confluent-kafka's variant)
 
 
 def _error(exc: BaseException) -> bytes:
@@ -90,6 +92,8 @@ def dead_letter(topic: str, inc: Incoming, exc: BaseException, now_ms: int | Non
         ("mw-source-id", inc.id),
         ("mw-source-timestamp", str(inc.timestamp).encode()),
     ]
+    if inc.schema_id is not None:  # what names the writer schema of a value in the header variant
+        headers.append((SCHEMA_ID_HEADER, inc.schema_id))
     if size > MAX_DEAD_LETTER_BYTES:
         headers.append(("mw-truncated", f"key {len(key or b'')} value {len(value)} bytes".encode()))
         key = None if key is None else key[: MAX_DEAD_LETTER_BYTES // 4]

@@ -1,5 +1,7 @@
 """The record path's first step for a chunk of consumed messages (semantics section 2,
-step 1): each record's id, the injector's late mark, and which ids do not verify.
+step 1): each record's id, the injector's late mark, which ids do not verify, and the
+``__value_schema_id`` header of a value written in confluent-kafka's header variant
+(``serde/framing.py``).
 
 A message without an id gets one derived from its position, and so does one whose id
 does not verify with the pipeline secret (``api/signing.py``): it is a dead letter
@@ -18,11 +20,13 @@ from typing import Any, Protocol
 from mwcore.api import ids
 from mwcore.api.record import ID_HEADER, LATE_HEADER
 from mwcore.api.signing import MAC_HEADER, Signer
+from mwcore.serde.framing import SCHEMA_ID_HEADER
 from mwcore.transport.message import Message
 
-# (rids, lates, forged): each message's record id; the index and mark of each late
-# one; the indexes whose id did not verify.
-Envelope = tuple[list[bytes], dict[int, bytes], set[int]]
+# (rids, lates, forged, schema_ids): each message's record id; the index and mark of
+# each late one; the indexes whose id did not verify; the index and header of each value
+# whose writer schema its __value_schema_id header names.
+Envelope = tuple[list[bytes], dict[int, bytes], set[int], dict[int, bytes]]
 
 
 class IdReader(Protocol):
@@ -46,6 +50,7 @@ def read_ids(messages: Sequence[Message], signer: Signer) -> Envelope:
     rids: list[bytes] = []
     lates: dict[int, bytes] = {}
     forged: set[int] = set()
+    schema_ids: dict[int, bytes] = {}
     id_bytes = ids.ID_BYTES
     checking = signer.enabled
     for i, m in enumerate(messages):
@@ -58,6 +63,8 @@ def read_ids(messages: Sequence[Message], signer: Signer) -> Envelope:
                 lates[i] = hval if isinstance(hval, bytes) else b""
             elif name == MAC_HEADER:
                 mac = hval
+            elif name == SCHEMA_ID_HEADER:
+                schema_ids[i] = hval if isinstance(hval, bytes) else b""
         if rid.__class__ is not bytes or len(rid) != id_bytes:
             rid = ids.from_position(m.topic() or "", m.partition() or 0, m.offset() or 0)
         elif checking and not signer.verify_record(rid, m.topic() or "", m.key(), m.value() or b"", mac):
@@ -65,4 +72,4 @@ def read_ids(messages: Sequence[Message], signer: Signer) -> Envelope:
             lates.pop(i, None)
             rid = ids.from_position(m.topic() or "", m.partition() or 0, m.offset() or 0)
         rids.append(rid)
-    return rids, lates, forged
+    return rids, lates, forged, schema_ids

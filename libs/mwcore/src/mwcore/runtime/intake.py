@@ -107,12 +107,12 @@ class Intake:
         counters = self.applier.counters
         cp = batch.checkpoint
         # 1. Record ids (and the injector's late mark) from the headers.
-        rids, lates, forged = self.reader.read(messages)
+        rids, lates, forged, schema_ids = self.reader.read(messages)
         self._advance_positions(messages, cp, positions)
         # 2. Drop duplicates; set aside what is no record; decode the rest.
         dup = self.seen.duplicates(rids, batch.seen) if self.exactly_once else None
         duplicates, early, items, keys = self.screener.screen(
-            messages, rids, dup, forged, lates, batch.seen, self._bindings
+            messages, rids, dup, forged, lates, schema_ids, batch.seen, self._bindings
         )
         counters.duplicates += duplicates
         for i, why in early:
@@ -130,7 +130,7 @@ class Intake:
 
         # 3. User code, record by record.
         def bad(i: int, exc: BaseException) -> None:  # no key, or a value that does not decode
-            self.dead_letter(_incoming(messages[i], rids[i], None), exc, cp)
+            self.dead_letter(_incoming(messages[i], rids[i], None, schema_ids.get(i)), exc, cp)
 
         def failed(record: Record, exc: BaseException) -> None:  # user code failed on it
             self._dead_letter_record(record, exc, cp)
@@ -191,7 +191,7 @@ class Intake:
         self.on_error(event, {"source": inc.topic, "error": dead_letters.error_text(dead)})
 
 
-def _incoming(m: Message, rid: bytes, late: bytes | None) -> Incoming:
+def _incoming(m: Message, rid: bytes, late: bytes | None, schema_id: bytes | None = None) -> Incoming:
     return Incoming(
         m.topic() or "",
         m.partition() or 0,
@@ -201,4 +201,5 @@ def _incoming(m: Message, rid: bytes, late: bytes | None) -> Incoming:
         m.timestamp()[1],
         rid,
         late,
+        schema_id,
     )

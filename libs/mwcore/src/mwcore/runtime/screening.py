@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from mwcore.api.record import Record
 from mwcore.errors import InvalidRecord, SerializationError
 from mwcore.limits import MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
+from mwcore.serde.framing import with_schema_id_header
 from mwcore.transport.message import Message
 
 BAD_ID = "bad_id"
@@ -54,6 +55,7 @@ class Screener(Protocol):
         dup: list[bool] | None,
         forged: set[int],
         lates: dict[int, bytes],
+        schema_ids: dict[int, bytes],
         batch_seen: set[bytes],
         bindings: Bindings,
     ) -> Screened: ...
@@ -68,6 +70,7 @@ def screen(
     dup: list[bool] | None,
     forged: set[int],
     lates: dict[int, bytes],
+    schema_ids: dict[int, bytes],
     batch_seen: set[bytes],
     bindings: Bindings,
 ) -> Screened:
@@ -109,7 +112,10 @@ def screen(
             last_topic = topic
             stream, decode = bindings[topic or ""]
         try:
-            value = decode(m.value() or b"")  # type: ignore[misc]
+            data = m.value() or b""
+            if schema_ids and i in schema_ids:  # the writer schema named by a header
+                data = with_schema_id_header(schema_ids[i], data)
+            value = decode(data)  # type: ignore[misc]
         except SerializationError as exc:
             items.append((i, exc))
             continue

@@ -37,6 +37,7 @@ from mwcore.serde.framing import (
     SINGLE_OBJECT,
     SINGLE_OBJECT_HEADER_LEN,
     SINGLE_OBJECT_MAGIC,
+    Frame,
     Framing,
     frame_of,
 )
@@ -71,16 +72,22 @@ class SchemaSource(Protocol):
 class IdSource(Protocol):
     """Where schemas named by a schema registry's id are found."""
 
-    def document(self, schema_id: int) -> Any | None:
-        """The schema with ``schema_id`` (its JSON document), or None if there is none.
+    def document(self, schema_id: int | str) -> Any | None:
+        """The schema with ``schema_id`` (its JSON document; a ``str``: a schema GUID), or
+        None if there is none.
 
         Raises ``SchemaLookupError`` if the registry cannot be asked (not the record's
         fault: the caller must not dead-letter it)."""
         ...
 
-    def why_unknown(self, schema_id: int) -> str:
+    def why_unknown(self, schema_id: int | str) -> str:
         """Why ``document`` last found no schema with ``schema_id``."""
         ...
+
+
+def ref_label(schema_id: int | str) -> str:
+    """How a message names a registry's schema: by id, or by GUID (a ``str``)."""
+    return f"schema GUID {schema_id}" if isinstance(schema_id, str) else f"registry id {schema_id}"
 
 
 def _fingerprint(parsed: Any) -> int:
@@ -111,7 +118,7 @@ class SchemaRegistry:
     _latest: dict[str, SchemaVersion] = field(default_factory=dict)
     _by_fp: dict[int, SchemaVersion] = field(default_factory=dict)
     _named: dict[str, Any] = field(default_factory=dict)
-    _by_id: dict[int, SchemaVersion] = field(default_factory=dict)
+    _by_id: dict[int | str, SchemaVersion] = field(default_factory=dict)  # ids, and GUIDs
     _codecs: dict[tuple[int, bytes], Codec | None] = field(default_factory=dict)
     _source: SchemaSource | None = None
     _ids: IdSource | None = None
@@ -186,26 +193,34 @@ class SchemaRegistry:
         """Look schemas named by registry id up in ``source`` (None: offline)."""
         self._ids = source
 
+    def writer_of(self, frame: Frame) -> SchemaVersion:
+        """The writer schema a value's frame names (``UnknownSchemaError``: none)."""
+        if frame.wire == "confluent":
+            return self.by_id(frame.ref)
+        return self.by_fingerprint(int(frame.ref))
+
     def learn_id(self, schema_id: int, sv: SchemaVersion) -> None:
         """``schema_id`` names ``sv`` (a schema this process registered, or read)."""
         self._by_id[schema_id] = sv
 
-    def by_id(self, schema_id: int) -> SchemaVersion:
-        """The writer schema a registry's id names; the reader's own version where the id
-        names a schema of the same canonical form (``UnknownSchemaError``: none)."""
+    def by_id(self, schema_id: int | str) -> SchemaVersion:
+        """The writer schema a registry's id (or schema GUID, a ``str``) names; the
+        reader's own version where it names a schema of the same canonical form
+        (``UnknownSchemaError``: none)."""
         sv = self._by_id.get(schema_id)
         if sv is not None:
             return sv
+        label = ref_label(schema_id)
         if self._ids is None:
-            raise UnknownSchemaError(f"no schema with registry id {schema_id} (no schema registry here)")
+            raise UnknownSchemaError(f"no schema with {label} (no schema registry here)")
         document = self._ids.document(schema_id)
         if document is None:
             why = self._ids.why_unknown(schema_id)
-            raise UnknownSchemaError(f"no schema with registry id {schema_id}: {why}")
+            raise UnknownSchemaError(f"no schema with {label}: {why}")
         try:
             sv = self.add_writer(document)
         except ConfigError as exc:
-            raise UnknownSchemaError(f"registry id {schema_id}: {exc}") from exc
+            raise UnknownSchemaError(f"{label}: {exc}") from exc
         self._by_id[schema_id] = sv
         return sv
 
@@ -326,9 +341,9 @@ class AvroSerde:
         # (the source cannot be read: raised on, the record is not at fault).
         if frame.wire == "confluent":
             writer = self._registry.by_id(frame.ref)
-            label = f"registry id {frame.ref}"
+            label = ref_label(frame.ref)
         else:
-            fp = frame.ref
+            fp = int(frame.ref)
             writer = reader if fp == reader.fingerprint else self._registry.by_fingerprint(fp)
             label = f"{fp:016x}"
         if writer is reader and self._decode_body is not None:
@@ -371,7 +386,7 @@ def decode_any(registry: SchemaRegistry, data: bytes) -> tuple[str, Any]:
     frame = frame_of(data)
     if frame is None:
         raise SerializationError("not Avro, in neither framing (bad marker)")
-    writer = registry.by_id(frame.ref) if frame.wire == "confluent" else registry.by_fingerprint(frame.ref)
+    writer = registry.writer_of(frame)
     try:
         return writer.name, fastavro.schemaless_reader(io.BytesIO(data[frame.body :]), writer.parsed, None)
     except Exception as exc:

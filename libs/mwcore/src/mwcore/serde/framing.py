@@ -5,7 +5,11 @@ Two framings, declared per stream (``Input(wire=...)``, ``Output(wire=...)``):
 - ``"confluent"``, the Kafka ecosystem's: the byte ``00``, the writer schema's id in a
   schema registry (4 bytes, big-endian), then the Avro body. What Kafka Connect's
   AvroConverter, ksqlDB, Flink's ``avro-confluent``, kcat ``-s avro`` and the
-  registries' own serializers write and read.
+  registries' own serializers write and read. Read too, as confluent-kafka's
+  deserializer (2.16) reads them: the byte ``01`` and a schema GUID (16 bytes) in
+  place of the id; and that prefix, or the id's, in a ``__value_schema_id`` header
+  with the body alone as the value (``with_schema_id_header``), which its
+  ``header_schema_id_serializer`` writes. The kit writes the id's prefix.
 - ``"single-object"``, Avro's own: ``C3 01``, the CRC-64-AVRO fingerprint of the
   writer schema (8 bytes, little-endian), then the body; for streams that need no
   registry (the schemas travel on the namespace's ``mw.schemas`` topic).
@@ -19,8 +23,11 @@ collide) be read on a stream that moved to registry ids.
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 from typing import Literal, get_args
+
+from mwcore.errors import SerializationError
 
 Wire = Literal["confluent", "single-object"]
 WIRES: tuple[Wire, ...] = get_args(Wire)
@@ -28,6 +35,9 @@ DEFAULT_WIRE: Wire = "confluent"  # what a stream that declares none is framed i
 
 CONFLUENT_MAGIC = 0x00
 CONFLUENT_HEADER_LEN = 5
+GUID_MAGIC = 0x01  # confluent-kafka's magic byte "v1": a schema GUID instead of an id
+GUID_HEADER_LEN = 17
+SCHEMA_ID_HEADER = "__value_schema_id"  # confluent-kafka's header of a value's schema id
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 SINGLE_OBJECT_HEADER_LEN = 10
 _ID = struct.Struct(">I")
@@ -51,7 +61,7 @@ class Frame:
     registry id or a fingerprint) and where the Avro body starts."""
 
     wire: Wire
-    ref: int
+    ref: int | str  # a registry id or fingerprint; a schema GUID (str) in the confluent framing
     body: int
 
 
@@ -59,9 +69,27 @@ def frame_of(data: bytes) -> Frame | None:
     """The frame of a value (None: it starts with neither framing's prefix)."""
     if len(data) >= CONFLUENT_HEADER_LEN and data[0] == CONFLUENT_MAGIC:
         return Frame("confluent", _ID.unpack_from(data, 1)[0], CONFLUENT_HEADER_LEN)
+    if len(data) >= GUID_HEADER_LEN and data[0] == GUID_MAGIC:
+        return Frame("confluent", str(uuid.UUID(bytes=data[1:GUID_HEADER_LEN])), GUID_HEADER_LEN)
     if len(data) >= SINGLE_OBJECT_HEADER_LEN and data[:2] == SINGLE_OBJECT_MAGIC:
         return Frame("single-object", _FP.unpack_from(data, 2)[0], SINGLE_OBJECT_HEADER_LEN)
     return None
+
+
+def with_schema_id_header(header: bytes, value: bytes) -> bytes:
+    """A value whose ``__value_schema_id`` header (``header``) names its writer schema,
+    the value holding the body alone, as the prefixed value it stands for (the header
+    first, as confluent-kafka's deserializer takes it over any prefix of the value).
+    ``SerializationError`` unless the header is ``00`` and an id or ``01`` and a GUID."""
+    n = len(header)
+    if (n == CONFLUENT_HEADER_LEN and header[0] == CONFLUENT_MAGIC) or (
+        n == GUID_HEADER_LEN and header[0] == GUID_MAGIC
+    ):
+        return header + value
+    raise SerializationError(
+        f"a {SCHEMA_ID_HEADER} header of {n} bytes is neither 00 and a 4-byte schema id "
+        "nor 01 and a 16-byte schema GUID: bad marker"
+    )
 
 
 def check_wire(value: object, where: str) -> Wire:

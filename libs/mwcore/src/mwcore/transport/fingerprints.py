@@ -46,7 +46,7 @@ def writer_fingerprints(
                 seen += 1
                 frame = frame_of(m.value() or b"")
                 if frame is not None and frame.wire == "single-object":
-                    found[frame.ref] += 1
+                    found[int(frame.ref)] += 1
     finally:
         consumer.close()
     return found

@@ -133,8 +133,8 @@ class RegistryClient:
         self.wait_every_s = wait_every_s
         self.unknown_s = unknown_s
         self._client = client or SchemaRegistryClient(access.client_config())
-        self._documents: dict[int, Any] = {}
-        self._unknown: OrderedDict[int, tuple[float, str]] = OrderedDict()  # id -> (until when, why)
+        self._documents: dict[int | str, Any] = {}
+        self._unknown: OrderedDict[int | str, tuple[float, str]] = OrderedDict()  # id -> (until when, why)
         self._waited = -wait_every_s
 
     # -- at start ------------------------------------------------------------------------
@@ -278,8 +278,9 @@ class RegistryClient:
 
     # -- while running -------------------------------------------------------------------
 
-    def document(self, schema_id: int) -> Any | None:
-        """The schema with ``schema_id`` (its JSON document), or None (see the module doc)."""
+    def document(self, schema_id: int | str) -> Any | None:
+        """The schema with ``schema_id`` (its JSON document; a ``str``: a schema GUID,
+        which registries serve from Confluent Platform 8 on), or None (see the module doc)."""
         document = self._documents.get(schema_id)
         if document is not None:
             return document
@@ -300,15 +301,18 @@ class RegistryClient:
         log.info("schema_learnt", registry=self.access.url, id=schema_id)
         return found
 
-    def why_unknown(self, schema_id: int) -> str:
+    def why_unknown(self, schema_id: int | str) -> str:
         unknown = self._unknown.get(schema_id)
         return "the schema registry has none" if unknown is None else unknown[1]
 
-    def _ask(self, schema_id: int, now: float) -> tuple[Any | None, str]:
+    def _ask(self, schema_id: int | str, now: float) -> tuple[Any | None, str]:
         deadline = None
         while True:
             try:
-                schema = self._call(self._client.get_schema, schema_id)
+                if isinstance(schema_id, str):
+                    schema = self._call(self._client.get_schema_by_guid, schema_id)
+                else:
+                    schema = self._call(self._client.get_schema, schema_id)
             except SchemaRegistryError as exc:
                 return None, f"the schema registry has none ({exc.http_status_code})"
             except Unreachable as exc:

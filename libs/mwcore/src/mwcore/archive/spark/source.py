@@ -271,9 +271,7 @@ def _first_writer(bootstrap: str, registry: SchemaRegistry, slices: list[Slice])
             frame = frame_of(m.value() or b"")
             if frame is not None:
                 try:
-                    if frame.wire == "confluent":
-                        return registry.by_id(frame.ref).name
-                    return registry.by_fingerprint(frame.ref).name
+                    return registry.writer_of(frame).name
                 except Exception:
                     continue
         break

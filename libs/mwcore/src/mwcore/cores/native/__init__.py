@@ -31,6 +31,7 @@ from mwcore.runtime.screening import Screener, key_error
 from mwcore.runtime.state_cache import StateCache
 from mwcore.runtime.timers import Timers
 from mwcore.serde.avro import AvroSerde
+from mwcore.serde.framing import with_schema_id_header
 from mwcore.store.checkpoint import Checkpoint, TimerEntry
 from mwcore.store.checkpoint_wire import CommitPacker
 from mwcore.store.fast_script import Packed
@@ -100,7 +101,13 @@ class NativeCore:
         require()
         # one per process: its table of the strings that recur serves every interval
         self._screener = rust.Screener(
-            Record, SerializationError, key_error, MIN_TIMESTAMP, MAX_TIMESTAMP, MAX_KEY_BYTES
+            Record,
+            SerializationError,
+            key_error,
+            with_schema_id_header,
+            MIN_TIMESTAMP,
+            MAX_TIMESTAMP,
+            MAX_KEY_BYTES,
         )
 
     def filter(self, capacity: int) -> Filter:

@@ -9,6 +9,7 @@ from types import ModuleType
 from mwcore.api import context, ids, signing
 from mwcore.api.record import ID_HEADER, LATE_HEADER
 from mwcore.errors import InternalError
+from mwcore.serde.framing import SCHEMA_ID_HEADER
 from mwcore.store.checkpoint_wire import DOMAIN_CODES
 
 
@@ -17,7 +18,7 @@ def give(rust: ModuleType) -> None:
     rust.init(
         id_bytes=ids.ID_BYTES,
         mac_bytes=signing.MAC_BYTES,
-        headers=(ID_HEADER, LATE_HEADER, signing.MAC_HEADER),
+        headers=(ID_HEADER, LATE_HEADER, signing.MAC_HEADER, SCHEMA_ID_HEADER),
         max_value_bytes=context.MAX_VALUE_BYTES,
         timer_index=context.TIMER_INDEX,
         domain_codes=DOMAIN_CODES,
