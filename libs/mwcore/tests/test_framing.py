@@ -163,3 +163,40 @@ def test_the_native_codecs_read_and_write_the_confluent_framing() -> None:
     assert decode(AvroSerde(registry, NUMBER).encode({"n": 4})) == {"n": 4}  # read_also: through Python
     with pytest.raises(SerializationError):
         decode(confluent_header(301) + b"\x02")
+
+
+class _Consumed:
+    """A consumed message as ``mw tail`` reads one (value and headers; the rest fixed)."""
+
+    def __init__(self, value: bytes, headers: list[tuple[str, bytes | None]]) -> None:
+        self._value, self._headers = value, headers
+
+    def value(self) -> bytes:
+        return self._value
+
+    def headers(self) -> list[tuple[str, bytes | None]]:
+        return self._headers
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 5)
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return 3
+
+
+def test_mw_tail_shows_a_value_named_by_its_header() -> None:
+    from mwcore.tools.tail import render
+
+    own = json.loads((SCHEMAS / "examples" / "number.avsc").read_text())
+    registry, _ = _registry({9: own})
+    body = _body(own, {"n": 6})
+    shown = render(_Consumed(body, [("__value_schema_id", confluent_header(9))]), "numbers", registry)  # type: ignore[arg-type]
+    assert (shown["schema"], shown["value"]) == (NUMBER, {"n": 6})
+    junk = render(_Consumed(body, [("__value_schema_id", b"\x09")]), "numbers", registry)  # type: ignore[arg-type]
+    assert junk["schema"] is None and "bad marker" in junk["value"]["undecodable"]

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from mwcore.api.record import ID_HEADER
 from mwcore.errors import ConfigError, SerializationError
 from mwcore.serde.avro import SchemaRegistry, decode_any
-from mwcore.serde.framing import frame_of
+from mwcore.serde.framing import SCHEMA_ID_HEADER, frame_of, with_schema_id_header
 from mwcore.transport.message import Message
 from mwcore.transport.reader import PartitionReader
 from mwcore.transport.topics import end_offsets, topic_name, topic_partitions
@@ -37,15 +37,17 @@ def _text(raw: bytes | str | None) -> Any:
 def render(msg: Message, stream: str, registry: SchemaRegistry) -> dict[str, Any]:
     """One message as a JSON-ready dict."""
     data = msg.value() or b""
+    named = [v for n, v in msg.headers() or () if n == SCHEMA_ID_HEADER]  # the header variant
     try:
-        schema, value = decode_any(registry, data)
+        framed = with_schema_id_header(named[-1] or b"", data) if named else data
+        schema, value = decode_any(registry, framed)
     except SerializationError as exc:
         schema = None
         try:
             value = json.loads(data)
         except ValueError:
             value = _text(data)
-        if frame_of(data) is not None:  # framed Avro (single-object or Confluent), not decodable here
+        if named or frame_of(data) is not None:  # framed Avro (single-object or Confluent), undecodable here
             value = {"undecodable": str(exc), "bytes": _text(data)}
     headers = dict(msg.headers() or [])
     rid = headers.pop(ID_HEADER, None)
