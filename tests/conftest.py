@@ -59,8 +59,10 @@ def redis_client(stack: LocalStack) -> redis.Redis:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    """A local[2] Spark session with the archive data source registered."""
+def spark(stack: LocalStack) -> Iterator[object]:
+    """A local[2] Spark session with the archive data source registered, started after the
+    stack: its Python workers (where the data source's writer is made) inherit the
+    environment at its start, MW_SCHEMA_REGISTRY_URL included, as a user's job does."""
     import os
     import sys
 

@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,10 @@ from confluent_kafka.schema_registry import Schema
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from mwcore.serde.avro import SchemaRegistry
 from mwcore.serde.framing import SCHEMA_ID_HEADER
 from mwcore.tools.stack.localstack import LocalStack
+from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
 from mwcore.transport.topics import ensure_topics, topic_name
 from testbed.procs import ROOT, WorkerProc, wait_until
 from testbed.topics import read_topic
@@ -43,6 +46,7 @@ from tests.support.interop import (
 )
 
 pytestmark = pytest.mark.interop
+NUMBER_NAME = "mw.examples.Number"
 
 
 def test_avro_serializer_in_avro_deserializer_out(stack: LocalStack, namespace: str, tmp_path: Path) -> None:
@@ -109,6 +113,21 @@ def test_the_schema_id_in_a_header_as_confluent_kafka_writes_it(
     assert b"bad marker" in junk_letter.headers["mw-error"], junk_letter.headers
     for letter, named in ((guid_letter, b"\x01" + guid.bytes), (junk_letter, b"\x07junk")):
         assert letter.value == body and letter.headers[SCHEMA_ID_HEADER] == named  # as they came
+
+
+def test_workers_deploying_the_same_new_subjects_at_once_agree(namespace: str, stack: LocalStack) -> None:
+    """Several processes of one computation start together: each registers the same new
+    subjects, at the kit's level, and all get the same ids (none stops on the others'
+    doing it first)."""
+    local = SchemaRegistry.from_directory(ROOT / "schemas")
+    wanted = {topic_name(namespace, s): local.latest(NUMBER_NAME) for s in ("a", "b", "c")}
+    assert stack.schema_registry_url is not None
+    clients = [RegistryClient(RegistryAccess(stack.schema_registry_url)) for _ in range(6)]
+    with ThreadPoolExecutor(len(clients)) as pool:
+        deployed = list(pool.map(lambda c: c.deploy(wanted), clients))
+    assert all(ids == deployed[0] for ids in deployed), deployed
+    client = registry_client(stack)
+    assert {client.get_compatibility(f"{t}-value") for t in wanted} == {"FULL_TRANSITIVE"}
 
 
 def test_a_producer_first_upgrade_through_the_registry(

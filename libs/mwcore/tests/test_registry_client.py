@@ -143,6 +143,6 @@ def test_a_level_set_at_the_same_time_by_another_deployer_is_kept() -> None:
     assert racing.levels == {"ns.numbers-value": "BACKWARD"}
     refusing = Racing(refuse=True)
     client = RegistryClient(RegistryAccess("http://registry.invalid"), client=refusing)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="refused mw.t.Number v1 under ns.numbers-value"):
+    with pytest.raises(ConfigError, match=r"refused mw\.t\.Number v1 under ns\.numbers-value"):
         client.deploy({"ns.numbers": sv})
     assert refusing.registered == {}
