@@ -85,7 +85,7 @@ def test_the_schema_id_in_a_header_as_confluent_kafka_writes_it(
     the header beside the value as it came."""
     numbers, sums = topic_name(namespace, "numbers"), topic_name(namespace, "sums")
     dead = topic_name(namespace, "running_sum.dead-letters")
-    ensure_topics(stack.bootstrap, {numbers: 1})  # in order: the bad ones between the good
+    ensure_topics(stack.bootstrap, {numbers: 4})
     serialize = AvroSerializer(registry_client(stack), NUMBER, conf={"schema.id.serializer": _id_in_header})
     producer = Producer({"bootstrap.servers": stack.bootstrap})
     rows = [(f"k{i % 3}", i) for i in range(60)]

@@ -146,3 +146,20 @@ def test_a_level_set_at_the_same_time_by_another_deployer_is_kept() -> None:
     with pytest.raises(ConfigError, match=r"refused mw\.t\.Number v1 under ns\.numbers-value"):
         client.deploy({"ns.numbers": sv})
     assert refusing.registered == {}
+
+
+def test_a_registry_pickles_with_a_client_of_its_own_to_the_same_registry() -> None:
+    """Where a registry lands (a Spark executor), ids unknown there are looked up in the
+    same schema registry, with the same bounds, by a client of its own."""
+    import pickle
+
+    from mwcore.serde.avro import SchemaRegistry
+
+    access = RegistryAccess("http://registry.invalid", basic_auth="u:p")
+    client = RegistryClient(access, unknown_s=7.0, client=Registry({7: Answer(json.dumps(NUMBER))}))  # type: ignore[arg-type]
+    assert client.document(7) == NUMBER
+    local = SchemaRegistry()
+    local.use_ids(client)
+    copy = pickle.loads(pickle.dumps(local))._ids
+    assert isinstance(copy, RegistryClient) and copy is not client
+    assert (copy.access, copy.unknown_s, copy._documents) == (access, 7.0, {})

@@ -245,9 +245,11 @@ class SchemaRegistry:
 
     def __getstate__(self) -> dict[str, Any]:
         # Generated codecs are rebuilt where the registry lands (e.g. on Spark
-        # executors); they hold compiled code that does not pickle. A source holds
-        # broker clients: the copy is offline, with the writers learnt so far.
-        return {**self.__dict__, "_codecs": {}, "_source": None, "_ids": None}
+        # executors); they hold compiled code that does not pickle. A schemas topic holds
+        # broker clients: the copy reads no topic, with the writers learnt so far. A
+        # schema registry's client travels (a client of its own to the same registry):
+        # ids unknown here are looked up there, as any Confluent deserializer does.
+        return {**self.__dict__, "_codecs": {}, "_source": None}
 
     def codec(self, sv: SchemaVersion, header: bytes | None = None) -> Codec | None:
         """The generated codec of a schema version, its output starting with ``header``

@@ -114,6 +114,10 @@ class Unreachable(Exception):
     """The registry did not answer (the network, or a 5xx)."""
 
 
+def _client_of(access: RegistryAccess, bounds: dict[str, Any]) -> RegistryClient:
+    return RegistryClient(access, **bounds)
+
+
 class RegistryClient:
     """One registry, for one process: ``deploy`` at start, ``document`` while running."""
 
@@ -136,6 +140,17 @@ class RegistryClient:
         self._documents: dict[int | str, Any] = {}
         self._unknown: OrderedDict[int | str, tuple[float, str]] = OrderedDict()  # id -> (until when, why)
         self._waited = -wait_every_s
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # where a registry that looks ids up here lands (a Spark executor): a client of
+        # its own to the same registry, with the same bounds, its cache empty
+        bounds = {
+            "compatibility": self.compatibility,
+            "wait_s": self.wait_s,
+            "wait_every_s": self.wait_every_s,
+            "unknown_s": self.unknown_s,
+        }
+        return (_client_of, (self.access, bounds))
 
     # -- at start ------------------------------------------------------------------------
 
