@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,10 @@ from testbed.native import requires_native
 
 
 def _required_settings(monkeypatch: pytest.MonkeyPatch, schemas: Path) -> None:
-    """What every process must be given, set to values that load (nothing is asked)."""
+    """What every process must be given, set to values that load (nothing is asked); no
+    other setting from the environment (a session's stack sets MW_SCHEMA_REGISTRY_URL)."""
+    for name in [n for n in os.environ if n.startswith("MW_")]:
+        monkeypatch.delenv(name)
     monkeypatch.setenv("MW_BOOTSTRAP", "127.0.0.1:9092")
     monkeypatch.setenv("MW_REDIS_URL", "redis://127.0.0.1:6379/0")
     monkeypatch.setenv("MW_SCHEMAS_DIR", str(schemas))
