@@ -270,7 +270,9 @@ def steady_latency(
         cwd=ROOT,
     )
     try:
-        feed_steadily(stack, registry, namespace, topic, rate, seconds, framed=wire.of(env))
+        feed_steadily(
+            stack, registry, namespace, topic, rate, seconds, framed=wire.of(env), signer=wire.signer_of(env)
+        )
     finally:
         proc.terminate()
         proc.wait(60)
@@ -305,12 +307,13 @@ def feed_steadily(
     seconds: int,
     on_warm: Callable[[], object] = lambda: None,
     framed: Wire = wire.SUITE_WIRE,
+    signer: Signer = UNSIGNED,
 ) -> None:
     """Once a worker has committed a warm-up record (``on_warm`` is then called), feed
     ``topic`` at a steady ``rate`` for ``seconds`` and wait until the worker's
     checkpoint holds every partition's end."""
     r = redis.Redis.from_url(stack.redis_url)
-    writer = wire.source_writer(stack, registry, topic, "mw.bench.Event", framed)
+    writer = wire.source_writer(stack, registry, topic, "mw.bench.Event", framed, signer=signer)
     # Low linger: the producer should not add batching delay of its own to the figure.
     writer.producer = type(writer.producer)({**_producer_conf(stack.bootstrap), "linger.ms": 1})
     encode = writer.serde.encode
