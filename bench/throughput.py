@@ -53,6 +53,7 @@ from mwcore.serde.framing import Wire
 from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import (
     consumer_config,
+    end_offsets,
     ensure_topics,
     partition_counts,
     producer_config,
@@ -238,23 +239,14 @@ def run_worker(
         out["cpu_split_us_per_record"] = cpu
         # what was taken as a record: none may have been a dead letter (an input the worker
         # could not read or verify would pass through as fast, and measure nothing)
-        out["dead_letters"] = dead_letters(stack, topic_name(namespace, f"{computation}.dead-letters"))
+        dlq = topic_name(namespace, f"{computation}.dead-letters")
+        out["dead_letters"] = sum(
+            end_offsets(stack.bootstrap, partition_counts(stack.bootstrap, [dlq])).values()
+        )
         return out
     finally:
         proc.terminate()
         proc.wait(60)
-
-
-def dead_letters(stack: LocalStack, topic: str) -> int:
-    """How many records ``topic`` holds (0: it does not exist)."""
-    parts = partition_counts(stack.bootstrap, [topic]).get(topic)
-    if not parts:
-        return 0
-    c = Consumer(consumer_config(stack.bootstrap, "bench-dead-letters"))
-    try:
-        return sum(c.get_watermark_offsets(TopicPartition(topic, p), 10)[1] for p in range(parts))
-    finally:
-        c.close()
 
 
 def steady_latency(

@@ -40,6 +40,7 @@ from mwcore.serde.framing import (
     Frame,
     Framing,
     frame_of,
+    ref_label,
 )
 from mwcore.serde.schema_doc import sizeless_array, standalone
 
@@ -83,11 +84,6 @@ class IdSource(Protocol):
     def why_unknown(self, schema_id: int | str) -> str:
         """Why ``document`` last found no schema with ``schema_id``."""
         ...
-
-
-def ref_label(schema_id: int | str) -> str:
-    """How a message names a registry's schema: by id, or by GUID (a ``str``)."""
-    return f"schema GUID {schema_id}" if isinstance(schema_id, str) else f"registry id {schema_id}"
 
 
 def _fingerprint(parsed: Any) -> int:

@@ -76,6 +76,11 @@ def frame_of(data: bytes) -> Frame | None:
     return None
 
 
+def ref_label(schema_id: int | str) -> str:
+    """How a message names a registry's schema: by id, or by GUID (a ``str``)."""
+    return f"schema GUID {schema_id}" if isinstance(schema_id, str) else f"registry id {schema_id}"
+
+
 def with_schema_id_header(header: bytes, value: bytes) -> bytes:
     """A value whose ``__value_schema_id`` header (``header``) names its writer schema,
     the value holding the body alone, as the prefixed value it stands for (the header
