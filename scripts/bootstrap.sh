@@ -44,9 +44,12 @@ fi
 if ! command -v mvn >/dev/null 2>&1; then
   apt_install maven
 fi
+if ! command -v go >/dev/null 2>&1; then
+  apt_install golang-go  # builds Toxiproxy: the fault suite's network faults (testbed/toxiproxy.py)
+fi
 
 stamp="$VENV/.mw-bootstrap"
-inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/native/Cargo.toml libs/mwcore/native/Cargo.lock libs/mwcore/native/src libs/mwcore/src/mwcore/tools/stack/kafka_broker.py libs/mwcore/src/mwcore/tools/stack/schema_registry.py libs/mwcore/src/mwcore/archive/spark/session.py"
+inputs="libs/mwcore/pyproject.toml requirements-dev.txt scripts/bootstrap.sh libs/mwcore/native/Cargo.toml libs/mwcore/native/Cargo.lock libs/mwcore/native/src libs/mwcore/src/mwcore/tools/stack/kafka_broker.py libs/mwcore/src/mwcore/tools/stack/schema_registry.py libs/mwcore/src/mwcore/archive/spark/session.py testbed/toxiproxy.py"
 if [ -f "$stamp" ] && [ -z "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
   exit 0
 fi
@@ -101,6 +104,7 @@ elif [ "$rc" != 0 ]; then
 fi
 # Spark's Kafka source (archive reads go through it): resolved by Spark into its Ivy
 # cache (~/.ivy2*), once; later sessions find it there.
+"$VENV/bin/python" -m testbed.toxiproxy fetch
 say "Spark's Kafka source into Spark's package cache (the first time: about 30 MB)"
 "$VENV/bin/python" -m mwcore.archive.spark.session 2>&1 | grep -E "^Spark|downloading|ERROR" | sed 's/^/bootstrap:   /' >&2 || true
 touch "$stamp"

@@ -16,6 +16,8 @@ from mwcore.tools.stack.localstack import LocalStack
 from mwcore.tools.stack.redis_cluster import LocalRedisCluster
 from testbed.chaos.actors import INTERVALS, Feeder, Monitor, wait_for
 from testbed.chaos.check import COMPUTATION, Findings
+from testbed.chaos.links import Links
+from testbed.chaos.network import NETWORK_KINDS, play
 from testbed.procs import WorkerProc, worker_env
 
 KINDS = (
@@ -53,6 +55,7 @@ class Run:
     fault_walls: list[float] = field(default_factory=list)  # when each fault began (wall clock, s)
     affected: list[tuple[float, float]] = field(default_factory=list)  # takeovers hit by an outage (wall)
     takeover_s: list[float] = field(default_factory=list)
+    recovery_s: list[float] = field(default_factory=list)  # each link fault: healed -> every interval committed
     handover_s: list[float] = field(default_factory=list)
     pending_checks: list[tuple[str, float, str, list[int]]] = field(default_factory=list)
     down_since: dict[str, float] = field(default_factory=dict)  # process name -> when seen down
@@ -61,23 +64,23 @@ class Run:
     lock: threading.Lock = field(default_factory=threading.Lock)  # a fault, or a restart
     extra_env: dict[str, str] = field(default_factory=dict)
     supervisor: threading.Thread | None = None
+    links: Links | None = None  # --network: each process's own proxies
+    # network faults: (t, wall t, t healed)
+    link_faults: list[tuple[float, float, float]] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)  # when each fault's inject returned (healed)
 
-    def env(self) -> dict[str, str]:
-        return (
-            worker_env(
-                self.stack,
-                self.namespace,
-                MW_WATERMARK="authority",
-                MW_LOG_LEVEL="info",
-            )
-            | self.extra_env
-        )
+    def env(self, slot: str) -> dict[str, str]:
+        env = worker_env(self.stack, self.namespace, MW_WATERMARK="authority", MW_LOG_LEVEL="info")
+        if self.links is not None:
+            env |= self.links.env(slot, self.stack.redis_url)
+        return env | self.extra_env
 
     def start(self, n_workers: int) -> None:
-        env = self.env()
-        self.authority = WorkerProc("authority", env, self.log_dir, "authority", command=("authority",))
+        authority = self.env("authority")
+        self.authority = WorkerProc("authority", authority, self.log_dir, "authority", command=("authority",))
         self.authority.start(MW_AUTHORITY_BLOCK_MS="10")
         for k in range(n_workers):
+            env = self.env(f"w{k}")
             self.workers.append(
                 WorkerProc("testbed.chaos.pipeline:ChaosCount", env, self.log_dir, f"w{k}").start()
             )
@@ -134,8 +137,17 @@ class Run:
                 self.authority.terminate(10)
 
     def inject(self, kind: str, rng: random.Random, monitor: Monitor) -> None:
-        with self.lock:
-            self._inject(kind, rng, monitor)
+        if kind in NETWORK_KINDS:  # not under the lock: the supervisor restarts meanwhile
+            assert self.links is not None, "network faults need the links (--network)"
+            wall0 = time.time()
+            played = play(kind, rng, self.links, [w.name for w in self.workers])
+            self.link_faults.append((played.began, wall0, played.healed))
+            self.faults.append((played.began, kind, played.target))
+            self.fault_walls.append(round(wall0, 3))
+        else:
+            with self.lock:
+                self._inject(kind, rng, monitor)
+        self.ends.append(time.monotonic())
 
     def _inject(self, kind: str, rng: random.Random, monitor: Monitor) -> None:
         t0 = time.monotonic()
@@ -203,7 +215,11 @@ class Run:
         for t0, _, up in self.outages:
             back = [monitor.progressed(i, up) for i in range(INTERVALS)]
             self.outage_s.append(up - t0 + max((b if b is not None else 1e9) for b in back))
+        for _, _, healed in self.link_faults:
+            back = [monitor.progressed(i, healed) for i in range(INTERVALS)]
+            self.recovery_s.append(max((b if b is not None else 1e9) for b in back))
         windows = [(t, t + d) for (t, _, _), d in zip(self.outages, self.outage_s, strict=True)]
+        windows += [(t, up + r) for (t, _, up), r in zip(self.link_faults, self.recovery_s, strict=True)]
         for what, t0, target, owned in self.pending_checks:
             if not owned:
                 continue  # it held nothing (e.g. restarted again before it was assigned)
@@ -225,6 +241,10 @@ class Run:
         Redis (from 1 s before it: a timer just fired may have to fire again after it)
         and every takeover an outage overlapped."""
         windows = [(w - 1, w + d) for (_, w, _), d in zip(self.outages, self.outage_s, strict=True)]
+        windows += [
+            (w - 1, w + (up - t) + r)
+            for (t, w, up), r in zip(self.link_faults, self.recovery_s, strict=True)
+        ]
         windows += self.affected
         return [
             (float(late), due)

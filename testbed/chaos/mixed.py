@@ -5,11 +5,13 @@ the outputs and Redis (``suite.py`` says what each fault is and what the JSON ho
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from mwcore.transport.topics import end_offsets, topic_name
 from testbed.chaos.actors import INTERVALS, Feeder, Monitor, connect, drain_state, drained, wait_for
 from testbed.chaos.check import Findings, check
 from testbed.chaos.faults import Run, schedule
+from testbed.chaos.links import Links
 from testbed.procs import ROOT
 
 
@@ -34,9 +37,12 @@ def run_mixed(args: argparse.Namespace) -> dict[str, Any]:
     namespace = f"chaos{os.getpid()}"
     log_dir = Path(tempfile.mkdtemp(prefix="mw-chaos-"))
     store: LocalRedis = LocalRedisCluster() if args.redis_cluster else RedisServer(appendfsync="always")
-    broker: LocalKafka = KafkaCluster(brokers=args.brokers) if args.brokers > 1 else KafkaBroker()
-    with LocalStack(broker=broker, redis=store) as stack:
-        run_ = Run(stack, namespace, log_dir, extra_env=args.worker_env)
+    slots = (*(f"w{k}" for k in range(args.workers)), "authority")
+    links = Links(slots) if args.network else None
+    proxied = links.listeners() if links is not None else {}
+    broker: LocalKafka = KafkaCluster(brokers=args.brokers) if args.brokers > 1 else KafkaBroker(proxied=proxied)
+    with LocalStack(broker=broker, redis=store) as stack, _links(links, stack):
+        run_ = Run(stack, namespace, log_dir, extra_env=args.worker_env, links=links)
         feeder = Feeder(stack, registry, namespace, args.rate, args.seed)
         monitor = Monitor(stack.redis_url, namespace)
         try:
@@ -47,7 +53,8 @@ def run_mixed(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"fault {n}/{len(plan)}: {kind} {run_.faults[-1][2]}", flush=True)
                 time.sleep(args.gap * rng.uniform(0.5, 1.5))
             last_fault = run_.faults[-1][0] if run_.faults else time.monotonic()
-            time.sleep(max(0.0, last_fault + 12 - time.monotonic()))  # progress after the last
+            last_heal = run_.ends[-1] if run_.ends else time.monotonic()
+            time.sleep(max(0.0, max(last_fault, last_heal) + 12 - time.monotonic()))  # progress after
             input_end = time.monotonic()
             feeder.stopping.set()
             feeder.join(180)
@@ -64,11 +71,26 @@ def run_mixed(args: argparse.Namespace) -> dict[str, Any]:
             monitor.join(5)
             run_.measure(monitor)
             progress = [monitor.progressed(i, last_fault) for i in range(INTERVALS)]
+            after_heal = [monitor.progressed(i, last_heal) for i in range(INTERVALS)]
             stall = monitor.longest_stall(first_fault, input_end)
         finally:
             run_.halt(feeder, monitor)
         findings = check(stack, connect(stack.redis_url, 5), registry, namespace, feeder.malformed)
-    return _result(args, run_, findings, feeder, stall, progress, caught_up - input_end, log_dir)
+    return _result(args, run_, findings, feeder, stall, progress, after_heal, caught_up - input_end, log_dir)
+
+
+@contextlib.contextmanager
+def _links(links: Links | None, stack: LocalStack) -> Iterator[None]:
+    """The processes' own proxies (``--network``), once the stack has its ports."""
+    if links is None:
+        yield
+        return
+    assert isinstance(stack.broker, KafkaBroker) and isinstance(stack.redis, RedisServer)
+    links.start(stack.broker, stack.redis.port)
+    try:
+        yield
+    finally:
+        links.stop()
 
 
 def _result(
@@ -78,6 +100,7 @@ def _result(
     feeder: Feeder,
     stall: float,
     progress: list[float | None],
+    after_heal: list[float | None],
     catch_up: float,
     log_dir: Path,
 ) -> dict[str, Any]:
@@ -96,10 +119,15 @@ def _result(
         "examples": {k: v for k, v in f.examples.items() if v},
         "longest_stall_s": round(stall, 2),
         "progress_after_last_fault_s": round(max((p if p is not None else 1e9) for p in progress), 2),
+        # from when the last fault healed (a process fault: its restart done)
+        "progress_after_last_heal_s": round(max((p if p is not None else 1e9) for p in after_heal), 2),
         "takeover_s": _quantiles(run_.takeover_s, 0.5, 0.95),
         "handover_s": _quantiles(run_.handover_s, 0.5, 0.95),
         "takeover_during_outage_s": _quantiles(run_.takeover_overlapped_s, 0.5),
         "outage_s": _quantiles(run_.outage_s, 0.5),
+        "network": args.network,
+        # each network fault: from its heal until every interval committed again
+        "recovery_after_network_fault_s": _quantiles(run_.recovery_s, 0.5, 0.95),
         "timer_lateness_ms": _quantiles([float(x) for x in f.timer_lateness_ms], 0.5, 0.99),
         "timer_lateness_outside_outages_ms": _quantiles([x for x, _ in outside], 0.5, 0.99),
         # the latest of them (due: wall clock, s) beside the faults (wall clock, s)

@@ -37,13 +37,29 @@ import json
 from typing import Any
 
 from testbed.chaos.faults import KINDS
+from testbed.chaos.network import NETWORK_KINDS
 from testbed.chaos.mixed import run_mixed
 from testbed.chaos.rollback import run_rollback
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """The arguments of a run, as ``main`` takes them (for the tests)."""
-    return _parser().parse_args(argv)
+    return _checked(_parser(), argv)
+
+
+def _checked(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    args = parser.parse_args(argv)
+    if args.kinds is None:
+        args.kinds = ",".join(KINDS + NETWORK_KINDS if args.network else KINDS)
+    kinds = [k for k in args.kinds.split(",") if k]
+    unknown = sorted(set(kinds) - set(KINDS) - set(NETWORK_KINDS))
+    if unknown:
+        parser.error(f"unknown fault kinds: {', '.join(unknown)}")
+    if not args.network and set(kinds) & set(NETWORK_KINDS):
+        parser.error("network fault kinds need --network (each process's own proxies)")
+    if args.network and (args.brokers > 1 or args.redis_cluster):
+        parser.error("--network runs on one broker and one Redis (its proxies front those two)")
+    return args
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,7 +88,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the store: a local Redis Cluster (3 primaries, 3 replicas); a Redis fault: a failover",
     )
-    parser.add_argument("--kinds", default=",".join(KINDS), help="fault kinds to draw from")
+    parser.add_argument(
+        "--network",
+        action="store_true",
+        help="each process reaches Redis and the broker through its own proxy, and the network "
+        "fault kinds (testbed/chaos/network.py) are drawn beside the process ones",
+    )
+    parser.add_argument("--kinds", default=None, help="fault kinds to draw from (default: every kind)")
     parser.add_argument(
         "--worker-env", type=json.loads, default={}, help="JSON of more worker settings (negative controls)"
     )
@@ -80,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    result = run(_parser().parse_args(argv))
+    result = run(_checked(_parser(), argv))
     print(json.dumps(result))
     return 0 if result["verdict"] in ("exactly_once", "stopped_before_second_payload") else 1
 

@@ -203,6 +203,12 @@ class KafkaBroker:
     cluster_id: str = ""  # the cluster's id (formatted with it); empty: a new one
     extra: dict[str, str] = field(default_factory=dict)  # more (or other) broker settings
     format_args: tuple[str, ...] = ()  # more storage format arguments (--add-scram ...)
+    # Listeners of their own for clients that reach the broker through a proxy (the
+    # fault suite's network faults): name -> the port its clients dial (the proxy's),
+    # which the listener advertises. A Kafka client connects to the addresses the
+    # broker advertises on the listener it asked, so each proxied client needs one.
+    proxied: dict[str, int] = field(default_factory=dict)
+    proxied_ports: dict[str, int] = field(default_factory=dict)  # name -> where it listens
 
     product = "Apache Kafka"
     version = KAFKA_VERSION
@@ -226,14 +232,21 @@ class KafkaBroker:
 
     def properties(self) -> dict[str, str]:
         assert self.directory is not None
+        listen = [f"PLAINTEXT://127.0.0.1:{self.port}", f"CONTROLLER://127.0.0.1:{self.controller_port}"]
+        advertised = [f"PLAINTEXT://127.0.0.1:{self.port}"]
+        protocols = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+        for name, dialled in self.proxied.items():
+            listen.append(f"{name}://127.0.0.1:{self.proxied_ports[name]}")
+            advertised.append(f"{name}://127.0.0.1:{dialled}")
+            protocols.append(f"{name}:PLAINTEXT")
         return {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": self.voters or f"{self.node_id}@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": ",".join(listen),
+            "advertised.listeners": ",".join(advertised),
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(protocols),
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.directory / "data"),
             **GUARANTEE_SETTINGS,
@@ -253,6 +266,8 @@ class KafkaBroker:
     def reserve_ports(self) -> None:
         self.port = self.port or free_port()
         self.controller_port = self.controller_port or free_port()
+        for name in self.proxied:
+            self.proxied_ports[name] = self.proxied_ports.get(name) or free_port()
 
     def launch(self, timeout: float = 60) -> None:
         """Format the storage (the first time) and start the process, without waiting
