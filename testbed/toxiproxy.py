@@ -117,7 +117,8 @@ class ToxiproxyServer:
         exe = binary()
         if not exe.exists():
             raise ConfigError(
-                f"Toxiproxy {VERSION} is not built yet: run `make bootstrap` (or `python -m testbed.toxiproxy fetch`)"
+                f"Toxiproxy {VERSION} is not built yet: run `make bootstrap` "
+                "(or `python -m testbed.toxiproxy fetch`)"
             )
         self.port = self.port or free_port()
         if self.directory is None:
@@ -159,7 +160,8 @@ class ToxiproxyServer:
 
 def _ok(answer: requests.Response) -> None:
     if answer.status_code >= 300:
-        raise RuntimeError(f"toxiproxy: {answer.request.method} {answer.url}: {answer.status_code} {answer.text}")
+        said = f"{answer.status_code} {answer.text}"
+        raise RuntimeError(f"toxiproxy: {answer.request.method} {answer.url}: {said}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,7 +55,8 @@ class Run:
     fault_walls: list[float] = field(default_factory=list)  # when each fault began (wall clock, s)
     affected: list[tuple[float, float]] = field(default_factory=list)  # takeovers hit by an outage (wall)
     takeover_s: list[float] = field(default_factory=list)
-    recovery_s: list[float] = field(default_factory=list)  # each link fault: healed -> every interval committed
+    # each link fault: from its heal until every interval committed
+    recovery_s: list[float] = field(default_factory=list)
     handover_s: list[float] = field(default_factory=list)
     pending_checks: list[tuple[str, float, str, list[int]]] = field(default_factory=list)
     down_since: dict[str, float] = field(default_factory=dict)  # process name -> when seen down
@@ -65,6 +66,8 @@ class Run:
     extra_env: dict[str, str] = field(default_factory=dict)
     supervisor: threading.Thread | None = None
     links: Links | None = None  # --network: each process's own proxies
+    fault_seconds: tuple[float, float] | None = None  # --fault-seconds
+    partition: str = "either"  # --partition
     # network faults: (t, wall t, t healed)
     link_faults: list[tuple[float, float, float]] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)  # when each fault's inject returned (healed)
@@ -140,7 +143,8 @@ class Run:
         if kind in NETWORK_KINDS:  # not under the lock: the supervisor restarts meanwhile
             assert self.links is not None, "network faults need the links (--network)"
             wall0 = time.time()
-            played = play(kind, rng, self.links, [w.name for w in self.workers])
+            workers = [w.name for w in self.workers]
+            played = play(kind, rng, self.links, workers, self.fault_seconds, self.partition)
             self.link_faults.append((played.began, wall0, played.healed))
             self.faults.append((played.began, kind, played.target))
             self.fault_walls.append(round(wall0, 3))
@@ -242,8 +246,7 @@ class Run:
         and every takeover an outage overlapped."""
         windows = [(w - 1, w + d) for (_, w, _), d in zip(self.outages, self.outage_s, strict=True)]
         windows += [
-            (w - 1, w + (up - t) + r)
-            for (t, w, up), r in zip(self.link_faults, self.recovery_s, strict=True)
+            (w - 1, w + (up - t) + r) for (t, w, up), r in zip(self.link_faults, self.recovery_s, strict=True)
         ]
         windows += self.affected
         return [

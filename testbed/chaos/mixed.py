@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import random
 import tempfile
@@ -28,54 +29,90 @@ from testbed.chaos.faults import Run, schedule
 from testbed.chaos.links import Links
 from testbed.procs import ROOT
 
+_RUNS = itertools.count()
 
-def run_mixed(args: argparse.Namespace) -> dict[str, Any]:
+
+def slots(workers: int) -> tuple[str, ...]:
+    """The processes that have links of their own (``--network``)."""
+    return (*(f"w{k}" for k in range(workers)), "authority")
+
+
+@contextlib.contextmanager
+def network_stack(workers: int) -> Iterator[tuple[LocalStack, Links]]:
+    """A local stack (one broker, one Redis appending every write) whose broker has a
+    listener for each process's own proxy, and those proxies."""
+    links = Links(slots(workers))
+    broker = KafkaBroker(proxied=links.listeners())
+    with LocalStack(broker=broker, redis=RedisServer(appendfsync="always")) as stack, _links(links, stack):
+        yield stack, links
+
+
+def run_mixed(args: argparse.Namespace, on: tuple[LocalStack, Links | None] | None = None) -> dict[str, Any]:
+    """The scenario, on a stack of its own, or ``on`` one already running (the tests'
+    network stack: its links reset first)."""
+    if on is not None:
+        stack, links = on
+        if links is not None:
+            links.server.reset()
+        return _run_on(args, stack, links)
+    if args.network:
+        with network_stack(args.workers) as (stack, links):
+            return _run_on(args, stack, links)
+    store: LocalRedis = LocalRedisCluster() if args.redis_cluster else RedisServer(appendfsync="always")
+    broker: LocalKafka = KafkaCluster(brokers=args.brokers) if args.brokers > 1 else KafkaBroker()
+    with LocalStack(broker=broker, redis=store) as stack:
+        return _run_on(args, stack, None)
+
+
+def _run_on(args: argparse.Namespace, stack: LocalStack, links: Links | None) -> dict[str, Any]:
     kinds = tuple(k for k in args.kinds.split(",") if k)
     plan = schedule(args.faults, args.seed, kinds)
     rng = random.Random(args.seed)
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
-    namespace = f"chaos{os.getpid()}"
+    namespace = f"chaos{os.getpid()}r{next(_RUNS)}"
     log_dir = Path(tempfile.mkdtemp(prefix="mw-chaos-"))
-    store: LocalRedis = LocalRedisCluster() if args.redis_cluster else RedisServer(appendfsync="always")
-    slots = (*(f"w{k}" for k in range(args.workers)), "authority")
-    links = Links(slots) if args.network else None
-    proxied = links.listeners() if links is not None else {}
-    broker: LocalKafka = KafkaCluster(brokers=args.brokers) if args.brokers > 1 else KafkaBroker(proxied=proxied)
-    with LocalStack(broker=broker, redis=store) as stack, _links(links, stack):
-        run_ = Run(stack, namespace, log_dir, extra_env=args.worker_env, links=links)
-        feeder = Feeder(stack, registry, namespace, args.rate, args.seed)
-        monitor = Monitor(stack.redis_url, namespace)
+    run_ = Run(
+        stack,
+        namespace,
+        log_dir,
+        extra_env=args.worker_env,
+        links=links,
+        fault_seconds=args.fault_seconds,
+        partition=args.partition,
+    )
+    feeder = Feeder(stack, registry, namespace, args.rate, args.seed)
+    monitor = Monitor(stack.redis_url, namespace)
+    try:
+        run_.launch(args.workers, args.restart_after, feeder, monitor)
+        first_fault = time.monotonic()
+        for n, kind in enumerate(plan, 1):
+            run_.inject(kind, rng, monitor)
+            print(f"fault {n}/{len(plan)}: {kind} {run_.faults[-1][2]}", flush=True)
+            time.sleep(args.gap * rng.uniform(0.5, 1.5))
+        last_fault = run_.faults[-1][0] if run_.faults else time.monotonic()
+        last_heal = run_.ends[-1] if run_.ends else time.monotonic()
+        time.sleep(max(0.0, max(last_fault, last_heal) + args.settle - time.monotonic()))
+        input_end = time.monotonic()
+        feeder.stopping.set()
+        feeder.join(180)
+        if feeder.error is not None:
+            raise feeder.error
+        ends = end_offsets(stack.bootstrap, {topic_name(namespace, "chaos_in"): INTERVALS})
         try:
-            run_.launch(args.workers, args.restart_after, feeder, monitor)
-            first_fault = time.monotonic()
-            for n, kind in enumerate(plan, 1):
-                run_.inject(kind, rng, monitor)
-                print(f"fault {n}/{len(plan)}: {kind} {run_.faults[-1][2]}", flush=True)
-                time.sleep(args.gap * rng.uniform(0.5, 1.5))
-            last_fault = run_.faults[-1][0] if run_.faults else time.monotonic()
-            last_heal = run_.ends[-1] if run_.ends else time.monotonic()
-            time.sleep(max(0.0, max(last_fault, last_heal) + 12 - time.monotonic()))  # progress after
-            input_end = time.monotonic()
-            feeder.stopping.set()
-            feeder.join(180)
-            if feeder.error is not None:
-                raise feeder.error
-            ends = end_offsets(stack.bootstrap, {topic_name(namespace, "chaos_in"): INTERVALS})
-            try:
-                wait_for(lambda: drained(stack, namespace, ends), 180, "the pipeline to drain")
-            except TimeoutError as exc:
-                raise TimeoutError(f"{exc}: {drain_state(stack, namespace, ends)}") from None
-            caught_up = time.monotonic()
-            time.sleep(0.5)
-            monitor.stopping.set()
-            monitor.join(5)
-            run_.measure(monitor)
-            progress = [monitor.progressed(i, last_fault) for i in range(INTERVALS)]
-            after_heal = [monitor.progressed(i, last_heal) for i in range(INTERVALS)]
-            stall = monitor.longest_stall(first_fault, input_end)
-        finally:
-            run_.halt(feeder, monitor)
-        findings = check(stack, connect(stack.redis_url, 5), registry, namespace, feeder.malformed)
+            wait_for(lambda: drained(stack, namespace, ends), 180, "the pipeline to drain")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}: {drain_state(stack, namespace, ends)}") from None
+        caught_up = time.monotonic()
+        time.sleep(0.5)
+        monitor.stopping.set()
+        monitor.join(5)
+        run_.measure(monitor)
+        progress = [monitor.progressed(i, last_fault) for i in range(INTERVALS)]
+        after_heal = [monitor.progressed(i, last_heal) for i in range(INTERVALS)]
+        stall = monitor.longest_stall(first_fault, input_end)
+    finally:
+        run_.halt(feeder, monitor)
+    findings = check(stack, connect(stack.redis_url, 5), registry, namespace, feeder.malformed)
     return _result(args, run_, findings, feeder, stall, progress, after_heal, caught_up - input_end, log_dir)
 
 

@@ -37,8 +37,8 @@ import json
 from typing import Any
 
 from testbed.chaos.faults import KINDS
-from testbed.chaos.network import NETWORK_KINDS
 from testbed.chaos.mixed import run_mixed
+from testbed.chaos.network import NETWORK_KINDS
 from testbed.chaos.rollback import run_rollback
 
 
@@ -94,6 +94,16 @@ def _parser() -> argparse.ArgumentParser:
         help="each process reaches Redis and the broker through its own proxy, and the network "
         "fault kinds (testbed/chaos/network.py) are drawn beside the process ones",
     )
+    parser.add_argument(
+        "--fault-seconds",
+        type=lambda v: tuple(float(x) for x in v.split(",")),
+        default=None,
+        help="LO,HI: every network fault lasts this long (default: each kind's own range)",
+    )
+    parser.add_argument(
+        "--partition", choices=("either", "cut", "drop"), default="either", help="how a partition cuts"
+    )
+    parser.add_argument("--settle", type=float, default=12.0, help="seconds of input after the last fault")
     parser.add_argument("--kinds", default=None, help="fault kinds to draw from (default: every kind)")
     parser.add_argument(
         "--worker-env", type=json.loads, default={}, help="JSON of more worker settings (negative controls)"

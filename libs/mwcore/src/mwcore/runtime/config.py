@@ -105,6 +105,9 @@ class MetricsConfig(BaseModel):
     # /healthz answers 503 once the process's loop has not turned for this many seconds
     # (a worker: also once an interval with input waiting has made no progress for as long)
     metrics_stall_s: float = Field(default=60.0, gt=0)
+    # Redis and the broker asked this often whether they answer (process/reachability.py:
+    # a log line, /healthz and mw_dependency_up when one does not); 0: never
+    reach_every_ms: int = Field(default=1000, ge=0, le=60_000)
 
 
 def default_worker_id() -> str:

@@ -127,3 +127,30 @@ def redis_ready(port: int, password: str = "", host: str = "127.0.0.1") -> bool:
         return False
     finally:
         client.close()
+
+
+def lost_redis(exc: BaseException) -> bool:
+    """Whether ``exc`` says Redis did not answer (after the client's retries)."""
+    return isinstance(exc, (redis.ConnectionError, redis.TimeoutError))
+
+
+def pinger(url: str) -> Callable[[float], None]:
+    """A ``PING`` of the Redis at ``url`` on a connection of its own, bounded by the
+    seconds given (no retries: ``process/reachability.py`` asks again); raises when
+    there is no answer."""
+    held: list[redis.Redis] = []
+
+    def ping(timeout_s: float) -> None:
+        if not held:
+            held.append(
+                redis.Redis.from_url(
+                    url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry=None
+                )
+            )
+        try:
+            held[0].ping()
+        except Exception:
+            held.pop().close()
+            raise
+
+    return ping

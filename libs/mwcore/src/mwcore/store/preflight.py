@@ -20,7 +20,7 @@ from mwcore.store.cluster_probe import cluster_info
 _SECRET_PARAMS = ("password", "pass", "pwd", "secret", "token", "auth")
 
 
-def _without_password(url: str) -> str:
+def shown_url(url: str) -> str:
     """``url`` fit for an error line: a password in it (``user:password@``, or a query
     parameter such as ``?password=``) is ``***``."""
     try:
@@ -48,7 +48,7 @@ def check_redis(
     """Connect, authenticate and select the database of ``url``; a ConfigError naming
     ``setting`` if any of it fails. ``durable``: also refuse a store that can lose
     acknowledged writes in a crash (``check_durable``)."""
-    shown = _without_password(url)
+    shown = shown_url(url)
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
     except ValueError as exc:

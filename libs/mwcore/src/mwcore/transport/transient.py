@@ -19,6 +19,9 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from mwcore.transport.topics import admin_config
 
 T = TypeVar("T")
 
@@ -55,3 +58,24 @@ def through_transient(call: Callable[[float], T], timeout_s: float, pause_s: flo
             if not is_transient(exc) or time.monotonic() + pause_s > deadline:
                 raise
         time.sleep(pause_s)
+
+
+def lost_broker(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Kafka error that says the broker did not answer (or moved)."""
+    return isinstance(exc, KafkaException) and is_transient(exc)
+
+
+def cluster_asker(bootstrap: str) -> Callable[[float], None]:
+    """A ``DescribeCluster`` of the brokers of ``bootstrap`` through an admin client of
+    its own (with the user's client properties; no topic named, none created), bounded
+    by the seconds given; raises when there is no answer."""
+    admin = AdminClient(admin_config(bootstrap, log_level=0))
+
+    def ask(timeout_s: float) -> None:
+        try:
+            admin.describe_cluster(request_timeout=timeout_s).result(timeout=timeout_s + 1)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else exc
+            raise ConnectionError(err.str() if isinstance(err, KafkaError) else str(err)) from None
+
+    return ask
