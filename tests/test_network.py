@@ -100,7 +100,8 @@ def test_bandwidth_keeps_exactly_once(net: tuple[LocalStack, Links]) -> None:
 def test_authority_partition_keeps_exactly_once(net: tuple[LocalStack, Links]) -> None:
     result = _run(net, "authority_partition")
     _exact(result)
-    assert any(e["process"] == "watermark_authority" for e in _events(result, "dependency_unreachable")), result
+    said = _events(result, "dependency_unreachable")
+    assert any(e["process"] == "watermark_authority" for e in said), result
 
 
 @pytest.mark.negative_control
