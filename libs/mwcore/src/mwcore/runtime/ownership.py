@@ -130,7 +130,7 @@ class Ownership:
         token = store.grant(iid, self.cfg.worker_id)
         snapshot = store.recover(iid, token)
         t1 = time.monotonic()
-        witnessed_commits = self._witnessed_commits(iid, snapshot.commits)
+        witnessed_commits = self._witnessed_commits(iid, token, snapshot.commits)
         t2 = time.monotonic()
         interval = Interval(iid, snapshot, self.deps, careful_until=self.careful.pop(index, None))
         interval.reports.witness(witnessed_commits)
@@ -155,9 +155,16 @@ class Ownership:
         self._on_acquired(interval)
         return interval
 
-    def _witnessed_commits(self, iid: IntervalId, store_commits: int) -> int:
+    def _witnessed_commits(self, iid: IntervalId, token: str, store_commits: int) -> int:
         """What Kafka witnessed of the interval's commits; a store behind it lost
-        committed checkpoints: stop (``StoreRollbackError``) before producing anything."""
+        committed checkpoints: stop (``StoreRollbackError``) before producing anything.
+
+        The witness is read after the store, so a store behind it may only mean that the
+        interval moved on in between: a taking over that took long (a slow link to
+        Redis: seconds per read) outlasted this worker's membership, and the interval's
+        next owner committed and witnessed more. The store is read again: if it has
+        caught up with the witness, nothing was lost; this worker's token is no longer
+        current, and its first commit is fenced as any zombie's."""
         self.witness.forget(iid.index)
         if self.consumer is None:
             return store_commits
@@ -167,6 +174,18 @@ class Ownership:
                 event = "rollback_accepted" if self.cfg.accept_store_rollback else "rollback_ignored"
                 log.warning(event, interval=str(iid), store=store_commits, witness=witnessed_commits)
             return min(witnessed_commits, store_commits)
+        if witnessed_commits > store_commits:
+            now = self.deps.store.recover(iid, token).commits
+            if now >= witnessed_commits:
+                log.warning(
+                    "interval_moved_on",
+                    interval=str(iid),
+                    token=token,
+                    read=store_commits,
+                    store=now,
+                    witness=witnessed_commits,
+                )
+                return witnessed_commits
         self.witness.check(str(iid), store_commits, witnessed_commits)
         return witnessed_commits
 
