@@ -31,7 +31,10 @@ def _probe(switch: Switch) -> tuple[Probe, Dependency]:
     return Probe("worker", [dep]), dep
 
 
-def test_an_outage_is_said_once_shown_in_healthz_and_counted_then_its_end_is_said() -> None:
+def test_an_outage_is_said_once_shown_in_healthz_and_counted_then_its_end_is_said(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(reachability, "HEALTH_GRACE_S", 0.0)
     switch = Switch()
     probe, dep = _probe(switch)
     with structlog.testing.capture_logs() as logs:
@@ -65,7 +68,22 @@ def test_a_long_outage_is_said_again(monkeypatch: pytest.MonkeyPatch) -> None:
     assert {m.name: m.samples[0].value for m in probe.families()}["mw_dependency_outages"] == 1
 
 
-def test_a_silent_timeout_says_how_long_it_waited() -> None:
+def test_a_short_outage_does_not_turn_healthz(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Redis restart the clients ride out: logged, counted, but /healthz stays 200
+    (``tests/test_metrics.py`` restarts Redis under a worker and expects it)."""
+    switch = Switch()
+    probe, dep = _probe(switch)
+    switch.down = "Connection refused"
+    probe.ask(dep)
+    assert probe.problem() is None
+    assert {m.name: m.samples[0].value for m in probe.families()}["mw_dependency_up"] == 0
+    monkeypatch.setattr(reachability, "HEALTH_GRACE_S", 0.0)
+    assert probe.problem() is not None
+
+
+def test_a_silent_timeout_says_how_long_it_waited(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reachability, "HEALTH_GRACE_S", 0.0)
+
     def silent(timeout_s: float) -> None:
         raise TimeoutError()
 

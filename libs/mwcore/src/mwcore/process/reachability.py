@@ -17,7 +17,8 @@ What an operator sees:
 - a log line when a dependency stops answering (``dependency_unreachable``, with the
   address and the error), again every ``REPEAT_S`` while it lasts (with how long),
   and one when it answers again (``dependency_reachable``, with how long it was out);
-- ``/healthz``: 503 with ``cannot reach Redis at 127.0.0.1:6379 for 4 s: ...``;
+- ``/healthz``: 503 with ``cannot reach Redis at 127.0.0.1:6379 for 4 s: ...``, once
+  it has lasted ``HEALTH_GRACE_S`` (a restart the clients ride out does not count);
 - metrics: ``mw_dependency_up{dependency}`` (1 or 0), ``mw_dependency_outages_total``,
   ``mw_dependency_rtt_seconds`` (the last probe's round trip: a slow link shows there).
 
@@ -44,6 +45,9 @@ from mwcore.transport.transient import cluster_asker
 log = structlog.get_logger("mwcore.process.reachability")
 
 REPEAT_S = 10.0  # while unreachable, said again this often
+# /healthz says so once it has lasted this long: a restart of a second or two (which the
+# clients ride out) does not turn a process unhealthy, nor is it said after it is over
+HEALTH_GRACE_S = 3.0
 PRODUCTS = {"redis": "Redis", "broker": "the Kafka broker"}
 
 
@@ -59,7 +63,7 @@ class Dependency:
     rtt_s: float = 0.0
 
     def problem(self, now: float) -> str | None:
-        if self.down_since is None:
+        if self.down_since is None or now - self.down_since < HEALTH_GRACE_S:
             return None
         return (
             f"cannot reach {PRODUCTS.get(self.name, self.name)} at {self.address} "
