@@ -141,7 +141,7 @@ def test_the_compose_tests_window_check_catches_each_kind_of_wrong_window() -> N
     ids, and one beyond the logs; a re-sent record (the same id) is no problem."""
     from collections import Counter
 
-    from tests.support.compose_stack import window_problems
+    from testbed.compose_project import window_problems
 
     logs = Counter({("en:a", 1000): 3, ("en:b", 1000): 1, ("en:a", 2000): 2, ("en:a", 9000): 5})
 

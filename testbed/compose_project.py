@@ -29,7 +29,7 @@ from services.injector.scenario import Scenario
 from services.injector.truth import recount
 from testbed import images
 from testbed.engine import start_engine
-from tests.conftest import ROOT
+from testbed.images import ROOT
 
 PROBE = Path(__file__).with_name("compose_probe.py")
 LABEL = "com.docker.compose.project"
@@ -179,6 +179,44 @@ class ComposeProject:
 
     def down(self) -> None:
         self.compose("down", "-v", "--remove-orphans", "--timeout", "10", timeout=300)
+
+
+@contextmanager
+def project(workdir: Path, *extra_env: Path) -> Iterator[ComposeProject]:
+    """A project up (healthy), its logs saved beside its files and taken down after."""
+    p = ComposeProject(workdir, extra_env)
+    try:
+        p.up()
+        yield p
+    finally:
+        p.save_logs()  # compose.log beside the project's files
+        p.down()
+
+
+def output_watermark(got: dict[str, Any], name: str) -> int:
+    return int(got["watermarks"][name]["output"])
+
+
+def running_from(p: ComposeProject, seconds: int) -> int:
+    """Event time ``seconds`` into the run, once the windower has passed it."""
+    at = p.first_second() + seconds * 1000
+    p.wait_watermark("windower", at, 240)
+    return at
+
+
+def broker_killed_and_back(p: ComposeProject, broker: str = "kafka-2", down_s: float = 10.0) -> list[str]:
+    """On the ``three-brokers`` profile: ``broker`` killed 15 s into the run, brought back
+    ``down_s`` later; what is wrong with the windows 25 s past the kill (empty: none
+    lost, none twice)."""
+    services = {s["Service"] for s in p.services()}
+    if not services >= {"kafka", "kafka-2", "kafka-3"}:
+        return [f"not the three-brokers profile: {sorted(services)}"]
+    at = running_from(p, 15)
+    p.compose("kill", broker)
+    time.sleep(down_s)
+    p.up(broker)
+    got = p.wait_output("windower", at + 25_000, 300)
+    return exact_counts(p, got, output_watermark(got, "windower") - 1000)
 
 
 def exact_counts(project: ComposeProject, got: dict[str, Any], horizon: int) -> list[str]:
