@@ -107,10 +107,12 @@ def test_authority_partition_keeps_exactly_once(net: tuple[LocalStack, Links]) -
 @pytest.mark.negative_control
 def test_negative_control_fencing_off_a_redis_partition_is_caught(net: tuple[LocalStack, Links]) -> None:
     """With the token check off, a worker's commit held by a partition lands after its
-    intervals moved to another worker: the checker sees it."""
+    intervals moved to another worker: the checker sees it. What it breaks depends on
+    what the stale commit rolled back and who read it after (a key's state, its running
+    sums, its timers), so any check counts; three partitions, as two sometimes rolled
+    back only what the next owner wrote again (on a loaded CI run, none was caught)."""
     env = '{"MW_UNSAFE_DISABLE_FENCING": "1"}'
     more = ("--partition", "drop", "--fault-seconds", "12,14", "--worker-env", env)
-    result = _run(net, "partition_redis", *more)
+    result = _run(net, "partition_redis", *more, faults=3)
     assert result["verdict"] == "violated", result
-    checks = result["checks"]
-    assert checks["conflicting_payloads"] + checks["duplicate_outputs"] + checks["wrong_state"] > 0, checks
+    assert sum(result["checks"].values()) > 0, result["checks"]
