@@ -7,7 +7,10 @@ injector -> forward -> stage_count (1 s windows) -> rollup (5 s windows), with
 several seconds of timestamp jitter and some records the injector lets through late.
 Twelve SIGKILLs, each of a live worker or authority; a killed forward stage stays down
 until 5,000 records wait for it in Kafka (four of the kills with one authority, three with
-two shards). Afterwards:
+two shards). Forward is killed once it has caught up (the generator paused until its
+published output watermark reaches the injector's): its last report then holds nothing
+back, and only the authority's count of the records waiting in Kafka keeps the window
+stage's watermark behind them. Afterwards:
 
 - every published watermark is at least the one published before it (I-7);
 - no event-time timer fired early: no window saw a record after its timer (I-8);
@@ -67,9 +70,12 @@ FORWARD_HOLD_MAX_S = 12.0
 T0 = 1_000_000
 
 
-def generate(inj: Injector, stop: threading.Event, result: dict[str, object]) -> None:
+def generate(
+    inj: Injector, stop: threading.Event, paused: threading.Event, result: dict[str, object]
+) -> None:
     """Event time advances 4 ms per record; each record is up to JITTER_MS older than
-    that; every LATE_EVERY-th record is made late (older than the reported watermark)."""
+    that; every LATE_EVERY-th record is made late (older than the reported watermark).
+    While ``paused`` is set nothing is sent (the pace resumes where it was)."""
     rng = random.Random(7)
     truth: Counter[tuple[str, int]] = Counter()
     late: list[bytes] = []  # ids of the records sent late
@@ -77,6 +83,11 @@ def generate(inj: Injector, stop: threading.Event, result: dict[str, object]) ->
     for i in range(RECORDS):
         if stop.is_set():
             break
+        if paused.is_set():
+            began = time.monotonic()
+            while paused.is_set() and not stop.is_set():
+                time.sleep(0.01)
+            start += time.monotonic() - began
         base = T0 + i * 4
         key = f"k{rng.randrange(KEYS)}"
         if i % LATE_EVERY == LATE_EVERY - 1 and inj.reported > T0 + JITTER_MS:
@@ -145,8 +156,9 @@ def run_pipeline(
     )
     inj.start()
     stop = threading.Event()
+    paused = threading.Event()
     result: dict[str, object] = {}
-    gen = Background(generate, inj, stop, result)
+    gen = Background(generate, inj, stop, paused, result)
     problems: list[str] = []
     try:
         for name in ("forward", "stage_count", "rollup"):
@@ -160,9 +172,12 @@ def run_pipeline(
             time.sleep(rng.uniform(1.5, 3.5))  # the pace of the kills
             pub.poll()
             victim = procs[rng.choice(sorted(procs))]
+            if victim.name == "forward":
+                caught_up(inj, pub, paused)
             waiting_from = inj.reported  # what forward reads after this is at least as new
             victim.kill()
             kills += 1
+            paused.clear()
             if victim.name == "forward":
                 hold_forward(inj, waiting_from, gen)
             victim.start()
@@ -185,6 +200,22 @@ def run_pipeline(
     truth: Counter[tuple[str, int]] = result["truth"]  # type: ignore[assignment]
     late_ids: list[bytes] = result["late"]  # type: ignore[assignment]
     return problems + check_pipeline(stack, registry, namespace, truth, late_ids)
+
+
+def caught_up(inj: Injector, pub: Published, paused: threading.Event, timeout: float = 10.0) -> None:
+    """Pause the generator until forward's published output watermark reaches the
+    injector's (it holds nothing back: what it has read is sent and reported), up to
+    ``timeout`` (printed: how long it took, or that it did not)."""
+    paused.set()
+    began = time.monotonic()
+    while pub.output("forward") < inj.reported and time.monotonic() - began < timeout:
+        time.sleep(0.05)
+    behind = inj.reported - pub.output("forward")
+    print(
+        f"forward caught up in {time.monotonic() - began:.1f} s"
+        if behind <= 0
+        else f"forward {behind} ms behind"
+    )
 
 
 def hold_forward(inj: Injector, waiting_from: int, generating: Background) -> None:
