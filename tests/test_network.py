@@ -40,7 +40,7 @@ def net() -> Iterator[tuple[LocalStack, Links]]:
 
 def _run(net: tuple[LocalStack, Links], kind: str, *more: str, faults: int = 2) -> dict[str, Any]:
     args = ["--network", "--kinds", kind, "--faults", str(faults), "--workers", str(WORKERS)]
-    args += ["--gap", "1", "--rate", "300", "--settle", "6", "--fault-seconds", "2,4", *more]
+    args += ["--gap", "1", "--rate", "300", "--settle", "4", "--fault-seconds", "2,4", *more]
     result = run_mixed(parse(args), on=net)
     assert result["faults"] == {kind: faults}, result
     return result
