@@ -4,12 +4,14 @@ emitted by an event-time timer at its end once the input watermark has passed it
 
 from __future__ import annotations
 
-from mwcore import Computation, Context, Input, JsonCodec, Output, Record, TimeDomain, Timer
+from bench.keyed_count import PRODUCTIONS
+from mwcore import Computation, Context, Input, JsonCodec, Options, Output, Record, TimeDomain, Timer
 
 WINDOW_MS = 1000
 
 
 class WindowedCount(Computation):
+    options = Options(productions=PRODUCTIONS)
     name = "windowed_count"
     inputs = (Input("events", schema="mw.bench.Event"),)
     outputs = (Output("windows", schema="mw.bench.ChaosWindow"),)

@@ -31,7 +31,7 @@ from mwcore.tools.stack.localstack import LocalStack
 from mwcore.transport.topics import end_offsets, partition_counts, topic_name
 from testbed.procs import joined, wait_until
 from testbed.wire import source_writer
-from tests.support.running_sum import Deployment, Injector, make_inputs, verify
+from tests.support.running_sum import Deployment, Injector, fired_points, make_inputs, verify
 
 KILLS = 12  # the storm goes on until this many SIGKILLs, each fault point among them
 STORM_S = 300  # and fails if that takes longer
@@ -84,7 +84,7 @@ def test_crash_storm_keeps_exactly_once(
         deadline = time.monotonic() + STORM_S
         next_outside = time.monotonic() + rng.uniform(5, 15)
         while True:
-            fired = _fired(fault_log)
+            fired = fired_points(fault_log)
             external = sum(w.kills for w in workers)  # SIGKILLs of a live worker from outside
             kills = external + sum(fired.values())
             if kills >= KILLS and all(fired.get(p, 0) >= 1 for p in points):
@@ -283,12 +283,3 @@ def test_negative_control_unchecked_weak_productions_are_lost(
     problems = run_weak(authorizing_stack, registry, namespace, tmp_path, MW_UNSAFE_UNCHECKED_WEAK="1")
     print("negative control found:", *problems, sep="\n  ")
     assert any("productions lost" in p for p in problems), problems
-
-
-def _fired(path: Path) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            point = json.loads(line)["point"]
-            counts[point] = counts.get(point, 0) + 1
-    return counts

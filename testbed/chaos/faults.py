@@ -71,6 +71,7 @@ class Run:
     # network faults: (t, wall t, t healed)
     link_faults: list[tuple[float, float, float]] = field(default_factory=list)
     ends: list[float] = field(default_factory=list)  # when each fault's inject returned (healed)
+    computation: str = "testbed.chaos.pipeline:ChaosCount"  # --delivery transactional: its variant
 
     def env(self, slot: str) -> dict[str, str]:
         env = worker_env(self.stack, self.namespace, MW_WATERMARK="authority", MW_LOG_LEVEL="info")
@@ -84,9 +85,7 @@ class Run:
         self.authority.start(MW_AUTHORITY_BLOCK_MS="10")
         for k in range(n_workers):
             env = self.env(f"w{k}")
-            self.workers.append(
-                WorkerProc("testbed.chaos.pipeline:ChaosCount", env, self.log_dir, f"w{k}").start()
-            )
+            self.workers.append(WorkerProc(self.computation, env, self.log_dir, f"w{k}").start())
 
     def supervise(self, restart_after: float) -> None:
         """What a supervisor (compose's restart policy, systemd) does: start again a

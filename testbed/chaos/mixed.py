@@ -27,6 +27,8 @@ from testbed.chaos.actors import INTERVALS, Feeder, Monitor, connect, drain_stat
 from testbed.chaos.check import Findings, check
 from testbed.chaos.faults import Run, schedule
 from testbed.chaos.links import Links
+from testbed.chaos.pipeline import ChaosCount
+from testbed.outside import read_committed
 from testbed.procs import ROOT
 
 _RUNS = itertools.count()
@@ -64,6 +66,13 @@ def run_mixed(args: argparse.Namespace, on: tuple[LocalStack, Links | None] | No
         return _run_on(args, stack, None)
 
 
+# --delivery -> the workers' computation
+COMPUTATIONS = {
+    "strong": "testbed.chaos.pipeline:ChaosCount",
+    "transactional": "testbed.chaos.pipeline:TransactionalChaosCount",
+}
+
+
 def _run_on(args: argparse.Namespace, stack: LocalStack, links: Links | None) -> dict[str, Any]:
     kinds = tuple(k for k in args.kinds.split(",") if k)
     plan = schedule(args.faults, args.seed, kinds)
@@ -79,6 +88,7 @@ def _run_on(args: argparse.Namespace, stack: LocalStack, links: Links | None) ->
         links=links,
         fault_seconds=args.fault_seconds,
         partition=args.partition,
+        computation=COMPUTATIONS[args.delivery],
     )
     feeder = Feeder(stack, registry, namespace, args.rate, args.seed)
     monitor = Monitor(stack.redis_url, namespace)
@@ -113,7 +123,14 @@ def _run_on(args: argparse.Namespace, stack: LocalStack, links: Links | None) ->
     finally:
         run_.halt(feeder, monitor)
     findings = check(stack, connect(stack.redis_url, 5), registry, namespace, feeder.malformed)
-    return _result(args, run_, findings, feeder, stall, progress, after_heal, caught_up - input_end, log_dir)
+    outside = [read_committed(stack.bootstrap, topic_name(namespace, o.stream)) for o in ChaosCount.outputs]
+    catch_up = caught_up - input_end
+    result = _result(args, run_, findings, feeder, stall, progress, after_heal, catch_up, log_dir)
+    # what a read_committed reader outside the kit, which drops no id, sees twice
+    result["outside_duplicates"] = sum(seen.duplicates for seen in outside)
+    if args.delivery == "transactional" and result["outside_duplicates"]:
+        result["verdict"] = "violated"
+    return result
 
 
 @contextlib.contextmanager
@@ -163,6 +180,7 @@ def _result(
         "takeover_during_outage_s": _quantiles(run_.takeover_overlapped_s, 0.5),
         "outage_s": _quantiles(run_.outage_s, 0.5),
         "network": args.network,
+        "delivery": args.delivery,
         # each network fault: from its heal until every interval committed again
         "recovery_after_network_fault_s": _quantiles(run_.recovery_s, 0.5, 0.95),
         "timer_lateness_ms": _quantiles([float(x) for x in f.timer_lateness_ms], 0.5, 0.99),

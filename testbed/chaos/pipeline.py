@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mwcore import Computation, Context, Input, JsonCodec, Output, Record, TimeDomain, Timer
+from mwcore import Computation, Context, Input, JsonCodec, Options, Output, Record, TimeDomain, Timer
 
 WINDOW_MS = 1000
 TIMER_EVERY = 25
@@ -57,3 +57,9 @@ class ChaosCount(Computation):
         else:
             fired = {"key": ctx.key, "tag": timer.tag, "due": timer.timestamp, "fired": ctx.now_ms()}
             ctx.produce("chaos_timers", fired, timer.timestamp)
+
+
+class TransactionalChaosCount(ChaosCount):
+    """The same computation with transactional productions (``--delivery transactional``)."""
+
+    options = Options(productions="transactional")

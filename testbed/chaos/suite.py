@@ -108,6 +108,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--worker-env", type=json.loads, default={}, help="JSON of more worker settings (negative controls)"
     )
+    parser.add_argument(
+        "--delivery",
+        choices=("strong", "transactional"),
+        default="strong",
+        help="the computation's productions (transactional: outside_duplicates must be 0 too)",
+    )
     return parser
 
 

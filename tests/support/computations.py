@@ -163,3 +163,10 @@ class EventSum(RunningSum):
     def schedule_flush(self, ctx: Context, record: Record, st: SumState) -> None:
         end = record.timestamp // 1000 * 1000 + 999
         ctx.timers.set(f"s{end}", end, TimeDomain.EVENT)
+
+
+class TransactionalSum(RunningSum):
+    """The running sum with transactional productions: each checkpoint's productions and
+    its commit witness in one Kafka transaction."""
+
+    options = Options(productions="transactional")

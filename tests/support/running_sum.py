@@ -238,3 +238,13 @@ def verify(
     if wrong_totals:
         problems.append(f"{len(wrong_totals)} keys' last timer total differs, e.g. {wrong_totals[:3]}")
     return problems
+
+
+def fired_points(path: Path) -> dict[str, int]:
+    """How often each fault point fired, as ``MW_FAULT_LOG`` at ``path`` tells."""
+    counts: dict[str, int] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            point = json.loads(line)["point"]
+            counts[point] = counts.get(point, 0) + 1
+    return counts

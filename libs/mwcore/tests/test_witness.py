@@ -117,3 +117,20 @@ def test_a_forgotten_interval_is_not_written_again() -> None:
     kafka.answer(ok=False)
     w.flush(kafka)
     assert len(kafka.writes) == 1 and w.confirmed == {}
+
+
+def test_a_transactional_witness_is_marked_and_its_mark_is_signed() -> None:
+    from mwcore.api.signing import Signer
+    from mwcore.runtime.witness import decode_mark, encode
+
+    assert decode_mark(encode(7, transactional=True)) == (7, True)
+    assert decode_mark(encode(7, transactional=True) + "\x00") == (7, True)  # as a transaction wrote it
+    assert decode_mark(encode(7)) == (7, False)
+    signer = Signer("s" * 32)
+    marked = encode(7, signer, "t", 0, transactional=True)
+    assert decode_mark(marked, signer, "t", 0) == (7, True)
+    count, _, mac = marked.removeprefix("mw:").partition(":")
+    assert decode_mark(f"mw:{count.removesuffix('t')}:{mac}", signer, "t", 0) == (
+        0,
+        False,
+    )  # the mark is in the MAC

@@ -29,6 +29,8 @@ class NegativeControls:
     no_retake: bool = False  # a fenced interval is never taken back (I-11)
     ignore_rollback: bool = False  # a store behind the commit witness is used anyway (I-10)
     no_schema_lookup: bool = False  # writer schemas are not looked up on the schemas topic
+    # transactional productions: the witness written after the transaction, outside it
+    witness_outside_txn: bool = False
     # the watermark authority (watermarks/)
     ignore_backlog: bool = False  # records in the Kafka backlog hold no watermark (I-8)
     accept_stale_reports: bool = False  # reports under a stale token are applied (I-8)

@@ -13,7 +13,7 @@
 //! `value()`, `timestamp()`, `headers()`, `error()`), and the errors met on the way.
 
 use std::collections::HashMap;
-use std::ffi::CString;
+use std::ffi::{c_void, CStr, CString};
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -27,7 +27,8 @@ use crate::transport::message::Msg;
 use crate::transport::polled::{Failed, Polled};
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyString};
+use rdkafka::bindings;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer as _};
 use rdkafka::error::KafkaError;
@@ -278,6 +279,34 @@ impl GroupConsumer {
         }
         py.allow_threads(|| self.inner.commit(&tpl, CommitMode::Sync))
             .map_err(|e| failure(&e))
+    }
+
+    /// This member's group, generation and member id in librdkafka's serialized form
+    /// (`rd_kafka_consumer_group_metadata_write`), as confluent-kafka's
+    /// `consumer_group_metadata()` gives them to `send_offsets_to_transaction`.
+    fn group_metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        // SAFETY: the client is live for `self`'s life; the metadata and the buffer are
+        // freed here, after their bytes are copied.
+        unsafe {
+            let md = bindings::rd_kafka_consumer_group_metadata(self.inner.client().native_ptr());
+            if md.is_null() {
+                return Err(PyException::new_err("not a member of a consumer group"));
+            }
+            let mut buf: *mut c_void = ptr::null_mut();
+            let mut size: usize = 0;
+            let err = bindings::rd_kafka_consumer_group_metadata_write(md, &mut buf, &mut size);
+            bindings::rd_kafka_consumer_group_metadata_destroy(md);
+            if !err.is_null() {
+                let text = CStr::from_ptr(bindings::rd_kafka_error_string(err))
+                    .to_string_lossy()
+                    .into_owned();
+                bindings::rd_kafka_error_destroy(err);
+                return Err(PyException::new_err(text));
+            }
+            let bytes = PyBytes::new(py, std::slice::from_raw_parts(buf as *const u8, size));
+            bindings::rd_kafka_mem_free(ptr::null_mut(), buf);
+            Ok(bytes)
+        }
     }
 
     /// Leave the group (revocation callbacks run; an assignment still waiting in the

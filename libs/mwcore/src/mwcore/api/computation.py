@@ -78,12 +78,16 @@ class Options:
 
     ``productions="weak"`` sends productions before the checkpoint (lower latency, for
     idempotent code); those not yet acknowledged when the batch commits are
-    checkpointed with it. ``"strong"`` checkpoints them first and sends them after. ``exactly_once=False``
-    skips record-id deduplication (at-least-once for inputs re-sent upstream).
+    checkpointed with it. ``"strong"`` checkpoints them first and sends them after.
+    ``"transactional"`` checkpoints them first and sends each checkpoint's in a Kafka
+    transaction with its commit witness: a ``read_committed`` reader outside the kit
+    sees each production once, even across crashes (``runtime/transactional.py``).
+    ``exactly_once=False`` skips record-id deduplication (at-least-once for inputs
+    re-sent upstream).
     """
 
     exactly_once: bool = True
-    productions: Literal["strong", "weak"] = "strong"
+    productions: Literal["strong", "weak", "transactional"] = "strong"
     start_from: Literal["earliest", "latest"] = "earliest"
     # Records an injector let through behind its watermark: "route" sends them, as
     # they came, to ``<name>.late`` (header mw-late-ms: how late); "drop" only counts.
@@ -133,8 +137,8 @@ class Computation:
                         check_wire(value, f"{where}: {stream.stream!r} {attr}")
                     except ValueError as exc:
                         raise ConfigError(str(exc)) from None
-        if cls.options.productions not in ("strong", "weak"):
-            raise ConfigError(f"{where}: options.productions must be 'strong' or 'weak'")
+        if cls.options.productions not in ("strong", "weak", "transactional"):
+            raise ConfigError(f"{where}: options.productions must be 'strong', 'weak' or 'transactional'")
         if cls.options.late not in ("route", "drop"):
             raise ConfigError(f"{where}: options.late must be 'route' or 'drop'")
         if cls.partitions < 1:

@@ -7,7 +7,9 @@ point fires, a JSON line naming it (plus what the caller describes) is appended 
 ``MW_FAULT_LOG`` and the process sends itself SIGKILL, or SIGSTOP (a zombie to be).
 Points: ``mid_batch``, ``before_commit`` (of a batch with productions),
 ``after_commit``, ``after_produce`` (acknowledged, deletion not yet committed),
-``in_timer``. With no spec nothing fires and a call costs one dict lookup.
+``in_timer``, ``in_transaction`` and ``after_transaction`` (transactional productions:
+sent with the witness, the transaction not yet committed; committed, its outcome not yet
+taken). With no spec nothing fires and a call costs one dict lookup.
 """
 
 from __future__ import annotations
@@ -23,7 +25,15 @@ from typing import Any
 
 from mwcore.errors import ConfigError
 
-POINTS = ("mid_batch", "before_commit", "after_commit", "after_produce", "in_timer")
+POINTS = (
+    "mid_batch",
+    "before_commit",
+    "after_commit",
+    "after_produce",
+    "in_timer",
+    "in_transaction",
+    "after_transaction",
+)
 
 
 @dataclass

@@ -375,6 +375,10 @@ class Interval:
         self.deps.on_error("production_refused", {"topic": production.topic, "error": error})
         return dead
 
+    def refuse(self, production: Production, why: str, error: str) -> Production:
+        """The dead letter that replaces a production the broker refuses for good."""
+        return self._refused(production, why, error)
+
     def flush_weak(self) -> None:
         """Hand the weak productions of the last calls to the outbox for sending."""
         weak = self.applier.take_weak()

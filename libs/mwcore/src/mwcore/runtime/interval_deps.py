@@ -39,6 +39,7 @@ class IntervalDeps:
     record_latency: bool = False  # keep each batch's record timestamps (benchmarks)
     on_error: Callable[[str, dict[str, Any]], None] = lambda event, info: None
     clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000
+    topic_partitions: dict[str, int] = field(default_factory=dict)  # of what it reads and writes
 
     @property
     def whole_state_bytes(self) -> int:

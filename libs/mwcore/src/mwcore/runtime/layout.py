@@ -51,7 +51,7 @@ class Layout:
             late=late,
         )
 
-    def create_topics(self, bootstrap: str) -> None:
+    def topic_partitions(self) -> dict[str, int]:
         """Every topic it reads and writes, with the computation's partition counts."""
         n = self.comp.partitions
         topics = dict.fromkeys(self.inputs, n)
@@ -60,7 +60,10 @@ class Layout:
         topics[self.dead_letters] = 1
         if self.late:
             topics[self.late] = 1
-        ensure_topics(bootstrap, topics)
+        return topics
+
+    def create_topics(self, bootstrap: str) -> None:
+        ensure_topics(bootstrap, self.topic_partitions())
 
     def wires(self, wire: Wire, read_also: Wire | None) -> dict[str, tuple[Wire, Wire | None]]:
         """topic -> (the framing written and read, the other one read too) of each input

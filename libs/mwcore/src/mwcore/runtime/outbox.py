@@ -292,6 +292,22 @@ class Outbox:
         out, self.to_send = self.to_send, []
         return out
 
+    @property
+    def has_unsent(self) -> bool:
+        """A checkpointed batch not sent yet: held for the witness, released, or failed."""
+        return bool(self.held or self.to_send or self.to_isolate)
+
+    def take_unsent(self) -> list[OutboxBatch]:
+        """Every batch not sent yet, in checkpoint order (a transaction sends them with
+        the witness that covers them: ``runtime/transactional.py``)."""
+        out = [b for _, b in self.held] + self.to_isolate + self.to_send
+        self.held, self.to_isolate, self.to_send = [], [], []
+        return out
+
+    def put_back(self, batches: list[OutboxBatch]) -> None:
+        """Batches of a transaction that was aborted: sent again with the next one."""
+        self.to_send = batches + self.to_send
+
 
 def _merge(a: Segment, b: Segment) -> Segment:
     return Segment(a.topic, a.partition, max(a.end, b.end), min(a.min_ts, b.min_ts), a.count + b.count)

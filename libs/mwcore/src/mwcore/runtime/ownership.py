@@ -27,6 +27,7 @@ from mwcore.runtime.effects import RedoCareful
 from mwcore.runtime.health import Health
 from mwcore.runtime.interval import Interval
 from mwcore.runtime.interval_deps import IntervalDeps
+from mwcore.runtime.transactional import Transactions
 from mwcore.runtime.witness import Witness
 from mwcore.store.interface import IntervalId
 from mwcore.transport.consumer import BEGINNING, Member, Part
@@ -43,6 +44,7 @@ class Ownership:
         health: Health,
         on_acquired: Callable[[Interval], None],  # re-send its pending productions
         on_revoked: Callable[[list[Interval]], dict[str, int]],  # drain: commit, flush, release
+        transactions: Transactions | None = None,  # productions="transactional"
     ) -> None:
         self.deps = deps
         self.cfg = deps.config
@@ -52,6 +54,9 @@ class Ownership:
         self.health = health
         self._on_acquired = on_acquired
         self._on_revoked = on_revoked
+        # With transactional productions the witness is written in the transactions
+        # alone, and each interval's producer takes its transactional id over at acquisition
+        self.transactions = transactions
         self.intervals: dict[int, Interval] = {}
         self.consumer: Member | None = None
         self.retakes: dict[int, float] = {}  # fenced interval -> when to try to take it back
@@ -104,12 +109,16 @@ class Ownership:
         took = self._on_revoked([self.intervals[i] for i in sorted(indexes) if i in self.intervals])
         for index in indexes:
             self.intervals.pop(index, None)
+            if self.transactions is not None:  # after the drain: its last transaction sent
+                self.transactions.close(index)
         log.info("revoked", computation=self.name, intervals=sorted(indexes), **took)
 
     def _on_lost(self, parts: list[Part]) -> None:
         for p in parts:
             self.intervals.pop(p.partition, None)
             self._forget(p.partition)
+            if self.transactions is not None:
+                self.transactions.close(p.partition)
         log.warning("partitions_lost", computation=self.name)
 
     def _forget(self, index: int) -> None:
@@ -128,6 +137,8 @@ class Ownership:
         store = self.deps.store
         t0 = time.monotonic()
         token = store.grant(iid, self.cfg.worker_id)
+        if self.transactions is not None:  # an earlier owner's open transaction aborted
+            self.transactions.open(index)
         snapshot = store.recover(iid, token)
         t1 = time.monotonic()
         witnessed_commits = self._witnessed_commits(iid, token, snapshot.commits)
@@ -136,7 +147,9 @@ class Ownership:
         interval.reports.witness(witnessed_commits)
         self.intervals[index] = interval
         self.health.progressed(index)
-        if witnessed_commits < snapshot.commits:  # re-sent productions wait for the witness to catch up
+        if self.transactions is not None:  # what the witness covers is in Kafka already
+            self.transactions.recovered(interval, witnessed_commits, self._ends_of)
+        elif witnessed_commits < snapshot.commits:  # re-sent productions wait for the witness to catch up
             self.witness.want(index, snapshot.commits, interval.committed_positions)
         log.info(
             "interval_acquired",
@@ -189,6 +202,13 @@ class Ownership:
         self.witness.check(str(iid), store_commits, witnessed_commits)
         return witnessed_commits
 
+    def _ends_of(self, topics: list[str]) -> dict[tuple[str, int], int]:
+        """Each partition's end now, of ``topics`` (those the layout names: as many
+        partitions as it gives them)."""
+        assert self.consumer is not None
+        counts = self.deps.topic_partitions
+        return {(t, p): self.consumer.end_offset(Part(t, p)) for t in topics for p in range(counts.get(t, 1))}
+
     # -- fencing -----------------------------------------------------------------------------
 
     def fenced(self, interval: Interval, exc: FencedError) -> None:
@@ -202,6 +222,8 @@ class Ownership:
             return
         self.intervals.pop(index, None)
         self.witness.forget(index)
+        if self.transactions is not None:
+            self.transactions.close(index)
         if self.consumer is not None:
             self.consumer.pause(self.parts(index))
         delay = 0.0 if exc.store_restarted else self.deps.tuning.refence_backoff_s
@@ -222,6 +244,8 @@ class Ownership:
         index = interval.id.index
         self.intervals.pop(index, None)
         self.witness.forget(index)
+        if self.transactions is not None:
+            self.transactions.close(index)
         self.careful[index] = dict(interval.positions)
         if self.consumer is not None:
             self.consumer.pause(self.parts(index))
@@ -253,3 +277,5 @@ class Ownership:
         self.intervals.clear()
         self.retakes.clear()
         self.careful.clear()
+        if self.transactions is not None:
+            self.transactions.close_all()

@@ -23,6 +23,7 @@ from mwcore.runtime.counters import Counters
 from mwcore.runtime.interval import Interval
 from mwcore.runtime.latency import LatencyRecorder
 from mwcore.runtime.ownership import Ownership
+from mwcore.runtime.transactional import Transactions
 from mwcore.runtime.watermark_reporter import WatermarkReporter
 from mwcore.runtime.witness import Witness
 from mwcore.store.interface import CheckpointStore
@@ -44,6 +45,7 @@ class Worker(Protocol):
     witness: Witness
     reporter: WatermarkReporter
     ownership: Ownership
+    transactions: Transactions | None
     turns: CommitTurns
     counters: Counters
     latencies: LatencyRecorder | None
@@ -107,6 +109,12 @@ def witness_now(w: Worker, intervals: list[Interval]) -> None:
     send what it releases."""
     if w.consumer is None:
         return
+    if w.transactions is not None:  # the witness is written in each interval's transaction
+        for interval in intervals:
+            if interval.id.index in w.intervals:
+                w.send(interval)
+        w.release_witnessed()
+        return
     for interval in intervals:  # also what asynchronous writes in flight cover
         if interval.id.index in w.intervals and not interval.is_witnessed():
             w.witness.want(interval.id.index, interval.commits, dict(interval.committed_positions))
@@ -147,6 +155,8 @@ def shutdown(w: Worker) -> None:
     else:
         took = drain(w, list(w.intervals.values()), SHUTDOWN_ACKS_S)
         release(w.store, list(w.intervals.values()))
+    if w.transactions is not None:
+        w.transactions.close_all()
     w.turns.close()
     w.reporter.close()
     if w.consumer is not None:

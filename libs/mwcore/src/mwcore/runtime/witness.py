@@ -52,29 +52,48 @@ class Committer(Protocol):
     def committed(self, parts: Iterable[Part], timeout: float = 10.0) -> list[Offset]: ...
 
 
-def _mac(signer: Signer, topic: str, partition: int, commits: int) -> str:
-    return signer.mac(b"mw-witness", f"{topic}\0{partition}\0{commits}".encode()).hex()
+_TXN = "t"  # after the count: written in a transaction with the checkpoint's productions
 
 
-def encode(commits: int, signer: Signer = UNSIGNED, topic: str = "", partition: int = 0) -> str:
+def _mac(signer: Signer, topic: str, partition: int, count: str) -> str:
+    return signer.mac(b"mw-witness", f"{topic}\0{partition}\0{count}".encode()).hex()
+
+
+def encode(
+    commits: int, signer: Signer = UNSIGNED, topic: str = "", partition: int = 0, transactional: bool = False
+) -> str:
+    """``mw:<commits>`` (``t`` after it when written in a transaction with the
+    checkpoint's productions: they are in Kafka), and with a secret its MAC."""
+    count = f"{commits}{_TXN if transactional else ''}"
     if not signer.enabled:
-        return f"{_PREFIX}{commits}"
-    return f"{_PREFIX}{commits}:{_mac(signer, topic, partition, commits)}"
+        return f"{_PREFIX}{count}"
+    return f"{_PREFIX}{count}:{_mac(signer, topic, partition, count)}"
+
+
+def decode_mark(
+    metadata: str | None, signer: Signer = UNSIGNED, topic: str = "", partition: int = 0
+) -> tuple[int, bool]:
+    """The commit count in an offset's metadata (0: none, written by something else, or
+    with a secret, not signed with it), and whether it was written in a transaction.
+    (confluent-kafka's ``send_offsets_to_transaction`` writes the metadata with its C
+    string's NUL, which librdkafka's reader of the native core keeps: it is dropped.)"""
+    if metadata:
+        metadata = metadata.rstrip("\x00")
+    if not metadata or not metadata.startswith(_PREFIX) or len(metadata) > 200:
+        return 0, False
+    count, _, mac = metadata[len(_PREFIX) :].partition(":")
+    digits = count.removesuffix(_TXN)
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
+        return 0, False
+    if signer.enabled and mac != _mac(signer, topic, partition, count):
+        REJECTED.reject(topic, partition, -1, RejectedRecord("bad_mac", f"witness {count[:40]}"))
+        return 0, False
+    return int(digits), digits != count
 
 
 def decode(metadata: str | None, signer: Signer = UNSIGNED, topic: str = "", partition: int = 0) -> int:
-    """The commit count in an offset's metadata (0: none, written by something else, or
-    with a secret, not signed with it)."""
-    if not metadata or not metadata.startswith(_PREFIX) or len(metadata) > 200:
-        return 0
-    count, _, mac = metadata[len(_PREFIX) :].partition(":")
-    if not (count.isascii() and count.isdigit() and len(count) <= 18):
-        return 0
-    commits = int(count)
-    if signer.enabled and mac != _mac(signer, topic, partition, commits):
-        REJECTED.reject(topic, partition, -1, RejectedRecord("bad_mac", f"witness {count[:40]}"))
-        return 0
-    return commits
+    """The commit count alone (``decode_mark``)."""
+    return decode_mark(metadata, signer, topic, partition)[0]
 
 
 class Witness:
@@ -98,6 +117,8 @@ class Witness:
         self.topics = list(topics)
         self.signer = signer
         self.confirmed: dict[int, int] = {}  # index -> highest commit count Kafka confirmed
+        # index -> whether the count ``read`` found was written in a transaction
+        self.transactional: dict[int, bool] = {}
         self._wanted: dict[int, tuple[int, dict[str, int]]] = {}  # index -> (commits, positions)
         self.newly_confirmed: set[int] = set()  # indexes whose confirmation moved (for the worker)
         self._clock = clock
@@ -122,6 +143,7 @@ class Witness:
         self._wanted.pop(index, None)
         self._in_flight.pop(index, None)
         self.confirmed.pop(index, None)
+        self.transactional.pop(index, None)
         self.newly_confirmed.discard(index)
 
     @property
@@ -173,6 +195,11 @@ class Witness:
         for index, w in failed.items():
             self._wanted.setdefault(index, w)
 
+    def confirm(self, index: int, commits: int) -> None:
+        """Kafka holds ``commits`` for the interval, written otherwise than by this
+        class (in a transaction: ``runtime/transactional.py``)."""
+        self._confirm(index, commits)
+
     def _confirm(self, index: int, commits: int) -> None:
         if commits > self.confirmed.get(index, -1):
             self.confirmed[index] = commits
@@ -181,9 +208,13 @@ class Witness:
     # -- reads -----------------------------------------------------------------------------
 
     def read(self, consumer: Committer, index: int, timeout: float = 10.0) -> int:
-        """The highest commit count Kafka holds for the interval (0: none)."""
+        """The highest commit count Kafka holds for the interval (0: none); whether it was
+        written in a transaction is kept in ``transactional``."""
         offsets = consumer.committed([Part(t, index) for t in self.topics], timeout=timeout)
-        return max((decode(o.metadata, self.signer, o.topic, o.partition) for o in offsets), default=0)
+        marks = [decode_mark(o.metadata, self.signer, o.topic, o.partition) for o in offsets]
+        commits, txn = max(marks, default=(0, False))
+        self.transactional[index] = txn
+        return commits
 
     def check(self, interval: str, store_commits: int, witnessed_commits: int) -> None:
         if store_commits < witnessed_commits:

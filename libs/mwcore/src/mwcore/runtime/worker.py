@@ -53,6 +53,7 @@ from mwcore.runtime.layout import Layout
 from mwcore.runtime.ownership import Ownership
 from mwcore.runtime.parts import Core
 from mwcore.runtime.reports import ReportDraft
+from mwcore.runtime.transactional import transactions_for
 from mwcore.runtime.watermark_reporter import WatermarkReporter
 from mwcore.runtime.witness import Witness
 from mwcore.serde.avro import SchemaRegistry
@@ -112,6 +113,7 @@ class Worker:
             codec=computation.state,
             inputs=self.layout.bindings(registry, core),
             encoders=self.layout.encoders(registry, core),
+            topic_partitions=self.layout.topic_partitions(),
             dead_letter_topic=self.layout.dead_letters,
             late_topic=self.layout.late,
             exactly_once=computation.options.exactly_once and not config.unsafe.disable_dedup,
@@ -135,6 +137,9 @@ class Worker:
         self._sign = config.signer if config.signer.enabled else None
         self.consumer: Member | None = None
         self.witness = Witness(self.topics, signer=config.signer)
+        self.transactions = transactions_for(  # productions="transactional"
+            computation, config, self.witness, self._group_metadata, (self._sent_by,), self._sign, faults
+        )
         self.health = Health(config.metrics_stall_s)
         self.ownership = Ownership(
             self.deps,
@@ -143,6 +148,7 @@ class Worker:
             self.health,
             self.send,
             functools.partial(stopping.revoked, self),
+            self.transactions,
         )
         self.intervals = self.ownership.intervals  # the intervals it owns, by index
         self.input_watermark = MIN_WATERMARK  # as last read, for metrics
@@ -210,11 +216,15 @@ class Worker:
                 self.faults.point("after_produce", functools.partial(dict, interval=index))
             if interval.has_to_send:  # new weak, or failed and re-queued
                 self.send(interval)
+            elif self.transactions is not None and self.transactions.due(interval):
+                self.send(interval)  # the witness of a checkpoint without productions
         if self.ownership.retakes:
             self.ownership.retake_due()
         now = time.monotonic()
         delay = cfg.max_batch_delay_ms / 1000
         due = [i for i in self.intervals.values() if i.due(now, cfg.max_batch_records, delay)]
+        if self.transactions is not None:  # an interval's next checkpoint waits for its transaction
+            due = [i for i in due if self.transactions.ready(i)]
         if due:
             self.commit(*due, overlap=self.turns.overlapping)
         self.reporter.step(now, self.intervals)
@@ -289,6 +299,8 @@ class Worker:
         for interval in intervals:
             if self.intervals.get(interval.id.index) is not interval:
                 continue  # fenced by the commit just taken
+            if self.transactions is not None and not self.transactions.ready(interval):
+                continue  # an earlier checkpoint's transaction is to be sent again first
             if interval.open_production_ids():  # the zombie test pauses on a batch that has some
                 self.faults.point("before_commit", functools.partial(self._describe, interval))
             try:
@@ -332,7 +344,8 @@ class Worker:
                 self.latencies.add(now_ms, ready.timestamps, ready.arrivals)
             self.faults.point("after_commit", functools.partial(dict, interval=str(interval.id)))
             interval.committed(ready, result)
-            self.witness.want(interval.id.index, result, dict(interval.committed_positions))
+            if self.transactions is None:  # (else written in the interval's transaction)
+                self.witness.want(interval.id.index, result, dict(interval.committed_positions))
             self.send(interval)
         if witness and self.consumer is not None:
             self.witness.flush(self.consumer)
@@ -375,12 +388,21 @@ class Worker:
         }
 
     def send(self, interval: Interval) -> None:
+        if self.transactions is not None:
+            try:
+                self.counters.productions += self.transactions.send(interval)
+            except FencedError as exc:
+                self._fenced(interval, exc)
+            return
         for batch in interval.outbox.take_to_isolate():  # a production refused for good
             interval.outbox.isolate(batch, self._send_alone)
         for batch in interval.take_to_send():
             self.counters.productions += self.sender.send_all(
                 batch.productions, batch, ID_HEADER, self._sent_by, sign=self._sign
             )
+
+    def _group_metadata(self) -> bytes | None:
+        return None if self.consumer is None else self.consumer.group_metadata()
 
     def _send_alone(self, p: Production) -> Any:
         headers = production_headers(p, ID_HEADER, (self._sent_by,), self._sign)

@@ -2,7 +2,9 @@
 their owners, on a cluster with an authorizer (docs/security.md).
 
 Every principal of the pipeline (the authority's and the services') may use the
-namespace's topics (read, write, create, describe) and consumer groups. On top of
+namespace's topics (read, write, create, describe) and consumer groups, and the
+transactional ids under the namespace's prefix (``transport/transactions.py``: write and
+describe, with idempotent writes on the cluster) that transactional productions use. On top of
 that, ``DENY`` bindings (which win over any ``ALLOW``) keep every principal but its
 owner from writing, deleting or reconfiguring an owned topic: ``mw.watermarks`` is
 the authority's, and ``--writer STREAM=PRINCIPAL`` gives a stream one writer (such as
@@ -26,8 +28,11 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from mwcore.errors import ConfigError
 from mwcore.transport.topics import admin_config, topic_name
+from mwcore.transport.transactions import transactional_prefix
 from mwcore.transport.watermark_topic import watermark_topic
 
+# The cluster resource's one name (librdkafka calls its type BROKER, Kafka CLUSTER)
+CLUSTER = "kafka-cluster"
 # What an owner keeps to itself on its topic (others may still read and describe it)
 OWNED = (AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER, AclOperation.ALTER_CONFIGS)
 
@@ -39,7 +44,7 @@ class Acl:
     permission: str  # ALLOW or DENY
     principal: str  # User:name
     operation: str  # ALL, WRITE, ...
-    resource: str  # TOPIC or GROUP
+    resource: str  # TOPIC, GROUP, TRANSACTIONAL_ID or BROKER (the cluster)
     pattern: str  # LITERAL or PREFIXED
     name: str
 
@@ -80,10 +85,15 @@ def pipeline_acls(
     # the default namespace's topics are not prefixed: then every topic is the pipeline's
     topics = ("LITERAL", "*") if namespace == "default" else ("PREFIXED", f"{namespace}.")
     out: list[Acl] = []
+    txn = transactional_prefix(namespace)
     for p in everyone:
         out.append(Acl("ALLOW", p, "ALL", "TOPIC", *topics))
         out.append(Acl("ALLOW", p, "READ", "GROUP", "LITERAL", "*"))
         out.append(Acl("ALLOW", p, "DESCRIBE", "GROUP", "LITERAL", "*"))
+        # transactional productions: each interval's producer under the kit's prefix
+        out.append(Acl("ALLOW", p, "WRITE", "TRANSACTIONAL_ID", "PREFIXED", txn))
+        out.append(Acl("ALLOW", p, "DESCRIBE", "TRANSACTIONAL_ID", "PREFIXED", txn))
+        out.append(Acl("ALLOW", p, "IDEMPOTENT_WRITE", "BROKER", "LITERAL", CLUSTER))
     for topic, owner in sorted(owners.items()):
         for p in everyone:
             if p != owner:

@@ -64,6 +64,7 @@ class Member(Protocol):
     def position(self, part: Part) -> int: ...
     def committed(self, parts: Iterable[Part], timeout: float = 10.0) -> list[Offset]: ...
     def commit(self, offsets: Sequence[Offset], asynchronous: bool = True) -> bool: ...
+    def group_metadata(self) -> bytes: ...
     def close(self) -> None: ...
 
 
@@ -216,6 +217,11 @@ class GroupConsumer:
     def committed(self, parts: Iterable[Part], timeout: float = 10.0) -> list[Offset]:
         got = self._c.committed(_tps(parts), timeout=timeout)
         return [Offset(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in got]
+
+    def group_metadata(self) -> bytes:
+        """This member's group, generation and member id, as a transactional producer's
+        ``send_offsets_to_transaction`` takes them (librdkafka's serialized form)."""
+        return bytes(self._c.consumer_group_metadata())
 
     def commit(self, offsets: Sequence[Offset], asynchronous: bool = True) -> bool:
         """Commit ``offsets``; ``on_committed`` gets what was written (at a later poll,

@@ -152,6 +152,11 @@ class NativeGroupConsumer:
             got = self._c.committed([(p.topic, p.partition) for p in parts], timeout)
         return [Offset(t, p, o, m) for t, p, o, m in got]
 
+    def group_metadata(self) -> bytes:
+        """As ``GroupConsumer.group_metadata`` (the same serialized form)."""
+        with _as_kafka_exception():
+            return bytes(self._c.group_metadata())
+
     def commit(self, offsets: Sequence[Offset], asynchronous: bool = True) -> bool:
         """As ``GroupConsumer.commit``: ``on_committed`` gets what an asynchronous commit
         wrote at a later poll, and what a synchronous one wrote at once."""

@@ -1,0 +1,279 @@
+"""Transactional productions, the worker's side: each durable checkpoint's batches and its
+commit witness in one Kafka transaction (``transport/transactions.py``).
+
+Strong productions are checkpointed, then sent once the witness (written apart, by the
+consumer group's commits) covers their checkpoint; after a crash the next owner sends
+again what was not acknowledged, and readers outside the kit see those copies. Here the
+witness is written *in* the transaction that sends the batches, so:
+
+- **a batch and its witness become visible together or not at all**, to every
+  ``read_committed`` reader;
+- **one transaction at a time per interval**, committed before the interval's next
+  checkpoint is written (``ready``): so the store holds at most the batches of its last
+  checkpoint while the witness is one behind, and a new owner knows which reached Kafka
+  (``recovered``): all of them when the witness covers the store's last checkpoint, none
+  when it is one behind (they are sent again, in a transaction of the new owner's);
+- **a zombie is fenced twice**: the new owner's ``begin`` bumps the producer epoch of the
+  interval's transactional id (the zombie's open transaction is aborted, its next one
+  refused) besides the store's sequencer token; and the group's generation refuses its
+  offsets.
+
+A transaction the broker aborts (a broker restarting, a timeout) is sent again whole
+after ``RETRY_S``; its interval's next checkpoint waits for it. One with a production
+the broker refuses for good (too large, a timestamp out of its window) is aborted, each
+suspect production tried alone in a transaction that is aborted in any case
+(``TransactionalSender.probe``), one refused replaced by its dead letter, and the batch
+sent again.
+
+The negative control ``MW_UNSAFE_WITNESS_OUTSIDE_TXN`` commits the transaction without
+the offsets and writes the witness after it, as strong productions do: a crash between
+the two leaves batches in Kafka the witness does not cover, which the next owner sends
+again (readers outside the kit see each twice).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import structlog
+
+from mwcore.api.computation import Computation
+from mwcore.api.record import ID_HEADER, Production
+from mwcore.api.signing import Signer
+from mwcore.errors import FencedError
+from mwcore.runtime.config import WorkerConfig
+from mwcore.runtime.faults import NO_FAULTS, Faults
+from mwcore.runtime.interval import Interval
+from mwcore.runtime.outbox import OutboxBatch
+from mwcore.runtime.witness import Witness, encode
+from mwcore.transport.message import Header
+from mwcore.transport.producer import refused_for_good
+from mwcore.transport.transactions import Outcome, TransactionalSender, transactional_id
+
+log = structlog.get_logger("mwcore.runtime.worker")
+
+RETRY_S = 0.2  # after an aborted transaction, the next try waits this long
+
+
+class TxnSender(Protocol):
+    """What a turn needs of the interval's producer (``TransactionalSender``)."""
+
+    def begin(self, timeout: float = ...) -> None: ...
+    def commit(
+        self,
+        batches: list[list[Production]],
+        offsets: list[tuple[str, int, int, str]],
+        group_metadata: bytes | None,
+        id_header: str,
+        *extra: Header,
+        sign: Signer | None = ...,
+        timeout: float = ...,
+        before_commit: Callable[[], None] | None = ...,
+    ) -> Outcome: ...
+    def probe(self, production: Production, id_header: str, *extra: Header, timeout: float = ...) -> Any: ...
+    def close(self, timeout: float = ...) -> None: ...
+
+
+# Where a recovered batch's records may be: (topic, partition) -> that partition's end now
+EndsOf = Callable[[list[str]], dict[tuple[str, int], int]]
+
+
+class Transactions:
+    """The transactional producers of one worker's intervals, and their turns."""
+
+    def __init__(
+        self,
+        namespace: str,
+        computation: str,
+        make_sender: Callable[[str], TxnSender],
+        witness: Witness,
+        group_metadata: Callable[[], bytes | None],
+        id_header: str,
+        extra: tuple[Header, ...],
+        sign: Signer | None,
+        witness_outside: bool = False,
+        faults: Faults = NO_FAULTS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.namespace = namespace
+        self.computation = computation
+        self._make = make_sender
+        self.witness = witness
+        self._group_metadata = group_metadata
+        self._id_header = id_header
+        self._extra = extra
+        self._sign = sign
+        self._witness_outside = witness_outside  # the negative control
+        self._faults = faults
+        self._clock = clock
+        self.senders: dict[int, TxnSender] = {}
+        self._retry_at: dict[int, float] = {}
+        self.committed = 0  # transactions committed (for metrics and tests)
+        self.aborted = 0
+
+    # -- ownership -------------------------------------------------------------------------
+
+    def open(self, index: int) -> None:
+        """The interval's producer, its id taken over (before its witness is read: an
+        earlier owner's open transaction is aborted, so the witness read is final)."""
+        self.close(index)
+        sender = self._make(transactional_id(self.namespace, self.computation, index))
+        sender.begin()
+        self.senders[index] = sender
+
+    def close(self, index: int) -> None:
+        self._retry_at.pop(index, None)
+        sender = self.senders.pop(index, None)
+        if sender is not None:
+            sender.close()
+
+    def close_all(self) -> None:
+        for index in list(self.senders):
+            self.close(index)
+
+    def recovered(self, interval: Interval, witnessed: int, ends_of: EndsOf) -> int:
+        """A new owner's recovered batches, against the witness it read: when a
+        transaction wrote a witness that covers them they are in Kafka (settled as
+        delivered, their segments as far as each output partition's end now: a bound
+        for the watermarks that is never too new); else they wait for this owner's first
+        transaction. (A witness written otherwise, by a strong owner before the
+        computation became transactional, covers productions released, not delivered:
+        they are sent again.) How many were settled."""
+        index = interval.id.index
+        self.witness.confirm(index, min(witnessed, interval.commits))
+        if witnessed < interval.commits or not self.witness.transactional.get(index, False):
+            log.debug("transaction_recovered", interval=str(interval.id), witness=witnessed, settled=0)
+            return 0
+        batches = interval.outbox.take_unsent()
+        if not batches:
+            return 0
+        topics = sorted({p.topic for b in batches for p in b.productions})
+        ends = ends_of(topics)
+        for b in batches:
+            written = {p.topic for p in b.productions}
+            mine = {k: e for k, e in ends.items() if k[0] in written}
+            b.settle_all([], mine, dict.fromkeys(mine, len(b.productions)))
+        log.debug("transaction_recovered", interval=str(interval.id), witness=witnessed, settled=len(batches))
+        return len(batches)
+
+    # -- turns -----------------------------------------------------------------------------
+
+    def ready(self, interval: Interval) -> bool:
+        """The interval's next checkpoint may be written: no batch of an earlier one
+        waits for its transaction (so the store never holds batches of two checkpoints
+        the witness does not cover: ``recovered`` relies on it)."""
+        return not interval.outbox.has_unsent
+
+    def due(self, interval: Interval) -> bool:
+        """A transaction is to be sent: batches wait for one, or the witness is behind
+        the last checkpoint (one without productions: its watermark report waits for
+        the witness); and no aborted one is waiting out ``RETRY_S``."""
+        index = interval.id.index
+        if self._clock() < self._retry_at.get(index, 0.0):
+            return False
+        if interval.outbox.has_unsent:
+            return True
+        return bool(interval.committed_positions) and self.witness.confirmed.get(index, -1) < interval.commits
+
+    def send(self, interval: Interval) -> int:
+        """The interval's transaction, if it has something to send or a witness to
+        write: its unsent batches and the witness of its last checkpoint; how many
+        productions it committed. Raises ``FencedError`` when the interval is not this
+        worker's any more."""
+        index = interval.id.index
+        sender = self.senders.get(index)
+        if sender is None or not self.due(interval):
+            return 0
+        commits = interval.commits
+        name = str(interval.id)
+        batches = interval.outbox.take_unsent()
+        offsets = self._offsets(index, commits, interval.committed_positions)
+        outcome = sender.commit(
+            [b.productions for b in batches],
+            [] if self._witness_outside else offsets,
+            self._group_metadata(),
+            self._id_header,
+            *self._extra,
+            sign=self._sign,
+            before_commit=lambda: self._faults.point("in_transaction", lambda: {"interval": name}),
+        )
+        if outcome.status == "committed":
+            n = sum(len(b.productions) for b in batches)
+            log.debug("transaction_committed", interval=name, commits=commits, productions=n)
+            self._faults.point("after_transaction", lambda: {"interval": name})
+            self.committed += 1
+            for batch, tally in zip(batches, outcome.tallies, strict=True):
+                batch.settle_all([], tally.ends, tally.counts)
+            if self._witness_outside:
+                self.witness.want(index, commits, dict(interval.committed_positions))
+            else:
+                self.witness.confirm(index, commits)
+            return n
+        self.aborted += 1
+        interval.outbox.put_back(batches)
+        if outcome.status == "fenced":
+            log.warning("transaction_fenced", interval=str(interval.id), error=outcome.error)
+            raise FencedError(str(interval.id), interval.token, "transaction")
+        self._retry_at[index] = self._clock() + RETRY_S
+        log.warning("transaction_aborted", interval=str(interval.id), error=outcome.error)
+        if outcome.refused:
+            self._isolate(interval, sender, batches, set(outcome.refused))
+        return 0
+
+    def _offsets(
+        self, index: int, commits: int, positions: dict[str, int]
+    ) -> list[tuple[str, int, int, str]]:
+        signer = self.witness.signer
+        out = []
+        for fld, off in positions.items():
+            topic, _, part = fld.rpartition(":")
+            assert int(part) == index, fld
+            out.append((topic, index, off, encode(commits, signer, topic, index, transactional=True)))
+        return out
+
+    def _isolate(
+        self,
+        interval: Interval,
+        sender: TxnSender,
+        batches: list[OutboxBatch],
+        suspects: set[tuple[str, bytes | None, bytes | None]],
+    ) -> None:
+        """Try each suspect production alone (in a transaction aborted in any case);
+        replace one the broker refuses for good by its dead letter."""
+        anything = ("", None, None) in suspects  # refused by the client: its fields unknown
+        for batch in batches:
+            for i, p in enumerate(batch.productions):
+                if not anything and (p.topic, p.key, p.value) not in suspects:
+                    continue
+                err = sender.probe(p, self._id_header, *self._extra)
+                why = refused_for_good(err) if err is not None else None
+                if why is not None:
+                    batch.productions[i] = interval.refuse(p, why, str(err))
+
+
+def transactions_for(
+    computation: Computation,
+    config: WorkerConfig,
+    witness: Witness,
+    group_metadata: Callable[[], bytes | None],
+    extra: tuple[Header, ...],
+    sign: Signer | None,
+    faults: Faults = NO_FAULTS,
+) -> Transactions | None:
+    """The worker's transactions, when its computation's productions are transactional."""
+    if computation.options.productions != "transactional":
+        return None
+    return Transactions(
+        config.namespace,
+        computation.name,
+        lambda txn_id: TransactionalSender(config.bootstrap, txn_id),
+        witness,
+        group_metadata,
+        ID_HEADER,
+        extra,
+        sign,
+        witness_outside=config.unsafe.witness_outside_txn,
+        faults=faults,
+    )
