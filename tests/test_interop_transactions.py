@@ -34,7 +34,7 @@ from testbed.wire import source_writer
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, fired_points, make_inputs, verify
 from tests.support.secure import ACL_USERS, Certificates, secure_broker
 
-pytestmark = [pytest.mark.interop]
+pytestmark = [pytest.mark.interop, pytest.mark.transactions]
 
 TRANSACTIONAL = "tests.support.computations:TransactionalSum"
 STRONG = "mwcore.examples.running_sum:RunningSum"

@@ -24,6 +24,7 @@ transaction is committed.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -168,14 +169,14 @@ class TransactionalSender:
             if before_commit is not None:
                 before_commit()
         except KafkaException as exc:
-            self._p.poll(0)  # the reports of what was queued (failures name the refused)
+            self._serve()  # the reports of what was queued (failures name the refused)
             return self._failed(exc, tallies)
         try:
             # A commit that times out may have been made: it is asked again, never
             # aborted and sent again (a reader would see it twice)
             _retried(lambda: self._p.commit_transaction(timeout), timeout)
         except KafkaException as exc:
-            self._p.poll(0)
+            self._serve()
             err = _error(exc)
             if err is not None and err.retriable() and not err.txn_requires_abort() and not err.fatal():
                 raise TransactionInDoubt(self.txn_id, str(exc)) from exc
@@ -185,6 +186,12 @@ class TransactionalSender:
         if failed:  # (the commit fails when a message did: not expected here)
             return Outcome("retry", tallies, f"{len(failed)} deliveries failed: {failed[0][0]}")
         return Outcome("committed", tallies)
+
+    def _serve(self) -> None:
+        """Serve the delivery reports queued (a fenced producer raises its fatal error
+        again: it is the caller's already)."""
+        with contextlib.suppress(KafkaException):
+            self._p.poll(0)
 
     def _produce(
         self,
@@ -233,7 +240,7 @@ class TransactionalSender:
             err = _error(exc)
             if err is None or err.code() != KafkaError._STATE:  # (none open)
                 log.warning("transaction_abort_failed", transactional_id=self.txn_id, error=str(exc))
-        self._p.poll(0)
+        self._serve()
 
     def probe(self, production: Production, id_header: str, *extra: Header, timeout: float = 30.0) -> Any:
         """Send ``production`` alone in a transaction that is then aborted (no reader sees
@@ -251,9 +258,9 @@ class TransactionalSender:
 
     def close(self, timeout: float = 5.0) -> None:
         """Let the producer go: an open transaction is left to the next ``begin``."""
-        self._p.flush(0)
-        self._p.purge(in_queue=True, in_flight=True, blocking=False)
-        self._p.poll(0)
+        with contextlib.suppress(KafkaException):  # (fenced: nothing of it goes anywhere any more)
+            self._p.purge(in_queue=True, in_flight=True, blocking=False)
+        self._serve()
 
 
 Senders = Callable[[str], TransactionalSender]  # transactional id -> its producer
