@@ -26,7 +26,7 @@ from mwcore.transport.watermark_topic import COMPACTED, watermark_topic
 from mwcore.watermarks.published import Watermarks
 from testbed.procs import ROOT
 from testbed.topics import read_topic
-from tests.support.secure import ACL_USERS, Certificates, secure_broker
+from tests.support.secure import Certificates, acl_user_env, client_properties_of, secure_broker
 
 pytestmark = [pytest.mark.hostile, pytest.mark.secure]
 
@@ -43,17 +43,11 @@ class Guarded:
 
     def env(self, user: str) -> dict[str, str]:
         """The ``MW_KAFKA_*`` variables that make the kit's clients ``user``."""
-        return {
-            "MW_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-            "MW_KAFKA_SASL_MECHANISM": "PLAIN",
-            "MW_KAFKA_SASL_USERNAME": user,
-            "MW_KAFKA_SASL_PASSWORD": ACL_USERS[user],
-            "MW_KAFKA_SSL_CA_LOCATION": str(self.certs.ca),
-        }
+        return acl_user_env(self.certs, user)
 
     def write(self, user: str, topic: str, key: bytes, value: bytes) -> Any:
         """Write one record as ``user``: the delivery error, or None."""
-        props = {k.removeprefix("MW_KAFKA_").lower().replace("_", "."): v for k, v in self.env(user).items()}
+        props = client_properties_of(self.env(user))
         p = Producer({"bootstrap.servers": self.bootstrap, **props, "message.timeout.ms": 15_000})
         errors: list[Any] = []
         p.produce(topic, value, key, on_delivery=lambda err, _m: errors.append(err))

@@ -32,7 +32,7 @@ from testbed.outside import Seen, read_committed
 from testbed.procs import ROOT, WorkerProc, joined, wait_until
 from testbed.wire import source_writer
 from tests.support.running_sum import PARTITIONS, Deployment, Injector, fired_points, make_inputs, verify
-from tests.support.secure import ACL_USERS, Certificates, secure_broker
+from tests.support.secure import Certificates, acl_user_env, client_properties_of, secure_broker
 
 pytestmark = [pytest.mark.interop, pytest.mark.transactions]
 
@@ -202,13 +202,7 @@ class GuardedStack:
         return f"127.0.0.1:{self.sasl_port}"
 
     def env(self, user: str) -> dict[str, str]:
-        return {
-            "MW_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-            "MW_KAFKA_SASL_MECHANISM": "PLAIN",
-            "MW_KAFKA_SASL_USERNAME": user,
-            "MW_KAFKA_SASL_PASSWORD": ACL_USERS[user],
-            "MW_KAFKA_SSL_CA_LOCATION": str(self.certs.ca),
-        }
+        return acl_user_env(self.certs, user)
 
 
 @pytest.mark.secure
@@ -254,18 +248,13 @@ def test_transactional_productions_on_a_secured_cluster_with_the_kits_acls(
         finally:
             for w in workers:
                 w.terminate()
-        admin = _client(guarded.env("admin"))
+        admin = client_properties_of(guarded.env("admin"))
         seen = read_committed(guarded.bootstrap, topic_name(namespace, "sums"), **admin)
         problems = verify(inputs, registry, dep)
     finally:
         broker.stop()
     assert problems == [], "\n".join(problems)
     assert seen.records == len(inputs) and seen.duplicates == 0, (seen.records, seen.duplicates)
-
-
-def _client(env: dict[str, str]) -> dict[str, str]:
-    """``MW_KAFKA_<PROPERTY>`` variables as librdkafka properties."""
-    return {k.removeprefix("MW_KAFKA_").lower().replace("_", "."): v for k, v in env.items()}
 
 
 class _Abandoned(Exception):

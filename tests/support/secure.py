@@ -170,3 +170,20 @@ class TlsRedis:
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         stop_process(proc)
+
+
+def acl_user_env(certs: Certificates, user: str) -> dict[str, str]:
+    """The ``MW_KAFKA_*`` variables that make the kit's clients ``user`` of ``ACL_USERS``
+    on a ``secure_broker(..., acls=True)``."""
+    return {
+        "MW_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "MW_KAFKA_SASL_MECHANISM": "PLAIN",
+        "MW_KAFKA_SASL_USERNAME": user,
+        "MW_KAFKA_SASL_PASSWORD": ACL_USERS[user],
+        "MW_KAFKA_SSL_CA_LOCATION": str(certs.ca),
+    }
+
+
+def client_properties_of(env: dict[str, str]) -> dict[str, str]:
+    """``MW_KAFKA_<PROPERTY>`` variables as librdkafka properties (a client of the test's own)."""
+    return {k.removeprefix("MW_KAFKA_").lower().replace("_", "."): v for k, v in env.items()}
