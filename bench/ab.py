@@ -14,7 +14,8 @@ the Confluent framing reads single-object only, so its variant says
 the inputs (``MW_MAC_V1``: ``write`` for code that checks version 1 only).
 
 ``latency``: ``bench/throughput.py``'s steady 10,000 records/s phase
-(``--seconds``, default 20) per variant and round. ``throughput``: ``--records``
+(``--seconds``, default 20) per variant and round (``--visible``: with how soon a
+``read_committed`` reader outside the kit sees each production). ``throughput``: ``--records``
 (default 200,000) loaded into a fresh topic, then one worker's rate and CPU per
 record. ``windowed``: ``bench/windowed.py``'s workload (``--records``), in a fresh
 namespace per variant and round. One line per run; the last line is JSON with every
@@ -49,6 +50,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument(
+        "--visible",
+        action="store_true",
+        help="latency: also how soon a read_committed reader outside the kit sees each production",
+    )
     args = parser.parse_args()
     registry = SchemaRegistry.from_directory(ROOT / "schemas")
     runs = []
@@ -60,7 +66,7 @@ def main() -> None:
                     if n.startswith("REDIS_"):
                         redis.Redis.from_url(stack.redis_url).config_set(n[len("REDIS_") :], v)
                 if args.what == "latency":
-                    res = steady_latency(stack, registry, args.rate, args.seconds, **env)
+                    res = steady_latency(stack, registry, args.rate, args.seconds, args.visible, **env)
                 elif args.what == "windowed":
                     out = windowed.run_in(stack, registry, args.records, f"ab{r}x{k}", **env)
                     res: dict[str, Any] = {f: v for f, v in out.items() if f != "profile"}

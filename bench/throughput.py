@@ -60,6 +60,7 @@ from mwcore.transport.topics import (
     topic_name,
 )
 from testbed import wire
+from testbed.outside import VisibleLatency
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTITIONS = 4
@@ -250,8 +251,11 @@ def run_worker(
 
 
 def steady_latency(
-    stack: LocalStack, registry: SchemaRegistry, rate: int, seconds: int, **env: str
+    stack: LocalStack, registry: SchemaRegistry, rate: int, seconds: int, visible: bool = False, **env: str
 ) -> dict[str, float]:
+    """The worker's commit latency per record at a steady ``rate``; ``visible``: also how
+    long its productions take to be seen by a ``read_committed`` reader outside the kit
+    (``latency_visible_*``: what transactional productions cost a reader)."""
     namespace = f"lat{os.getpid()}{next(_runs)}"
     topic = topic_name(namespace, "events")
     ensure_topics(stack.bootstrap, {topic: PARTITIONS})
@@ -261,10 +265,30 @@ def steady_latency(
         env=worker_env(stack, namespace, MW_LATENCY_OUT=str(out), **env),
         cwd=ROOT,
     )
+    follower: list[VisibleLatency] = []
+
+    def follow() -> None:  # once the worker made its output topic (a warm-up record is in)
+        if visible:
+            follower.append(VisibleLatency(stack.bootstrap, topic_name(namespace, "counts")).start())
+
+    seen: list[int] = []
     try:
         feed_steadily(
-            stack, registry, namespace, topic, rate, seconds, framed=wire.of(env), signer=wire.signer_of(env)
+            stack,
+            registry,
+            namespace,
+            topic,
+            rate,
+            seconds,
+            on_warm=follow,
+            framed=wire.of(env),
+            signer=wire.signer_of(env),
         )
+        for f in follower:  # every production seen (each record makes one)
+            deadline = time.monotonic() + 30
+            while len(f.samples_ms) < rate * seconds and time.monotonic() < deadline:
+                time.sleep(0.05)
+            seen = f.stop()
     finally:
         proc.terminate()
         proc.wait(60)
@@ -284,6 +308,15 @@ def steady_latency(
         # the broker and the consumer's fetch; after it, the worker's batch and commit
         **quantiles("latency_to_worker", "to_worker_ms"),
         **quantiles("latency_in_worker", "in_worker_ms"),
+        **(
+            {
+                "latency_visible_records": len(seen),
+                "latency_visible_median_ms": seen[len(seen) // 2],
+                "latency_visible_p99_ms": seen[int(len(seen) * 0.99)],
+            }
+            if seen
+            else {}
+        ),
     }
 
 

@@ -4,6 +4,7 @@ and so counts a re-sent production as often as it sees it."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections import Counter
@@ -69,3 +70,51 @@ def read_committed(bootstrap: str, topic: str, timeout: float = 60.0, **properti
     finally:
         c.close()
     return Seen(records, ids, {k: v for k, v in copies.items() if len(v) > 1})
+
+
+class VisibleLatency:
+    """How long records of ``topic`` take to become visible to a ``read_committed``
+    reader outside the kit: for each record read, the wall clock then minus the record's
+    timestamp (a benchmark stamps its inputs when it produces them, and the computation
+    keeps that timestamp). Follows the topic on a thread of its own from ``start`` to
+    ``stop``; only records stamped at or after ``since_ms`` count (not a warm-up)."""
+
+    def __init__(self, bootstrap: str, topic: str, since_ms: int = 1) -> None:
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"visible-{uuid.uuid4().hex}",
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 5,
+            }
+        )
+        n = partition_counts(bootstrap, [topic]).get(topic, 0)
+        self._consumer.assign([TopicPartition(topic, p, 0) for p in range(n)])
+        self._since = since_ms
+        self.samples_ms: list[int] = []
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="visible-latency", daemon=True)
+
+    def start(self) -> VisibleLatency:
+        self._thread.start()
+        return self
+
+    def _follow(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                for m in self._consumer.consume(10_000, 0.1):
+                    if m.error() is not None:
+                        continue
+                    now = time.time_ns() // 1_000_000
+                    ts = m.timestamp()[1]
+                    if ts >= self._since:
+                        self.samples_ms.append(now - ts)
+        finally:
+            self._consumer.close()
+
+    def stop(self, timeout: float = 10.0) -> list[int]:
+        """Stop following; the samples, sorted."""
+        self._stopping.set()
+        self._thread.join(timeout)
+        return sorted(self.samples_ms)

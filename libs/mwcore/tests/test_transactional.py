@@ -5,6 +5,7 @@ broker is ``tests/test_interop_transactions.py``.)"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +15,7 @@ from test_failures import PY, SCHEMAS, msg
 
 from mwcore import Computation, Context, DataclassCodec, Input, Options, Output, Record
 from mwcore.api.record import Production
-from mwcore.runtime.config import WorkerConfig
+from mwcore.runtime.config import Tuning, WorkerConfig
 from mwcore.runtime.worker import Worker
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.memory_store import MemoryCheckpointStore
@@ -151,13 +152,26 @@ class FakeMember:
         return 0
 
 
+@pytest.fixture(params=[False, True], ids=["waited", "overlapped"])
+def overlap(request: pytest.FixtureRequest) -> bool:
+    """Each test with the transaction waited for, and sent on the pool while the loop
+    goes on (``Tuning.overlap_transactions``)."""
+    return bool(request.param)
+
+
 def owner(
-    kafka: FakeKafka, store: MemoryCheckpointStore, chunks: list[list[Any]], **cfg: Any
+    kafka: FakeKafka, store: MemoryCheckpointStore, chunks: list[list[Any]], overlap: bool, **cfg: Any
 ) -> tuple[Worker, Any]:
     """A worker that owns interval 0, its producers made on the twin."""
     registry = SchemaRegistry.from_directory(SCHEMAS)
     worker = Worker(
-        TxnSum(), WorkerConfig(bootstrap="127.0.0.1:9", **cfg), store, registry, FixedWatermark(), core=PY
+        TxnSum(),
+        WorkerConfig(bootstrap="127.0.0.1:9", **cfg),
+        store,
+        registry,
+        FixedWatermark(),
+        core=PY,
+        tuning=Tuning(overlap_transactions=overlap),
     )
     assert worker.transactions is not None
     worker.transactions._make = lambda txn_id: FakeSender(kafka, txn_id)  # type: ignore[method-assign]
@@ -172,16 +186,23 @@ def records(registry_offsets: range) -> list[Any]:
     return [msg(registry, i, i + 1) for i in registry_offsets]
 
 
+def settle(worker: Worker) -> None:
+    """The commit turn taken, and the transactions it sent."""
+    worker.settle()
+    if worker.transactions is not None and worker.transactions.overlapping:
+        worker.transacted()
+
+
 def run(worker: Worker, turns: int = 5) -> None:
     for _ in range(turns):
         worker.step()
         worker.commit(*worker.intervals.values())
-        worker.settle()
+        settle(worker)
 
 
-def test_each_checkpoints_batch_goes_out_once_with_its_witness() -> None:
+def test_each_checkpoints_batch_goes_out_once_with_its_witness(overlap: bool) -> None:
     kafka, store = FakeKafka(), MemoryCheckpointStore()
-    worker, _ = owner(kafka, store, [records(range(0, 5)), records(range(5, 9))])
+    worker, _ = owner(kafka, store, [records(range(0, 5)), records(range(5, 9))], overlap)
     run(worker)
     assert len(kafka.log) == 9 and kafka.dupes() == 0
     interval = worker.intervals[0]
@@ -191,12 +212,12 @@ def test_each_checkpoints_batch_goes_out_once_with_its_witness() -> None:
 
 
 @pytest.mark.parametrize("kill_in", ["in", "after"], ids=["inside-the-transaction", "just-after-it"])
-def test_a_new_owner_sends_again_exactly_what_did_not_reach_kafka(kill_in: str) -> None:
+def test_a_new_owner_sends_again_exactly_what_did_not_reach_kafka(kill_in: str, overlap: bool) -> None:
     """Killed inside the transaction: nothing of it is visible, the next owner sends the
     checkpointed batch again. Killed just after it committed: the witness says so, and
     the next owner sends nothing again. Either way each production is seen once."""
     kafka, store = FakeKafka(), MemoryCheckpointStore()
-    worker, _ = owner(kafka, store, [records(range(0, 5))])
+    worker, _ = owner(kafka, store, [records(range(0, 5))], overlap)
     run(worker)
     first = len(kafka.log)
     kafka.kill_in = kill_in
@@ -205,37 +226,37 @@ def test_a_new_owner_sends_again_exactly_what_did_not_reach_kafka(kill_in: str) 
         run(worker)
     kafka.kill_in = ""
     assert len(kafka.log) == (first if kill_in == "in" else 9)
-    successor, _ = owner(kafka, store, [])  # takes the id over: the open transaction aborted
+    successor, _ = owner(kafka, store, [], overlap)  # takes the id over: the open transaction aborted
     run(successor)
     assert sorted(set(kafka.log)) == sorted(kafka.log) and len(kafka.log) == 9
     assert store.recover(successor.intervals[0].id, "").pending == {}
 
 
-def test_negative_control_the_witness_outside_the_transaction_gives_a_duplicate() -> None:
+def test_negative_control_the_witness_outside_the_transaction_gives_a_duplicate(overlap: bool) -> None:
     """The transaction without the offsets, the witness written after it: killed in
     between, the next owner does not know the batch reached Kafka and sends it again."""
     kafka, store = FakeKafka(), MemoryCheckpointStore()
-    worker, _ = owner(kafka, store, [records(range(0, 5))], unsafe={"witness_outside_txn": True})
+    worker, _ = owner(kafka, store, [records(range(0, 5))], overlap, unsafe={"witness_outside_txn": True})
     kafka.kill_in = "after"
     with pytest.raises(Killed):
         run(worker)
     kafka.kill_in = ""
-    successor, _ = owner(kafka, store, [], unsafe={"witness_outside_txn": True})
+    successor, _ = owner(kafka, store, [], overlap, unsafe={"witness_outside_txn": True})
     run(successor)
     assert kafka.dupes() == 5
 
 
-def test_a_zombies_transaction_is_refused_once_another_owner_took_the_id_over() -> None:
+def test_a_zombies_transaction_is_refused_once_another_owner_took_the_id_over(overlap: bool) -> None:
     """Paused inside its transaction (its checkpoint written), the zombie's interval is
     taken over: the new owner's producer takes the id over, sends the batch again and
     goes on. The zombie's commit is then refused by the epoch (not by the store: its
     checkpoint was written before the takeover), and it drops the interval."""
     kafka, store = FakeKafka(), MemoryCheckpointStore()
-    zombie, _ = owner(kafka, store, [records(range(0, 3))])
+    zombie, _ = owner(kafka, store, [records(range(0, 3))], overlap)
     taken: list[Worker] = []
 
     def take_over() -> None:
-        successor, member = owner(kafka, store, [])
+        successor, member = owner(kafka, store, [], overlap)
         member.chunks.append(records(range(3, 6)))
         run(successor)
         taken.append(successor)
@@ -243,15 +264,15 @@ def test_a_zombies_transaction_is_refused_once_another_owner_took_the_id_over() 
     kafka.meanwhile = take_over
     zombie.step()
     zombie.commit(*zombie.intervals.values())
-    zombie.settle()
+    settle(zombie)
     assert taken and 0 not in zombie.intervals  # dropped: its transaction was fenced
     assert len(kafka.log) == 6 and kafka.dupes() == 0
 
 
-def test_a_checkpoint_waits_for_the_transaction_of_the_one_before() -> None:
+def test_a_checkpoint_waits_for_the_transaction_of_the_one_before(overlap: bool) -> None:
     """An aborted transaction is sent again before the interval's next checkpoint."""
     kafka, store = FakeKafka(), MemoryCheckpointStore()
-    worker, member = owner(kafka, store, [records(range(0, 3))])
+    worker, member = owner(kafka, store, [records(range(0, 3))], overlap)
     assert worker.transactions is not None
     sender = worker.transactions.senders[0]
     real = sender.commit
@@ -266,7 +287,7 @@ def test_a_checkpoint_waits_for_the_transaction_of_the_one_before() -> None:
     sender.commit = flaky  # type: ignore[method-assign]
     worker.step()
     worker.commit(*worker.intervals.values())
-    worker.settle()
+    settle(worker)
     interval = worker.intervals[0]
     commits = interval.commits
     assert interval.outbox.has_unsent and not worker.transactions.ready(interval)
@@ -279,7 +300,40 @@ def test_a_checkpoint_waits_for_the_transaction_of_the_one_before() -> None:
     assert len(kafka.log) == 6 and kafka.dupes() == 0
 
 
-def test_a_witness_a_strong_owner_wrote_covers_nothing_delivered_so_its_batches_are_sent() -> None:
+def test_the_loop_goes_on_while_a_transaction_is_in_flight_and_the_next_checkpoint_waits() -> None:
+    """Overlapped: the transaction runs on the pool while the worker's loop reads and
+    processes more; the interval's next checkpoint is written only once the
+    transaction before it has ended (else the store would hold batches of two
+    checkpoints the witness does not cover)."""
+    kafka, store = FakeKafka(), MemoryCheckpointStore()
+    worker, member = owner(kafka, store, [records(range(0, 3))], True)
+    assert worker.transactions is not None
+    go, inside = threading.Event(), threading.Event()
+
+    def held() -> None:
+        inside.set()
+        assert go.wait(10)
+
+    kafka.meanwhile = held
+    worker.step()
+    worker.commit(*worker.intervals.values())
+    worker.settle()  # the checkpoint is written; its transaction is sent on the pool
+    assert inside.wait(10) and worker.transactions.in_flight
+    interval = worker.intervals[0]
+    commits = interval.commits
+    member.chunks.append(records(range(3, 6)))
+    worker.step()  # the loop goes on: reads and processes the next records
+    worker.commit(interval)
+    assert interval.commits == commits and kafka.log == []  # not written: one is in flight
+    go.set()
+    run(worker)
+    assert len(kafka.log) == 6 and kafka.dupes() == 0
+    assert kafka.offsets[("numbers", 0)] == (6, f"mw:{interval.commits}t")
+
+
+def test_a_witness_a_strong_owner_wrote_covers_nothing_delivered_so_its_batches_are_sent(
+    overlap: bool,
+) -> None:
     """Switching a pipeline from strong to transactional productions: the strong
     owner's witness covers productions it released, not ones Kafka has. A
     transactional owner taking over sends them (a reader outside the kit may then
@@ -288,14 +342,14 @@ def test_a_witness_a_strong_owner_wrote_covers_nothing_delivered_so_its_batches_
     from mwcore.store.checkpoint import Checkpoint
 
     kafka, store = FakeKafka(), MemoryCheckpointStore()
-    worker, _ = owner(kafka, store, [records(range(0, 4))])
+    worker, _ = owner(kafka, store, [records(range(0, 4))], overlap)
     interval = worker.intervals[0]
     worker.step()
     prepared = interval.prepare()
     assert prepared is not None
     store.commit(interval.id, interval.token, prepared.checkpoint)  # the strong owner's last checkpoint
     kafka.offsets[("numbers", 0)] = (4, encode(1))  # its witness, written apart: not "t"
-    successor, _ = owner(kafka, store, [])
+    successor, _ = owner(kafka, store, [], overlap)
     run(successor)
     assert len(kafka.log) == 4 and kafka.dupes() == 0
     assert isinstance(prepared.checkpoint, Checkpoint)

@@ -7,6 +7,9 @@ table of settings leaves it out).
   / the file each firing is logged to;
 - ``MW_LATENCY_OUT``: a file to write, at exit, the commit latency of every record
   (``bench/throughput.py``);
+- ``MW_OVERLAP_TRANSACTIONS``: ``0`` or ``1``, the worker's transactions waited for or
+  sent on a pool while its loop goes on (``Tuning.overlap_transactions``; benchmarks
+  compare the two);
 - ``MW_POOL_CHILD``: set by a worker pool in its children (``pool.py``): they run as
   plain workers;
 - ``MW_PANIC_KEY``: the native core panics in its per-record code on the records of
@@ -30,6 +33,7 @@ class Plumbing(BaseSettings):
     faults: str = ""
     fault_log: str = ""
     latency_out: str = ""
+    overlap_transactions: bool | None = None  # (None: the runtime's default)
     pool_child: bool = False
     panic_key: str = ""
 
@@ -41,4 +45,6 @@ class Plumbing(BaseSettings):
         return Faults(self.faults, self.fault_log)
 
     def tuning(self) -> Tuning:
-        return Tuning(latency_out=self.latency_out)
+        if self.overlap_transactions is None:
+            return Tuning(latency_out=self.latency_out)
+        return Tuning(latency_out=self.latency_out, overlap_transactions=self.overlap_transactions)

@@ -159,6 +159,9 @@ class Tuning:
     # each commit turn's checkpoints are written while the next batch is built
     # (worker.py, "commits"); off: the worker waits for the store's reply (tests of both)
     overlap_commits: bool = True
+    # productions="transactional": each interval's transaction is sent on a thread of a
+    # pool while the loop goes on (runtime/transactional.py); off: the loop waits for it
+    overlap_transactions: bool = False
     latency_out: str = ""  # if set: record commit latency, write percentiles here at exit
 
 

@@ -55,6 +55,7 @@ class Worker(Protocol):
     def settle(self, wait: bool = True, witness: bool = True) -> None: ...
     def send(self, interval: Interval) -> None: ...
     def release_witnessed(self) -> None: ...
+    def transacted(self, wait: bool = True) -> None: ...
 
 
 # How long a revocation waits for Kafka's acknowledgements. Every member's revocation
@@ -86,6 +87,8 @@ def drain(w: Worker, intervals: list[Interval], flush_s: float) -> dict[str, int
     then commit their deletion. Returns each stage's milliseconds: the commit (with the
     one in flight), the witness, the acknowledgements, the deletion."""
     marks = [time.monotonic()]
+    if w.transactions is not None:  # the intervals' transactions in flight ended first
+        w.transacted()
     w.commit(*intervals, witness=False)
     marks.append(time.monotonic())
     witness_now(w, intervals)
@@ -113,6 +116,7 @@ def witness_now(w: Worker, intervals: list[Interval]) -> None:
         for interval in intervals:
             if interval.id.index in w.intervals:
                 w.send(interval)
+        w.transacted()
         w.release_witnessed()
         return
     for interval in intervals:  # also what asynchronous writes in flight cover

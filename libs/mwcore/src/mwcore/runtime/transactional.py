@@ -18,6 +18,14 @@ witness is written *in* the transaction that sends the batches, so:
   refused) besides the store's sequencer token; and the group's generation refuses its
   offsets.
 
+A transaction is either waited for, or (``overlap``: each interval's transaction on a
+thread of the worker's pool while its loop goes on, as commit turns are) sent and
+its outcome taken at a later turn of the loop (``take``); either way at most one per
+interval is in flight, and everything about the interval (its batches settled or put
+back, the witness confirmed, the interval dropped when fenced) happens on the loop's
+thread. Only the round trips to the broker run on the pool: the producer of an
+interval is used by one thread at a time, and closing it waits for its transaction.
+
 A transaction the broker aborts (a broker restarting, a timeout) is sent again whole
 after ``RETRY_S``; its interval's next checkpoint waits for it. One with a production
 the broker refuses for good (too large, a timestamp out of its window) is aborted, each
@@ -33,8 +41,11 @@ again (readers outside the kit see each twice).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -55,6 +66,8 @@ from mwcore.transport.transactions import Outcome, TransactionalSender, transact
 log = structlog.get_logger("mwcore.runtime.worker")
 
 RETRY_S = 0.2  # after an aborted transaction, the next try waits this long
+CLOSE_WAIT_S = 60.0  # closing an interval's producer waits this long for its transaction
+POOL_THREADS = 16  # the most transactions in flight at once (one per interval owned)
 
 
 class TxnSender(Protocol):
@@ -78,6 +91,18 @@ class TxnSender(Protocol):
 
 # Where a recovered batch's records may be: (topic, partition) -> that partition's end now
 EndsOf = Callable[[list[str]], dict[tuple[str, int], int]]
+# What became of a transaction taken: the productions it committed, or the interval fenced
+Result = int | FencedError
+
+
+@dataclass
+class _Flight:
+    """A transaction sent on the pool: its interval, batches and checkpoint."""
+
+    interval: Interval
+    batches: list[OutboxBatch]
+    commits: int
+    outcome: Future[Outcome]
 
 
 class Transactions:
@@ -96,6 +121,7 @@ class Transactions:
         witness_outside: bool = False,
         faults: Faults = NO_FAULTS,
         clock: Callable[[], float] = time.monotonic,
+        overlap: bool = False,
     ) -> None:
         self.namespace = namespace
         self.computation = computation
@@ -108,8 +134,11 @@ class Transactions:
         self._witness_outside = witness_outside  # the negative control
         self._faults = faults
         self._clock = clock
+        self.overlapping = overlap
         self.senders: dict[int, TxnSender] = {}
         self._retry_at: dict[int, float] = {}
+        self._flights: dict[int, _Flight] = {}
+        self._pool: ThreadPoolExecutor | None = None  # made at the first transaction sent on it
         self.committed = 0  # transactions committed (for metrics and tests)
         self.aborted = 0
 
@@ -124,7 +153,15 @@ class Transactions:
         self.senders[index] = sender
 
     def close(self, index: int) -> None:
+        """Let the interval's producer go, once its transaction in flight has ended (what
+        became of it is the next owner's to read in the witness)."""
         self._retry_at.pop(index, None)
+        flight = self._flights.pop(index, None)
+        if flight is not None:
+            try:
+                flight.outcome.result(CLOSE_WAIT_S)
+            except BaseException as exc:  # (noqa: the outcome is dropped with the interval)
+                log.warning("transaction_dropped", interval=str(flight.interval.id), error=str(exc))
         sender = self.senders.pop(index, None)
         if sender is not None:
             sender.close()
@@ -132,6 +169,13 @@ class Transactions:
     def close_all(self) -> None:
         for index in list(self.senders):
             self.close(index)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
+
+    @property
+    def in_flight(self) -> bool:
+        return bool(self._flights)
 
     def recovered(self, interval: Interval, witnessed: int, ends_of: EndsOf) -> int:
         """A new owner's recovered batches, against the witness it read: when a
@@ -162,16 +206,17 @@ class Transactions:
 
     def ready(self, interval: Interval) -> bool:
         """The interval's next checkpoint may be written: no batch of an earlier one
-        waits for its transaction (so the store never holds batches of two checkpoints
-        the witness does not cover: ``recovered`` relies on it)."""
-        return not interval.outbox.has_unsent
+        waits for its transaction, and none is in flight (so the store never holds
+        batches of two checkpoints the witness does not cover: ``recovered`` relies on
+        it)."""
+        return not interval.outbox.has_unsent and interval.id.index not in self._flights
 
     def due(self, interval: Interval) -> bool:
         """A transaction is to be sent: batches wait for one, or the witness is behind
         the last checkpoint (one without productions: its watermark report waits for
-        the witness); and no aborted one is waiting out ``RETRY_S``."""
+        the witness); none is in flight, and no aborted one is waiting out ``RETRY_S``."""
         index = interval.id.index
-        if self._clock() < self._retry_at.get(index, 0.0):
+        if index in self._flights or self._clock() < self._retry_at.get(index, 0.0):
             return False
         if interval.outbox.has_unsent:
             return True
@@ -179,9 +224,10 @@ class Transactions:
 
     def send(self, interval: Interval) -> int:
         """The interval's transaction, if it has something to send or a witness to
-        write: its unsent batches and the witness of its last checkpoint; how many
-        productions it committed. Raises ``FencedError`` when the interval is not this
-        worker's any more."""
+        write: its unsent batches and the witness of its last checkpoint. Waited for, it
+        returns how many productions it committed, and raises ``FencedError`` when the
+        interval is not this worker's any more; overlapping, it returns 0 at once and
+        ``take`` says what became of it."""
         index = interval.id.index
         sender = self.senders.get(index)
         if sender is None or not self.due(interval):
@@ -189,16 +235,47 @@ class Transactions:
         commits = interval.commits
         name = str(interval.id)
         batches = interval.outbox.take_unsent()
-        offsets = self._offsets(index, commits, interval.committed_positions)
-        outcome = sender.commit(
+        call = functools.partial(
+            sender.commit,
             [b.productions for b in batches],
-            [] if self._witness_outside else offsets,
-            self._group_metadata(),
+            [] if self._witness_outside else self._offsets(index, commits, interval.committed_positions),
+            self._group_metadata(),  # (the consumer's: read on this thread)
             self._id_header,
             *self._extra,
             sign=self._sign,
             before_commit=lambda: self._faults.point("in_transaction", lambda: {"interval": name}),
         )
+        if not self.overlapping:
+            return self._outcome(interval, batches, commits, call())
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="mw-txn")
+        self._flights[index] = _Flight(interval, batches, commits, self._pool.submit(call))
+        return 0
+
+    def take(self, wait: bool = False) -> list[tuple[Interval, Result]]:
+        """The transactions in flight that have ended (``wait``: all of them, waiting),
+        each settled: its interval and what became of it. Raises what a round trip
+        raised (``TransactionInDoubt``: the process stops)."""
+        out: list[tuple[Interval, Result]] = []
+        for index, flight in list(self._flights.items()):
+            if not (wait or flight.outcome.done()):
+                continue
+            outcome = flight.outcome.result()
+            del self._flights[index]
+            try:
+                out.append(
+                    (flight.interval, self._outcome(flight.interval, flight.batches, flight.commits, outcome))
+                )
+            except FencedError as exc:
+                out.append((flight.interval, exc))
+        return out
+
+    def _outcome(self, interval: Interval, batches: list[OutboxBatch], commits: int, outcome: Outcome) -> int:
+        """What a transaction's outcome does to its interval (on the loop's thread): its
+        batches settled and its witness confirmed, or put back to be sent again; how
+        many productions it committed. Raises ``FencedError``."""
+        index = interval.id.index
+        name = str(interval.id)
         if outcome.status == "committed":
             n = sum(len(b.productions) for b in batches)
             log.debug("transaction_committed", interval=name, commits=commits, productions=n)
@@ -214,11 +291,12 @@ class Transactions:
         self.aborted += 1
         interval.outbox.put_back(batches)
         if outcome.status == "fenced":
-            log.warning("transaction_fenced", interval=str(interval.id), error=outcome.error)
-            raise FencedError(str(interval.id), interval.token, "transaction")
+            log.warning("transaction_fenced", interval=name, error=outcome.error)
+            raise FencedError(name, interval.token, "transaction")
         self._retry_at[index] = self._clock() + RETRY_S
-        log.warning("transaction_aborted", interval=str(interval.id), error=outcome.error)
-        if outcome.refused:
+        log.warning("transaction_aborted", interval=name, error=outcome.error)
+        sender = self.senders.get(index)
+        if outcome.refused and sender is not None:
             self._isolate(interval, sender, batches, set(outcome.refused))
         return 0
 
@@ -261,6 +339,7 @@ def transactions_for(
     extra: tuple[Header, ...],
     sign: Signer | None,
     faults: Faults = NO_FAULTS,
+    overlap: bool = False,
 ) -> Transactions | None:
     """The worker's transactions, when its computation's productions are transactional."""
     if computation.options.productions != "transactional":
@@ -276,4 +355,5 @@ def transactions_for(
         sign,
         witness_outside=config.unsafe.witness_outside_txn,
         faults=faults,
+        overlap=overlap,
     )

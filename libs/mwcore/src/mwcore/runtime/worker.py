@@ -138,7 +138,14 @@ class Worker:
         self.consumer: Member | None = None
         self.witness = Witness(self.topics, signer=config.signer)
         self.transactions = transactions_for(  # productions="transactional"
-            computation, config, self.witness, self._group_metadata, (self._sent_by,), self._sign, faults
+            computation,
+            config,
+            self.witness,
+            self._group_metadata,
+            (self._sent_by,),
+            self._sign,
+            faults,
+            tuning.overlap_transactions,
         )
         self.health = Health(config.metrics_stall_s)
         self.ownership = Ownership(
@@ -208,7 +215,9 @@ class Worker:
         if messages:
             self.schemas.polled()  # a writer schema these need was published before them
             self._route(messages)
-        if self.witness.newly_confirmed:  # served by the poll: release what it covers
+        if self.transactions is not None and self.transactions.in_flight:
+            self.transacted(wait=False)
+        if self.witness.newly_confirmed:  # served by the poll or a transaction: release what it covers
             self.release_witnessed()
         self.sender.poll(0)
         for index, interval in list(self.intervals.items()):
@@ -236,7 +245,8 @@ class Worker:
         """How long to wait for input: half the batch deadline, and shorter when an
         open batch is due sooner."""
         cap = self.cfg.max_batch_delay_ms / 2000
-        if self.turns.in_flight:  # look again soon: its productions wait for it
+        if self.turns.in_flight or (self.transactions is not None and self.transactions.in_flight):
+            # look again soon: its productions (or the interval's next checkpoint) wait for it
             cap = min(cap, 0.001)
         opened = [i.opened_at for i in self.intervals.values() if i.opened_at is not None]
         if not opened:
@@ -400,6 +410,15 @@ class Worker:
             self.counters.productions += self.sender.send_all(
                 batch.productions, batch, ID_HEADER, self._sent_by, sign=self._sign
             )
+
+    def transacted(self, wait: bool = True) -> None:
+        """Take the transactions in flight that have ended (``wait``: all of them)."""
+        assert self.transactions is not None
+        for interval, result in self.transactions.take(wait):
+            if isinstance(result, FencedError):
+                self._fenced(interval, result)
+            else:
+                self.counters.productions += result
 
     def _group_metadata(self) -> bytes | None:
         return None if self.consumer is None else self.consumer.group_metadata()
