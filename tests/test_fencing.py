@@ -112,9 +112,18 @@ def _zombie_scenario(
     accepted = accepted_stale()
 
     joined(injector, 60, "the injector")
-    dep.wait_caught_up(writer.end_offsets, timeout=120)
+    lagging = []
+    try:
+        dep.wait_caught_up(writer.end_offsets, timeout=120 if fencing else 30)
+    except TimeoutError as exc:
+        if fencing:
+            raise
+        # unfenced, the zombie's stale commit may leave the store where the successor
+        # never catches up (CI saw it once): the check reports it beside the rest
+        lagging.append(f"the workers did not catch up: {exc}")
     successor.terminate()
-    return ZombieOutcome(stale_tokens, accepted, stale_sent(), logged_fenced, verify(inputs, registry, dep))
+    problems = lagging + verify(inputs, registry, dep)
+    return ZombieOutcome(stale_tokens, accepted, stale_sent(), logged_fenced, problems)
 
 
 def zombie_problems(out: ZombieOutcome) -> list[str]:
