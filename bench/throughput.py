@@ -286,7 +286,7 @@ def steady_latency(
         )
         for f in follower:  # every production seen (each record makes one)
             deadline = time.monotonic() + 30
-            while len(f.samples_ms) < rate * seconds and time.monotonic() < deadline:
+            while f.seen() < rate * seconds and time.monotonic() < deadline:
                 time.sleep(0.05)
             seen = f.stop()
     finally:

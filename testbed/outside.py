@@ -4,11 +4,12 @@ and so counts a re-sent production as often as it sees it."""
 
 from __future__ import annotations
 
-import threading
+import multiprocessing
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -76,45 +77,72 @@ class VisibleLatency:
     """How long records of ``topic`` take to become visible to a ``read_committed``
     reader outside the kit: for each record read, the wall clock then minus the record's
     timestamp (a benchmark stamps its inputs when it produces them, and the computation
-    keeps that timestamp). Follows the topic on a thread of its own from ``start`` to
-    ``stop``; only records stamped at or after ``since_ms`` count (not a warm-up)."""
+    keeps that timestamp). Follows the topic in a process of its own (not competing with
+    the caller's feed for its interpreter) from ``start`` to ``stop``; only records
+    stamped at or after ``since_ms`` count (not a warm-up)."""
 
     def __init__(self, bootstrap: str, topic: str, since_ms: int = 1) -> None:
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": f"visible-{uuid.uuid4().hex}",
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 5,
-            }
+        self._args = (bootstrap, topic, since_ms)
+        self._conn, child = multiprocessing.Pipe()
+        self._proc = multiprocessing.get_context("spawn").Process(
+            target=_follow, args=(*self._args, child), name="visible-latency", daemon=True
         )
-        n = partition_counts(bootstrap, [topic]).get(topic, 0)
-        self._consumer.assign([TopicPartition(topic, p, 0) for p in range(n)])
-        self._since = since_ms
-        self.samples_ms: list[int] = []
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._follow, name="visible-latency", daemon=True)
+        self._count = 0
 
     def start(self) -> VisibleLatency:
-        self._thread.start()
+        self._proc.start()
+        assert self._conn.recv() == "ready"
         return self
 
-    def _follow(self) -> None:
-        try:
-            while not self._stopping.is_set():
-                for m in self._consumer.consume(10_000, 0.1):
-                    if m.error() is not None:
-                        continue
-                    now = time.time_ns() // 1_000_000
-                    ts = m.timestamp()[1]
-                    if ts >= self._since:
-                        self.samples_ms.append(now - ts)
-        finally:
-            self._consumer.close()
+    def seen(self) -> int:
+        """How many records it has read so far."""
+        self._conn.send("count")
+        self._count = int(self._conn.recv())
+        return self._count
 
-    def stop(self, timeout: float = 10.0) -> list[int]:
+    def stop(self, timeout: float = 30.0) -> list[int]:
         """Stop following; the samples, sorted."""
-        self._stopping.set()
-        self._thread.join(timeout)
-        return sorted(self.samples_ms)
+        self._conn.send("stop")
+        samples: list[int] = self._conn.recv() if self._conn.poll(timeout) else []
+        self._proc.join(timeout)
+        return sorted(samples)
+
+
+def _follow(bootstrap: str, topic: str, since_ms: int, conn: Connection) -> None:
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"visible-{uuid.uuid4().hex}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 5,
+            "enable.partition.eof": True,
+        }
+    )
+    n = partition_counts(bootstrap, [topic]).get(topic, 0)
+    c.assign([TopicPartition(topic, p, 0) for p in range(n)])
+    samples: list[int] = []
+    eof: set[int] = set()
+    while len(eof) < n:  # ready once it has fetched each partition to its end (not before)
+        for m in c.consume(100, 0.1):
+            if m.error() is not None:
+                eof.add(m.partition() or 0)
+    conn.send("ready")
+    try:
+        while True:
+            if conn.poll():
+                what = conn.recv()
+                if what == "stop":
+                    conn.send(samples)
+                    return
+                conn.send(len(samples))
+            # a short wait: consume returns once it has this many or the time is up
+            for m in c.consume(100, 0.005):
+                if m.error() is not None:
+                    continue
+                now = time.time_ns() // 1_000_000
+                ts = m.timestamp()[1]
+                if ts >= since_ms:
+                    samples.append(now - ts)
+    finally:
+        c.close()
