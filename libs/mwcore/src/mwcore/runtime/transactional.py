@@ -158,10 +158,14 @@ class Transactions:
         self._retry_at.pop(index, None)
         flight = self._flights.pop(index, None)
         if flight is not None:
+            name = str(flight.interval.id)
             try:
-                flight.outcome.result(CLOSE_WAIT_S)
-            except BaseException as exc:  # (noqa: the outcome is dropped with the interval)
-                log.warning("transaction_dropped", interval=str(flight.interval.id), error=str(exc))
+                outcome = flight.outcome.result(CLOSE_WAIT_S)
+            except BaseException as exc:  # (the outcome is dropped with the interval)
+                log.warning("transaction_dropped", interval=name, error=str(exc))
+            else:
+                if outcome.status == "fenced":  # (said as when it is taken)
+                    log.warning("transaction_fenced", interval=name, error=outcome.error, dropped=True)
         sender = self.senders.pop(index, None)
         if sender is not None:
             sender.close()
