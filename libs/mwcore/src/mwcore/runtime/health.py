@@ -53,6 +53,30 @@ class Health:
         self._next = now + self.every_s
         return True
 
+    def check(
+        self,
+        now: float,
+        consumer: MemberView,
+        committed_position: Callable[[Part], int | None],
+        topics: Iterable[str],
+        partitions: int,
+    ) -> None:
+        """Is this worker doing its job? ``committed_position``: where its interval's
+        checkpoint has a partition (None: not owned, or not read yet)."""
+        assigned = consumer.assignment()
+        if not assigned:
+            self.check_unassigned(now, lambda: group_state(consumer, topics, partitions))
+            return
+        waiting: dict[int, int] = {}
+        for part in assigned:
+            high = consumer.end_offset(part, cached=True)
+            pos = committed_position(part)
+            if pos is None:
+                pos = consumer.position(part)
+            behind = max(0, high - max(0, pos)) if high >= 0 else 0
+            waiting[part.partition] = waiting.get(part.partition, 0) + behind
+        self.check_assigned(now, waiting.items())
+
     def check_assigned(self, now: float, waiting: Iterable[tuple[int, int]]) -> None:
         """``waiting``: (interval index, records waiting) of every assigned partition."""
         self._unassigned_since = None
@@ -100,6 +124,13 @@ class GroupView(Protocol):
 
     def committed(self, parts: Iterable[Part], timeout: float = 10.0) -> list[Offset]: ...
     def end_offset(self, part: Part, cached: bool = False, timeout: float = 30.0) -> int: ...
+
+
+class MemberView(GroupView, Protocol):
+    """What ``check`` reads of the worker's group member (``transport.consumer.Member``)."""
+
+    def assignment(self) -> list[Part]: ...
+    def position(self, part: Part) -> int: ...
 
 
 def group_state(consumer: GroupView, topics: Iterable[str], partitions: int) -> tuple[Offsets, Offsets]:

@@ -37,15 +37,15 @@ import structlog
 
 from mwcore.api.clock import MIN_WATERMARK, Clock
 from mwcore.api.computation import Computation
-from mwcore.api.record import ID_HEADER, Production
 from mwcore.errors import FencedError
 from mwcore.runtime import stopping
 from mwcore.runtime.commit_turns import CommitTurns, Turn
 from mwcore.runtime.config import Tuning, WorkerConfig
 from mwcore.runtime.counters import Counters
+from mwcore.runtime.delivery import Delivery
 from mwcore.runtime.effects import RedoCareful
 from mwcore.runtime.faults import NO_FAULTS, Faults
-from mwcore.runtime.health import Health, group_state
+from mwcore.runtime.health import Health
 from mwcore.runtime.interval import Interval
 from mwcore.runtime.interval_deps import IntervalDeps
 from mwcore.runtime.latency import LatencyRecorder
@@ -53,14 +53,12 @@ from mwcore.runtime.layout import Layout
 from mwcore.runtime.ownership import Ownership
 from mwcore.runtime.parts import Core
 from mwcore.runtime.reports import ReportDraft
-from mwcore.runtime.transactional import transactions_for
 from mwcore.runtime.watermark_reporter import WatermarkReporter
 from mwcore.runtime.witness import Witness
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.store.interface import CheckpointStore
 from mwcore.store.report_sink import NullReportSink, ReportSink
-from mwcore.transport.consumer import Member
-from mwcore.transport.producer import production_headers
+from mwcore.transport.consumer import Member, Part
 from mwcore.transport.schema_registry import RegistryClient, registered_framings
 from mwcore.transport.schema_topic import SchemaTopic
 from mwcore.watermarks.source import WatermarkSource
@@ -132,21 +130,14 @@ class Worker:
             background=tuning.overlap_commits,
         )
         self.latencies = LatencyRecorder() if tuning.latency_out else None
-        self.sender = core.sender(config.bootstrap)
-        self._sent_by = ("mw-sender", config.worker_id.encode())
-        self._sign = config.signer if config.signer.enabled else None
         self.consumer: Member | None = None
         self.witness = Witness(self.topics, signer=config.signer)
-        self.transactions = transactions_for(  # productions="transactional"
-            computation,
-            config,
-            self.witness,
-            self._group_metadata,
-            (self._sent_by,),
-            self._sign,
-            faults,
-            tuning.overlap_transactions,
+        self.delivery = Delivery(
+            computation, config, core, self.witness, self._group_metadata, self.counters, tuning, faults
         )
+        self.delivery.on_fenced = self._fenced
+        self.sender = self.delivery.sender
+        self.transactions = self.delivery.transactions  # productions="transactional"
         self.health = Health(config.metrics_stall_s)
         self.ownership = Ownership(
             self.deps,
@@ -215,7 +206,7 @@ class Worker:
         if messages:
             self.schemas.polled()  # a writer schema these need was published before them
             self._route(messages)
-        if self.transactions is not None and self.transactions.in_flight:
+        if self.delivery.in_flight:
             self.transacted(wait=False)
         if self.witness.newly_confirmed:  # served by the poll or a transaction: release what it covers
             self.release_witnessed()
@@ -225,15 +216,14 @@ class Worker:
                 self.faults.point("after_produce", functools.partial(dict, interval=index))
             if interval.has_to_send:  # new weak, or failed and re-queued
                 self.send(interval)
-            elif self.transactions is not None and self.transactions.due(interval):
+            elif self.delivery.due(interval):
                 self.send(interval)  # the witness of a checkpoint without productions
         if self.ownership.retakes:
             self.ownership.retake_due()
         now = time.monotonic()
         delay = cfg.max_batch_delay_ms / 1000
         due = [i for i in self.intervals.values() if i.due(now, cfg.max_batch_records, delay)]
-        if self.transactions is not None:  # an interval's next checkpoint waits for its transaction
-            due = [i for i in due if self.transactions.ready(i)]
+        due = [i for i in due if self.delivery.ready(i)]  # (transactional: none in flight)
         if due:
             self.commit(*due, overlap=self.turns.overlapping)
         self.reporter.step(now, self.intervals)
@@ -245,8 +235,7 @@ class Worker:
         """How long to wait for input: half the batch deadline, and shorter when an
         open batch is due sooner."""
         cap = self.cfg.max_batch_delay_ms / 2000
-        if self.turns.in_flight or (self.transactions is not None and self.transactions.in_flight):
-            # look again soon: its productions (or the interval's next checkpoint) wait for it
+        if self.turns.in_flight or self.delivery.in_flight:  # look again soon: what it holds up waits
             cap = min(cap, 0.001)
         opened = [i.opened_at for i in self.intervals.values() if i.opened_at is not None]
         if not opened:
@@ -279,23 +268,14 @@ class Worker:
 
     def _check_health(self, now: float) -> None:
         """Is this worker doing its job (``health.py``)? Read by ``/healthz``."""
-        consumer = self.consumer
-        assert consumer is not None
-        assigned = consumer.assignment()
-        if not assigned:
-            self.health.check_unassigned(
-                now, lambda: group_state(consumer, self.topics, self.comp.partitions)
-            )
-            return
-        waiting: dict[int, int] = defaultdict(int)
-        for part in assigned:
-            high = consumer.end_offset(part, cached=True)
-            interval = self.intervals.get(part.partition)
-            pos = None if interval is None else interval.committed_position(part.topic, part.partition)
-            if pos is None:
-                pos = consumer.position(part)
-            waiting[part.partition] += max(0, high - max(0, pos)) if high >= 0 else 0
-        self.health.check_assigned(now, waiting.items())
+        assert self.consumer is not None
+        intervals = self.intervals
+
+        def committed_position(part: Part) -> int | None:
+            interval = intervals.get(part.partition)
+            return None if interval is None else interval.committed_position(part.topic, part.partition)
+
+        self.health.check(now, self.consumer, committed_position, self.topics, self.comp.partitions)
 
     # -- commits ---------------------------------------------------------------------------
 
@@ -309,7 +289,7 @@ class Worker:
         for interval in intervals:
             if self.intervals.get(interval.id.index) is not interval:
                 continue  # fenced by the commit just taken
-            if self.transactions is not None and not self.transactions.ready(interval):
+            if not self.delivery.ready(interval):
                 continue  # an earlier checkpoint's transaction is to be sent again first
             if interval.open_production_ids():  # the zombie test pauses on a batch that has some
                 self.faults.point("before_commit", functools.partial(self._describe, interval))
@@ -398,36 +378,14 @@ class Worker:
         }
 
     def send(self, interval: Interval) -> None:
-        if self.transactions is not None:
-            try:
-                self.counters.productions += self.transactions.send(interval)
-            except FencedError as exc:
-                self._fenced(interval, exc)
-            return
-        for batch in interval.outbox.take_to_isolate():  # a production refused for good
-            interval.outbox.isolate(batch, self._send_alone)
-        for batch in interval.take_to_send():
-            self.counters.productions += self.sender.send_all(
-                batch.productions, batch, ID_HEADER, self._sent_by, sign=self._sign
-            )
+        self.delivery.send(interval)
 
     def transacted(self, wait: bool = True) -> None:
         """Take the transactions in flight that have ended (``wait``: all of them)."""
-        assert self.transactions is not None
-        for interval, result in self.transactions.take(wait):
-            if isinstance(result, FencedError):
-                self._fenced(interval, result)
-            else:
-                self.counters.productions += result
+        self.delivery.transacted(wait)
 
     def _group_metadata(self) -> bytes | None:
         return None if self.consumer is None else self.consumer.group_metadata()
-
-    def _send_alone(self, p: Production) -> Any:
-        headers = production_headers(p, ID_HEADER, (self._sent_by,), self._sign)
-        err, _ = self.sender.send_alone(p.topic, p.value, p.key, timestamp=p.timestamp, headers=headers)
-        self.counters.productions += 1
-        return err
 
     # -- stopping (``stopping.py``) ----------------------------------------------------------
 
