@@ -161,7 +161,8 @@ class Tuning:
     overlap_commits: bool = True
     # productions="transactional": each interval's transaction is sent on a thread of a
     # pool while the loop goes on (runtime/transactional.py); off: the loop waits for it
-    overlap_transactions: bool = False
+    # (docs/benchmarks.md, "Transactional productions": a lower latency overlapped)
+    overlap_transactions: bool = True
     latency_out: str = ""  # if set: record commit latency, write percentiles here at exit
 
 
