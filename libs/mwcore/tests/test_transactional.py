@@ -6,6 +6,7 @@ broker is ``tests/test_interop_transactions.py``.)"""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,7 +191,7 @@ def settle(worker: Worker) -> None:
     """The commit turn taken, and the transactions it sent."""
     worker.settle()
     if worker.transactions is not None and worker.transactions.overlapping:
-        worker.transacted()
+        worker.transacted(10)
 
 
 def run(worker: Worker, turns: int = 5) -> None:
@@ -329,6 +330,59 @@ def test_the_loop_goes_on_while_a_transaction_is_in_flight_and_the_next_checkpoi
     run(worker)
     assert len(kafka.log) == 6 and kafka.dupes() == 0
     assert kafka.offsets[("numbers", 0)] == (6, f"mw:{interval.commits}t")
+
+
+def test_a_transaction_stuck_on_the_broker_does_not_hold_the_interval_going() -> None:
+    """A transaction in flight when the broker went away can wait out its round trips'
+    timeouts. Dropping its interval (lost, fenced) waits ``CLOSE_WAIT_S`` for it, not
+    more, and leaves it to end on its lane; the next owner's producer takes the id over
+    (the stuck one is then fenced), and every production is seen once."""
+    from mwcore.runtime.transactional import CLOSE_WAIT_S
+
+    kafka, store = FakeKafka(), MemoryCheckpointStore()
+    worker, _ = owner(kafka, store, [records(range(0, 3))], True)
+    assert worker.transactions is not None
+    go, inside = threading.Event(), threading.Event()
+
+    def stuck() -> None:
+        inside.set()
+        assert go.wait(30)
+
+    kafka.meanwhile = stuck
+    worker.step()
+    worker.commit(*worker.intervals.values())
+    worker.settle()
+    assert inside.wait(10)
+    flight = worker.transactions._flights[0].outcome
+    started = time.monotonic()
+    worker.transactions.close(0)  # as when the interval is lost
+    assert time.monotonic() - started < CLOSE_WAIT_S + 1
+    successor, member = owner(kafka, store, [], True)
+    member.chunks.append(records(range(3, 6)))
+    run(successor)
+    go.set()  # the stuck transaction ends: refused, its producer fenced
+    assert flight.result(10).status == "fenced"
+    assert len(kafka.log) == 6 and kafka.dupes() == 0
+
+
+def test_a_lane_runs_its_calls_in_order_and_hands_back_what_they_raised() -> None:
+    from mwcore.runtime.lane import Lane
+
+    lane: Lane[int] = Lane("test")
+    seen: list[int] = []
+
+    def call(n: int) -> int:
+        seen.append(n)
+        if n == 2:
+            raise ValueError("two")
+        return n
+
+    futures = [lane.submit(lambda n=n: call(n)) for n in range(4)]
+    assert [f.result(5) for f in (futures[0], futures[1], futures[3])] == [0, 1, 3]
+    with pytest.raises(ValueError, match="two"):
+        futures[2].result(5)
+    assert seen == [0, 1, 2, 3]
+    lane.stop()
 
 
 def test_a_witness_a_strong_owner_wrote_covers_nothing_delivered_so_its_batches_are_sent(

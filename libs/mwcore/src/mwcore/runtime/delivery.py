@@ -81,8 +81,9 @@ class Delivery:
                 batch.productions, batch, ID_HEADER, self._sent_by, sign=self._sign
             )
 
-    def transacted(self, wait: bool = True) -> None:
-        """Take the transactions in flight that have ended (``wait``: all of them)."""
+    def transacted(self, wait: float = 0.0) -> None:
+        """Take the transactions in flight that have ended (``wait``: waiting up to that
+        many seconds for all of them)."""
         if self.transactions is None:
             return
         for interval, result in self.transactions.take(wait):

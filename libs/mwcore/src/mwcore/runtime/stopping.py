@@ -55,7 +55,7 @@ class Worker(Protocol):
     def settle(self, wait: bool = True, witness: bool = True) -> None: ...
     def send(self, interval: Interval) -> None: ...
     def release_witnessed(self) -> None: ...
-    def transacted(self, wait: bool = True) -> None: ...
+    def transacted(self, wait: float = 0.0) -> None: ...
 
 
 # How long a revocation waits for Kafka's acknowledgements. Every member's revocation
@@ -85,20 +85,21 @@ def revoked(w: Worker, intervals: list[Interval]) -> dict[str, int]:
 def drain(w: Worker, intervals: list[Interval], flush_s: float) -> dict[str, int]:
     """Commit the intervals' batches, wait (once, for all) for Kafka's acknowledgements,
     then commit their deletion. Returns each stage's milliseconds: the commit (with the
-    one in flight), the witness, the acknowledgements, the deletion."""
+    one in flight), the witness, the acknowledgements, the deletion. (Transactional
+    productions: each wait for the intervals' transactions lasts at most ``flush_s``; an
+    interval whose transaction is still in flight is left as its checkpoint has it.)"""
     marks = [time.monotonic()]
-    if w.transactions is not None:  # the intervals' transactions in flight ended first
-        w.transacted()
+    w.transacted(flush_s)  # (transactional: the next checkpoints wait for those in flight)
     w.commit(*intervals, witness=False)
     marks.append(time.monotonic())
-    witness_now(w, intervals)
+    witness_now(w, intervals, flush_s)
     marks.append(time.monotonic())
     w.sender.flush(flush_s)
     w.sender.poll(0)
     marks.append(time.monotonic())
     live = [i for i in intervals if i.id.index in w.intervals]
     w.commit(*[i for i in live if i.has_cleanup], witness=False)  # delete the acknowledged
-    witness_now(w, live)  # (reports show witnessed state only)
+    witness_now(w, live, flush_s)  # (reports show witnessed state only)
     w.reporter.step(time.monotonic(), w.intervals, force=True)
     # delete the segments just reported
     w.commit(*[i for i in live if i.has_cleanup and i.id.index in w.intervals])
@@ -107,16 +108,17 @@ def drain(w: Worker, intervals: list[Interval], flush_s: float) -> dict[str, int
     return {k: round((b - a) * 1000) for k, a, b in zip(stages, marks[:-1], marks[1:], strict=True)}
 
 
-def witness_now(w: Worker, intervals: list[Interval]) -> None:
+def witness_now(w: Worker, intervals: list[Interval], txn_wait_s: float) -> None:
     """Write the witness and wait for it (no callback is served in a hand-over), then
-    send what it releases."""
+    send what it releases (transactional: the witness is written by each interval's
+    transaction, waited for up to ``txn_wait_s``)."""
     if w.consumer is None:
         return
     if w.transactions is not None:  # the witness is written in each interval's transaction
         for interval in intervals:
             if interval.id.index in w.intervals:
                 w.send(interval)
-        w.transacted()
+        w.transacted(txn_wait_s)
         w.release_witnessed()
         return
     for interval in intervals:  # also what asynchronous writes in flight cover

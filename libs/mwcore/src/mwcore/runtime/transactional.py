@@ -18,13 +18,21 @@ witness is written *in* the transaction that sends the batches, so:
   refused) besides the store's sequencer token; and the group's generation refuses its
   offsets.
 
-A transaction is either waited for, or (``overlap``: each interval's transaction on a
-thread of the worker's pool while its loop goes on, as commit turns are) sent and
-its outcome taken at a later turn of the loop (``take``); either way at most one per
+A transaction is either waited for, or (``overlap``: on the interval's own lane, a
+thread of its own, while the worker's loop goes on, as commit turns are) sent and its
+outcome taken at a later turn of the loop (``take``); either way at most one per
 interval is in flight, and everything about the interval (its batches settled or put
 back, the witness confirmed, the interval dropped when fenced) happens on the loop's
-thread. Only the round trips to the broker run on the pool: the producer of an
-interval is used by one thread at a time, and closing it waits for its transaction.
+thread. Only the round trips to the broker run on the lane, so the producer of an
+interval is used by one thread at a time.
+
+Letting an interval go waits for its transaction in flight only so long (a drain: as
+long as it waits for acknowledgements; dropping the interval: ``CLOSE_WAIT_S``). A
+transaction stuck on the broker (one in flight when the broker restarted can wait out
+its round trips' timeouts) is left to end on its lane: whatever it did is settled by
+the interval's next owner, whose producer takes the id over (it completes a commit
+the coordinator had begun, or aborts the transaction, and fences this producer) before
+it reads the witness.
 
 A transaction the broker aborts (a broker restarting, a timeout) is sent again whole
 after ``RETRY_S``; its interval's next checkpoint waits for it. One with a production
@@ -44,7 +52,8 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_on
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -57,6 +66,7 @@ from mwcore.errors import FencedError
 from mwcore.runtime.config import WorkerConfig
 from mwcore.runtime.faults import NO_FAULTS, Faults
 from mwcore.runtime.interval import Interval
+from mwcore.runtime.lane import Lane
 from mwcore.runtime.outbox import OutboxBatch
 from mwcore.runtime.witness import Witness, encode
 from mwcore.transport.message import Header
@@ -66,8 +76,7 @@ from mwcore.transport.transactions import Outcome, TransactionalSender, transact
 log = structlog.get_logger("mwcore.runtime.worker")
 
 RETRY_S = 0.2  # after an aborted transaction, the next try waits this long
-CLOSE_WAIT_S = 60.0  # closing an interval's producer waits this long for its transaction
-POOL_THREADS = 16  # the most transactions in flight at once (one per interval owned)
+CLOSE_WAIT_S = 1.0  # dropping an interval waits this long for its transaction in flight
 
 
 class TxnSender(Protocol):
@@ -138,7 +147,7 @@ class Transactions:
         self.senders: dict[int, TxnSender] = {}
         self._retry_at: dict[int, float] = {}
         self._flights: dict[int, _Flight] = {}
-        self._pool: ThreadPoolExecutor | None = None  # made at the first transaction sent on it
+        self._lanes: dict[int, Lane[Outcome]] = {}  # overlapped: each interval's own thread
         self.committed = 0  # transactions committed (for metrics and tests)
         self.aborted = 0
 
@@ -153,29 +162,39 @@ class Transactions:
         self.senders[index] = sender
 
     def close(self, index: int) -> None:
-        """Let the interval's producer go, once its transaction in flight has ended (what
-        became of it is the next owner's to read in the witness)."""
+        """Let the interval's producer go, once its transaction in flight has ended or
+        ``CLOSE_WAIT_S`` has passed (what became of it is the next owner's to read in the
+        witness); a transaction still in flight then is left to end on its lane, with
+        the producer it uses."""
         self._retry_at.pop(index, None)
         flight = self._flights.pop(index, None)
-        if flight is not None:
-            name = str(flight.interval.id)
-            try:
-                outcome = flight.outcome.result(CLOSE_WAIT_S)
-            except BaseException as exc:  # (the outcome is dropped with the interval)
-                log.warning("transaction_dropped", interval=name, error=str(exc))
-            else:
-                if outcome.status == "fenced":  # (said as when it is taken)
-                    log.warning("transaction_fenced", interval=name, error=outcome.error, dropped=True)
+        lane = self._lanes.pop(index, None)
+        if lane is not None:
+            lane.stop()
         sender = self.senders.pop(index, None)
+        if flight is not None and not self._ended(flight, CLOSE_WAIT_S):
+            return  # (not closed under it: fenced by the next owner's producer, it ends)
         if sender is not None:
             sender.close()
+
+    def _ended(self, flight: _Flight, timeout: float) -> bool:
+        """Whether the dropped interval's transaction ended within ``timeout`` (said)."""
+        name = str(flight.interval.id)
+        try:
+            outcome = flight.outcome.result(timeout)
+        except TimeoutError:
+            log.warning("transaction_abandoned", interval=name, waited_s=timeout)
+            return False
+        except BaseException as exc:  # (the outcome is dropped with the interval)
+            log.warning("transaction_dropped", interval=name, error=str(exc))
+            return True
+        if outcome.status == "fenced":  # (said as when it is taken)
+            log.warning("transaction_fenced", interval=name, error=outcome.error, dropped=True)
+        return True
 
     def close_all(self) -> None:
         for index in list(self.senders):
             self.close(index)
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False)
 
     @property
     def in_flight(self) -> bool:
@@ -251,18 +270,22 @@ class Transactions:
         )
         if not self.overlapping:
             return self._outcome(interval, batches, commits, call())
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="mw-txn")
-        self._flights[index] = _Flight(interval, batches, commits, self._pool.submit(call))
+        lane = self._lanes.get(index)
+        if lane is None:
+            lane = self._lanes[index] = Lane(f"mw-txn-{index}")
+        self._flights[index] = _Flight(interval, batches, commits, lane.submit(call))
         return 0
 
-    def take(self, wait: bool = False) -> list[tuple[Interval, Result]]:
-        """The transactions in flight that have ended (``wait``: all of them, waiting),
-        each settled: its interval and what became of it. Raises what a round trip
-        raised (``TransactionInDoubt``: the process stops)."""
+    def take(self, wait: float = 0.0) -> list[tuple[Interval, Result]]:
+        """The transactions in flight that have ended, each settled: its interval and
+        what became of it; ``wait``: waiting up to that many seconds for all of them to
+        end. Raises what a round trip raised (``TransactionInDoubt``: the process
+        stops)."""
+        if wait > 0 and self._flights:
+            wait_on([f.outcome for f in self._flights.values()], timeout=wait)
         out: list[tuple[Interval, Result]] = []
         for index, flight in list(self._flights.items()):
-            if not (wait or flight.outcome.done()):
+            if not flight.outcome.done():
                 continue
             outcome = flight.outcome.result()
             del self._flights[index]

@@ -207,7 +207,7 @@ class Worker:
             self.schemas.polled()  # a writer schema these need was published before them
             self._route(messages)
         if self.delivery.in_flight:
-            self.transacted(wait=False)
+            self.transacted()
         if self.witness.newly_confirmed:  # served by the poll or a transaction: release what it covers
             self.release_witnessed()
         self.sender.poll(0)
@@ -380,8 +380,9 @@ class Worker:
     def send(self, interval: Interval) -> None:
         self.delivery.send(interval)
 
-    def transacted(self, wait: bool = True) -> None:
-        """Take the transactions in flight that have ended (``wait``: all of them)."""
+    def transacted(self, wait: float = 0.0) -> None:
+        """Take the transactions in flight that have ended (``wait``: waiting up to that
+        many seconds for all of them)."""
         self.delivery.transacted(wait)
 
     def _group_metadata(self) -> bytes | None:
