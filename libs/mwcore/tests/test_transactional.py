@@ -301,25 +301,32 @@ def test_a_checkpoint_waits_for_the_transaction_of_the_one_before(overlap: bool)
     assert len(kafka.log) == 6 and kafka.dupes() == 0
 
 
-def test_the_loop_goes_on_while_a_transaction_is_in_flight_and_the_next_checkpoint_waits() -> None:
-    """Overlapped: the transaction runs on the pool while the worker's loop reads and
-    processes more; the interval's next checkpoint is written only once the
-    transaction before it has ended (else the store would hold batches of two
-    checkpoints the witness does not cover)."""
-    kafka, store = FakeKafka(), MemoryCheckpointStore()
+def held_in_flight(kafka: FakeKafka, store: MemoryCheckpointStore) -> tuple[Worker, Any, threading.Event]:
+    """An overlapped owner whose first checkpoint is written and its transaction sent,
+    held inside the transaction (on its lane) until the event returned is set."""
     worker, member = owner(kafka, store, [records(range(0, 3))], True)
-    assert worker.transactions is not None
     go, inside = threading.Event(), threading.Event()
 
     def held() -> None:
         inside.set()
-        assert go.wait(10)
+        assert go.wait(30)
 
     kafka.meanwhile = held
     worker.step()
     worker.commit(*worker.intervals.values())
-    worker.settle()  # the checkpoint is written; its transaction is sent on the pool
-    assert inside.wait(10) and worker.transactions.in_flight
+    worker.settle()  # the checkpoint is written; its transaction is sent on the lane
+    assert inside.wait(10)
+    return worker, member, go
+
+
+def test_the_loop_goes_on_while_a_transaction_is_in_flight_and_the_next_checkpoint_waits() -> None:
+    """Overlapped: the transaction runs on its lane while the worker's loop reads and
+    processes more; the interval's next checkpoint is written only once the
+    transaction before it has ended (else the store would hold batches of two
+    checkpoints the witness does not cover)."""
+    kafka, store = FakeKafka(), MemoryCheckpointStore()
+    worker, member, go = held_in_flight(kafka, store)
+    assert worker.transactions is not None and worker.transactions.in_flight
     interval = worker.intervals[0]
     commits = interval.commits
     member.chunks.append(records(range(3, 6)))
@@ -340,19 +347,8 @@ def test_a_transaction_stuck_on_the_broker_does_not_hold_the_interval_going() ->
     from mwcore.runtime.transactional import CLOSE_WAIT_S
 
     kafka, store = FakeKafka(), MemoryCheckpointStore()
-    worker, _ = owner(kafka, store, [records(range(0, 3))], True)
+    worker, _, go = held_in_flight(kafka, store)
     assert worker.transactions is not None
-    go, inside = threading.Event(), threading.Event()
-
-    def stuck() -> None:
-        inside.set()
-        assert go.wait(30)
-
-    kafka.meanwhile = stuck
-    worker.step()
-    worker.commit(*worker.intervals.values())
-    worker.settle()
-    assert inside.wait(10)
     flight = worker.transactions._flights[0].outcome
     started = time.monotonic()
     worker.transactions.close(0)  # as when the interval is lost
