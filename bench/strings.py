@@ -46,7 +46,7 @@ def main() -> None:
             rust.Msg("in", 0, i, (f"{r * generation + i:010d}" + "é" * 27).encode(), b"", (1, 5), None)
             for i in range(generation)
         ]
-        out = screener.screen(messages, rids, None, set(), {}, {}, set(), bindings)
+        out = screener.screen(messages, rids, None, set(), {}, {}, {}, set(), bindings)
         del messages, out
         grown.append(round(resident_mb() - base, 1))
         print(f"round {r}: {(r + 1) * generation:,} keys seen, {grown[-1]} MB above the start", flush=True)

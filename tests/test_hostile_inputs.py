@@ -6,7 +6,7 @@ pipeline (semantics I-12), on a real broker and Redis, while a running sum works
   a real fingerprint) is never used, and two under one fingerprint are a conflict whose
   records are dead letters; a schema whose arrays hold nothing is refused, and a record
   claiming 2**62 such items is a dead letter in bounded time;
-- input records: keys and timestamps out of the kit's bounds are dead letters, a
+- input records: keys, timestamps and user headers out of the kit's bounds are dead letters, a
   stream of unknown writer schemas does not stall a worker, and a record whose header
   name is not UTF-8 (written through librdkafka's C API) counts like any other;
 - the native core's own faults: a panic in its per-record code (forced for one key's
@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from mwcore.limits import MAX_HEADERS
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.serde.wire import _write_long
 from mwcore.tools.stack.localproc import free_port
@@ -113,8 +114,15 @@ class Sums:
         wait_until(lambda: self.worker.ready, 60, what="the worker to join")
         return self
 
-    def write(self, values: list[bytes], key: bytes = b"k", timestamp: int = 0) -> None:
-        produce_raw(self.stack.bootstrap, self.numbers, [(key, v) for v in values], None, timestamp, True)
+    def write(
+        self,
+        values: list[bytes],
+        key: bytes = b"k",
+        timestamp: int = 0,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> None:
+        records = [(key, v) for v in values]
+        produce_raw(self.stack.bootstrap, self.numbers, records, headers, timestamp, True)
 
     def legit(self, *ns: int, key: bytes = b"k") -> None:
         self.write([self.serde.encode({"n": n}) for n in ns], key)
@@ -254,11 +262,12 @@ def _any_timestamp(bootstrap: str, topic: str) -> None:
         future.result(30)
 
 
-def test_keys_and_timestamps_out_of_bounds_are_dead_letters(
+def test_keys_timestamps_and_headers_out_of_bounds_are_dead_letters(
     stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
 ) -> None:
     """A 70,000-byte key (it wedged a computation that sets timers), a timestamp near
-    2**62 and one past the year 9999: dead letters with their reasons; the rest counts."""
+    2**62 and one past the year 9999, user headers one too many or of 70,000 bytes: dead
+    letters with their reasons; the rest counts (headers at their bounds too)."""
     sums = Sums(stack, registry, namespace, log_dir).start()
     try:
         value = sums.serde.encode({"n": 1})
@@ -266,9 +275,12 @@ def test_keys_and_timestamps_out_of_bounds_are_dead_letters(
         sums.write([value], key=b"q" * 70_000)
         sums.write([value], timestamp=2**62)
         sums.write([value], timestamp=253_402_300_800_000)
+        sums.write([value], headers=[(f"h{i}", b"") for i in range(MAX_HEADERS + 1)])
+        sums.write([value], headers=[("big", bytes(70_000))])
+        sums.write([value], headers=[(f"h{i}", b"") for i in range(MAX_HEADERS)])  # at the bound: counts
         sums.legit(2, 3)
-        wait_until(lambda: sums.totals().get("k") == 5, 60, 0.3, "the legit records")
-        assert sums.dead() == {"key_too_long": 1, "bad_timestamp": 2}, sums.dead()
+        wait_until(lambda: sums.totals().get("k") == 6, 60, 0.3, "the legit records")
+        assert sums.dead() == {"key_too_long": 1, "bad_timestamp": 2, "headers_too_large": 2}, sums.dead()
         assert sums.worker.alive
     finally:
         sums.stop()

@@ -122,7 +122,7 @@ def test_both_consumers_read_every_message_alike(stack: LocalStack, namespace: s
     assert rust.read_ids(ours) == read_ids(reference, UNSIGNED)
     signed = rust.read_ids(ours, SIGNER.mac_key, SIGNER.accepts_v1)
     assert signed == read_ids(reference, SIGNER)
-    rids, _, forged, schema_ids = signed
+    rids, _, forged, schema_ids, _ = signed
     assert rids.count(SIGNED_ID) == len(KEYS) * len(VALUES)  # the signed ones verify
     assert len(forged) >= len(KEYS) * len(VALUES)  # the forged MACs, and unsigned ids
     assert len(schema_ids) == 2 * len(KEYS) * len(VALUES)  # the header variant's, the last counting
@@ -145,6 +145,7 @@ def test_a_header_name_that_is_not_utf8_is_read_and_its_record_s_headers_found(
 
     assert ours.headers() == [("\ufffd\ufffd-name", b"x"), ("mw-id", rid)]
     assert rust.read_ids([ours])[0] == [rid]
+    assert rust.read_ids([ours])[4] == {0: (("\ufffd\ufffd-name", b"x"),)}  # the user's
     assert (ours.key(), ours.value()) == (b"k", b"v")
     # confluent-kafka's consumer cannot read them: its headers() raises SystemError, or
     # (after a good header) hands over a list whose tuple holds NULL. Not asked here.

@@ -170,3 +170,18 @@ class TransactionalSum(RunningSum):
     its commit witness in one Kafka transaction."""
 
     options = Options(productions="transactional")
+
+
+class HeadedSum(RunningSum):
+    """The running sum whose productions carry headers: the input's user headers
+    forwarded, and the record's amount (``n``), so that a reader can tell each one's."""
+
+    def process_record(self, ctx: Context, record: Record) -> None:
+        st: SumState = ctx.state.get() or SumState()
+        st.total += record.value["n"]
+        st.count += 1
+        forwarded = [(name, value) for name, value in record.headers if value is not None]
+        total = {"key": ctx.key, "total": st.total, "count": st.count}
+        ctx.produce("sums", total, record.timestamp, headers=[*forwarded, ("n", str(record.value["n"]))])
+        self.schedule_flush(ctx, record, st)
+        ctx.state.set(st)

@@ -13,6 +13,7 @@ import random
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,10 @@ class Injector(threading.Thread):
         rate: float,
         hold_at: int | None = None,
         trickle: float = 200.0,
+        headers: Callable[[InputRecord], Sequence[tuple[str, bytes]]] | None = None,
     ) -> None:
         super().__init__(daemon=True)
+        self.headers = headers  # each record's user headers
         self.writer = writer
         self.records = records
         self.rate = rate
@@ -90,7 +93,8 @@ class Injector(threading.Thread):
                 if delay > 0:
                     self.writer.producer.poll(0)
                     time.sleep(delay)
-                self.writer.write(rec.key, {"n": rec.n}, rec.ts, rec.id)
+                own = () if self.headers is None else self.headers(rec)
+                self.writer.write(rec.key, {"n": rec.n}, rec.ts, rec.id, own)
                 self.written = i + 1
             self.writer.flush()
         except BaseException as exc:

@@ -39,6 +39,10 @@ def init(
     undeclared: Callable[[Any, Any], KeyError],
     too_large: Callable[[Any, int], ValueError],
     set_none: Callable[[], ValueError],
+    max_headers: int,
+    max_header_bytes: int,
+    to_send: Callable[[Any], tuple[tuple[str, bytes], ...]],
+    over_bounds: Callable[[int, int], Exception],
 ) -> None:
     """The constants both sides share, defined once in the package (the seam gives them
     at import: ``mwcore.cores.native.constants``)."""
@@ -159,9 +163,11 @@ class Msg:
 
 def read_ids(
     messages: list[Msg], mac_key: bytes | None = None, accept_v1: bool = False
-) -> tuple[list[bytes], dict[int, bytes], set[int], dict[int, bytes]]:
-    """Each message's record id, late marks, ids that do not verify, schema id headers (reference:
-    ``mwcore.runtime.envelope.read_ids``)."""
+) -> tuple[
+    list[bytes], dict[int, bytes], set[int], dict[int, bytes], dict[int, tuple[tuple[str, bytes | None], ...]]
+]:
+    """Each message's record id, late marks, ids that do not verify, schema id headers, user
+    headers (reference: ``mwcore.runtime.envelope.read_ids``)."""
 
 STRINGS_GENERATION: int  # a Screener keeps at most twice as many recurring strings
 
@@ -189,6 +195,7 @@ class Screener:
         forged: set[int],
         lates: dict[int, bytes],
         schema_ids: dict[int, bytes],
+        headers: dict[int, tuple[tuple[str, bytes | None], ...]],
         batch_seen: set[bytes],
         bindings: dict[str, tuple[str, Callable[[bytes], Any]]],
     ) -> tuple[int, list[tuple[int, str]], list[Any], set[str]]: ...
@@ -248,7 +255,9 @@ class Context:
     @property
     def timers(self) -> TimerHandle | None: ...
     def now_ms(self) -> Any: ...
-    def produce(self, stream: Any, value: Any, timestamp: Any, key: str | None = None) -> None: ...
+    def produce(
+        self, stream: Any, value: Any, timestamp: Any, key: str | None = None, headers: Any = None
+    ) -> None: ...
 
 @final
 class StateHandle:

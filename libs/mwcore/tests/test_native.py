@@ -246,7 +246,8 @@ def consumed(rng: random.Random, signer: Signer, i: int) -> Any:
     branch of the reference: no id, an id of the wrong length or without a value, a
     signed id (MAC version 1 or 2, for this record or copied from another), a forged or
     missing MAC, late marks with and without a value, schema id headers (an id's, a
-    GUID's, junk, none), repeats."""
+    GUID's, junk, none), the kit's other headers in any case, user headers (with and
+    without a value), repeats."""
     rid = rng.randbytes(16)
     topic = rng.choice(["in", "töpic", ""])
     key = rng.choice([None, b"", b"k", rng.randbytes(5)])
@@ -265,7 +266,10 @@ def consumed(rng: random.Random, signer: Signer, i: int) -> Any:
         ("__value_schema_id", rng.choice([b"\x00" + rng.randbytes(4), b"\x01" + rng.randbytes(16)])),
         ("__value_schema_id", rng.choice([None, b"", rng.randbytes(rng.choice([3, 5, 17]))])),
         ("mw-other", rng.randbytes(4)),
+        ("MW-Other", b"x"),
         ("ünïcode", b""),
+        ("trace-id", rng.randbytes(8)),
+        ("tenant", None),
     ]
     headers = [rng.choice(pool) for _ in range(rng.randrange(6))]
     if rng.random() < 0.5:  # the common case: an id and its MAC
@@ -297,7 +301,7 @@ def test_the_drawn_chunks_take_every_branch() -> None:
     claimed = derived = late = forged = 0
     for seed in range(100):
         messages, signer = chunk(seed)
-        rids, lates, bad, _ = read_ids(messages, signer)
+        rids, lates, bad, _, _ = read_ids(messages, signer)
         for m, rid in zip(messages, rids, strict=True):
             ids_given = [v for n, v in m.headers() or () if n == "mw-id"]
             claimed += bool(ids_given) and rid == ids_given[-1]

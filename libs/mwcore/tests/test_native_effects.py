@@ -37,6 +37,14 @@ pytestmark = requires_native
 
 DOMAINS = (TimeDomain.EVENT, TimeDomain.WALL, TimeDomain.HOLD)
 KEYS = [f"k{i}" for i in range(12)] + ["ключ", ""]
+# A production's user headers: none mostly; some good (a mapping, pairs with a name twice,
+# str values); some refused (a reserved name in any case, a value of another type, one
+# header too many).
+GOOD_HEADERS: list[Any] = [{"trace": "t-1"}, [("b", b"\x00"), ("b", b"")], (("ünï", "é"),)]
+HEADER_DRAWS: list[Any] = [
+    None, None, None, None, *GOOD_HEADERS,
+    {"mw-id": b"x" * 16}, [("MW-Late-Ms", b"1")], [("n", 5)], [(f"h{i}", b"") for i in range(65)],
+]  # fmt: skip
 STREAMS = {"out": ("out-topic", lambda v: repr(v).encode()), "side": ("side-topic", lambda v: bytes(v))}
 
 
@@ -101,10 +109,13 @@ class Drawn(Computation):
             late = rng.random() < 0.2
             ts = cause_ts - 3 if late else cause_ts + rng.randrange(0, 9)
             key = rng.choice((None, None, "other"))
+            headers = rng.choice(HEADER_DRAWS)
+            if headers is not None:
+                tally["headers_good" if headers in GOOD_HEADERS else "headers_refused"] += 1
             if rng.random() < 0.5:
-                ctx.produce("out", {"st": st, "key": ctx.key}, ts, key)
+                ctx.produce("out", {"st": st, "key": ctx.key}, ts, key, headers)
             else:
-                ctx.produce("side", rng.randbytes(rng.randrange(0, 20)), ts, key)
+                ctx.produce("side", rng.randbytes(rng.randrange(0, 20)), ts, key, headers=headers)
             tally["late_production" if late else "production"] += 1
         if rng.random() < 0.02:
             tally["undeclared"] += 1
@@ -306,7 +317,7 @@ def test_the_drawn_scenarios_take_every_branch() -> None:
         "timer_clear", "timer_set_event", "timer_set_wall", "timer_set_hold", "production",
         "late_production", "undeclared", "now", "fired_event", "fired_wall", "logged_failed",
         "logged_timer_failed", "logged_bad", "redo", "weak_productions", "state_inf", "state_big",
-        "state_set", "redo_at_commit",
+        "state_set", "redo_at_commit", "headers_good", "headers_refused",
     ]  # fmt: skip
     thin = {name: tally[name] for name in wanted if tally[name] < 3}
     assert not thin, f"branches taken fewer than 3 times: {thin}"

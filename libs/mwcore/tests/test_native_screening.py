@@ -21,7 +21,7 @@ from test_native import _native_codecs, consumed
 from mwcore.api.record import Record
 from mwcore.api.signing import UNSIGNED, Signer
 from mwcore.cores import core
-from mwcore.limits import MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
+from mwcore.limits import MAX_HEADER_BYTES, MAX_HEADERS, MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.runtime.envelope import read_ids
 from mwcore.runtime.screening import Bindings, ReferenceScreener, screen
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
@@ -49,7 +49,7 @@ def screened_chunk(seed: int) -> tuple[list[Any], Bindings, list[bool] | None, s
     """Messages for ``screen``: keys missing, too long, not UTF-8 or fine; timestamps at
     and beyond the bounds; values that decode, or cut short; late and forged ones; values
     whose writer schema a header names (the reader's own, a GUID no registry here has,
-    junk)."""
+    junk); user headers up to and beyond their bounds."""
     rng = random.Random(seed)
     bindings, serdes = _screening_bindings(rng)
     schema = _schemas()[0]
@@ -74,6 +74,10 @@ def screened_chunk(seed: int) -> tuple[list[Any], Bindings, list[bool] | None, s
             named = rng.choice([own, own, b"\x01" + rng.randbytes(16), single, serde.header[:3], b""])
             headers.append((SCHEMA_ID_HEADER, named))
             value = (value or b"")[len(serde.header) :]
+        if rng.random() < 0.1:  # user headers at and beyond their count
+            headers += [(f"h{j}", b"v") for j in range(MAX_HEADERS - 1 + rng.randrange(3))]
+        if rng.random() < 0.1:  # and their bytes
+            headers.append(("big", bytes(MAX_HEADER_BYTES - 10 + rng.randrange(20))))
         out.append(rust.Msg(topic, rng.randrange(8), i, key, value, (1, ts), headers))
     dup = None if rng.random() < 0.3 else [rng.random() < 0.2 for _ in out]
     already = {rng.randbytes(16) for _ in range(3)}
@@ -95,29 +99,33 @@ def _comparable(screened: tuple[Any, ...], batch_seen: set[bytes]) -> Any:
 def test_screen_screens_what_the_reference_screens(seed: int) -> None:
     messages, bindings, dup, already = screened_chunk(seed)
     signer = Signer("s" * 16) if seed % 2 else UNSIGNED
-    rids, lates, forged, schema_ids = read_ids(messages, signer)
+    rids, lates, forged, schema_ids, headers = read_ids(messages, signer)
     ours, theirs = set(already), set(already)
     fast = core("native").screener()
-    got = fast.screen(messages, rids, dup, forged, lates, schema_ids, ours, bindings)
-    want = screen(messages, rids, dup, forged, lates, schema_ids, theirs, bindings)
+    got = fast.screen(messages, rids, dup, forged, lates, schema_ids, headers, ours, bindings)
+    want = screen(messages, rids, dup, forged, lates, schema_ids, headers, theirs, bindings)
     assert _comparable(got, ours) == _comparable(want, theirs)
 
 
 def test_the_screened_chunks_take_every_branch() -> None:
     seen: dict[str, int] = {"duplicate": 0, "record": 0, "error": 0}
+    headed = over = 0
     for seed in range(100):
         messages, bindings, dup, already = screened_chunk(seed)
         signer = Signer("s" * 16) if seed % 2 else UNSIGNED
-        rids, lates, forged, schema_ids = read_ids(messages, signer)
+        rids, lates, forged, schema_ids, headers = read_ids(messages, signer)
         duplicates, early, items, _ = screen(
-            messages, rids, dup, forged, lates, schema_ids, set(already), bindings
+            messages, rids, dup, forged, lates, schema_ids, headers, set(already), bindings
         )
         seen["duplicate"] += duplicates
         for _, why in early:
             seen[why] = seen.get(why, 0) + 1
         for it in items:
             seen["record" if isinstance(it, Record) else "error"] += 1
+            headed += isinstance(it, Record) and bool(it.headers)
+            over += not isinstance(it, Record) and getattr(it[1], "reason", "") == "headers_too_large"
     assert len(seen) == 6 and min(seen.values()) > 10, seen
+    assert headed > 10 and over > 3, (headed, over)
 
 
 def test_a_value_named_by_its_header_reads_as_the_prefixed_value() -> None:
@@ -135,8 +143,8 @@ def test_a_value_named_by_its_header_reads_as_the_prefixed_value() -> None:
         rust.Msg("in", 0, 3, b"k", body, (1, 5), [(SCHEMA_ID_HEADER, serdes["töpic"].header)]),
     ]
     for run in (ReferenceScreener().screen, core("native").screener().screen):
-        rids, lates, forged, schema_ids = read_ids(messages, UNSIGNED)
-        _, _, items, _ = run(messages, rids, None, forged, lates, schema_ids, set(), bindings)
+        rids, lates, forged, schema_ids, headers = read_ids(messages, UNSIGNED)
+        _, _, items, _ = run(messages, rids, None, forged, lates, schema_ids, headers, set(), bindings)
         prefixed, headed, short, single = items
         assert isinstance(prefixed, Record) and isinstance(headed, Record)
         assert headed.value == prefixed.value == serde.decode(value)
@@ -156,7 +164,7 @@ def test_screen_passes_on_an_error_that_is_not_a_bad_value() -> None:
     m = rust.Msg("in", 0, 0, b"k", b"v", (1, 5), None)
     for run in (ReferenceScreener().screen, core("native").screener().screen):
         with pytest.raises(ZeroDivisionError):
-            run([m], [b"i" * 16], None, set(), {}, {}, set(), bindings)
+            run([m], [b"i" * 16], None, set(), {}, {}, {}, set(), bindings)
 
 
 def _keyed(keys: list[bytes], value: bytes) -> list[Any]:
@@ -165,7 +173,8 @@ def _keyed(keys: list[bytes], value: bytes) -> list[Any]:
 
 def _records(messages: list[Any], bindings: Bindings) -> list[Record]:
     rids = [i.to_bytes(16, "big") for i in range(len(messages))]
-    _, _, items, _ = core("native").screener().screen(messages, rids, None, set(), {}, {}, set(), bindings)
+    screener = core("native").screener()
+    _, _, items, _ = screener.screen(messages, rids, None, set(), {}, {}, {}, set(), bindings)
     assert all(isinstance(it, Record) for it in items)
     return items  # type: ignore[return-value]
 

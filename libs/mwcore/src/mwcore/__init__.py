@@ -25,6 +25,7 @@ from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.api.codecs import AvroCodec, DataclassCodec, JsonCodec, StateCodec
 from mwcore.api.computation import Computation, Input, Options, Output, load_computation
 from mwcore.api.context import Context
+from mwcore.api.headers import ReservedHeader
 from mwcore.api.ids import ID_BYTES
 from mwcore.api.ids import derive as derive_id
 from mwcore.api.record import Production, Record, TimeDomain, Timer
@@ -96,6 +97,7 @@ __all__ = [
     "Production",
     "Record",
     "RefusedError",
+    "ReservedHeader",
     "SchemaRegistry",
     "SerializationError",
     "StateCodec",

@@ -18,6 +18,9 @@ class NegativeControls:
     # the checkpoint store (store/redis_store.py)
     disable_fencing: bool = False  # commits ignore the interval's token (I-5)
     counter_tokens: bool = False  # tokens from the grant counter alone, no randomness (I-6)
+    # pending productions read back (by a new owner) without their headers, as if the
+    # checkpoint kept none: a re-send loses them
+    recover_without_headers: bool = False
     # the worker (runtime/)
     disable_dedup: bool = False  # re-sent records are applied again (I-1)
     trust_forgotten_state: bool = False  # a key the cache forgot is served from the first read (I-1)

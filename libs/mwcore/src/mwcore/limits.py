@@ -11,6 +11,11 @@ from __future__ import annotations
 
 # A record's key, as UTF-8 bytes: state fields, timer entries and dead letters carry it.
 MAX_KEY_BYTES = 32_768
+# A record's user headers (``api/headers.py``), in and out: how many, and their names
+# and values together (with a key and a value at their bounds, a production stays under
+# Kafka's default message.max.bytes).
+MAX_HEADERS = 64
+MAX_HEADER_BYTES = 65_536
 # Record timestamps (ms since the epoch): Kafka's "no timestamp" (-1) and anything
 # past 9999-12-31 are refused; timers and watermarks add to them without overflowing.
 MIN_TIMESTAMP = 0

@@ -1,6 +1,7 @@
 //! What both sides share, each defined once in the Python package and given to the crate
 //! at import (`init`, called by the seam: `mwcore/cores/native/constants.py`): the names of
-//! the headers the record path reads, the limits a call of user code is held to, the
+//! the headers the record path reads, the limits a call of user code is held to (and a
+//! record's user headers), the
 //! timer domains' stored codes, the texts of user code's errors (made by the package's
 //! own functions, so a dead letter's text is the same on both cores), and the package's
 //! exception for a bug of the kit's (`InternalError`, kept by `errors.rs`).
@@ -32,6 +33,16 @@ pub struct Shared {
     pub undeclared: Py<PyAny>, // (stream, encoders) -> KeyError
     pub too_large: Py<PyAny>,  // (stream, size) -> ValueError
     pub set_none: Py<PyAny>,   // () -> ValueError
+    pub max_headers: usize,    // a record's user headers: how many, and their bytes
+    pub max_header_bytes: usize,
+    pub to_send: Py<PyAny>, // `produce`'s headers -> a production's (`api.headers.to_send`)
+    pub over_bounds: Py<PyAny>, // (count, size) -> InvalidRecord (`api.headers.over_bounds`)
+}
+
+/// Whether a header's name is one of the kit's (`mwcore.api.headers.is_reserved`): it
+/// starts with `mw-` in any case (the schema id header is told apart by name first).
+pub fn is_reserved(name: &[u8]) -> bool {
+    name.len() >= 3 && name[..3].eq_ignore_ascii_case(b"mw-")
 }
 
 static SHARED: OnceLock<Shared> = OnceLock::new();
@@ -45,7 +56,7 @@ pub fn shared() -> &'static Shared {
 
 /// Set the shared constants, once per process (a second call must give the same).
 #[pyfunction]
-#[pyo3(signature = (*, id_bytes, mac_bytes, headers, max_value_bytes, timer_index, domain_codes, internal_error, undeclared, too_large, set_none))]
+#[pyo3(signature = (*, id_bytes, mac_bytes, headers, max_value_bytes, timer_index, domain_codes, internal_error, undeclared, too_large, set_none, max_headers, max_header_bytes, to_send, over_bounds))]
 #[allow(clippy::too_many_arguments)]
 pub fn init(
     id_bytes: usize,
@@ -58,6 +69,10 @@ pub fn init(
     undeclared: Py<PyAny>,
     too_large: Py<PyAny>,
     set_none: Py<PyAny>,
+    max_headers: usize,
+    max_header_bytes: usize,
+    to_send: Py<PyAny>,
+    over_bounds: Py<PyAny>,
 ) -> PyResult<()> {
     if (id_bytes, mac_bytes) != (ID_BYTES, MAC_BYTES) {
         return Err(PyValueError::new_err(format!(
@@ -78,6 +93,10 @@ pub fn init(
         undeclared,
         too_large,
         set_none,
+        max_headers,
+        max_header_bytes,
+        to_send,
+        over_bounds,
     };
     if let Err(again) = SHARED.set(given) {
         let now = shared();
@@ -87,7 +106,9 @@ pub fn init(
             && (again.schema_id_header == now.schema_id_header)
             && (again.max_value_bytes == now.max_value_bytes)
             && (again.timer_index == now.timer_index)
-            && (again.domain_codes == now.domain_codes);
+            && (again.domain_codes == now.domain_codes)
+            && (again.max_headers == now.max_headers)
+            && (again.max_header_bytes == now.max_header_bytes);
         if !same {
             return Err(PyValueError::new_err(
                 "mwcore_native.init: the constants were given once already, and otherwise",

@@ -164,8 +164,9 @@ impl Context {
         self.clock.call0(py)
     }
 
-    /// Produce `value` to the output `stream`, keyed by `key` (default: this key).
-    #[pyo3(signature = (stream, value, timestamp, key=None))]
+    /// Produce `value` to the output `stream`, keyed by `key` (default: this key), with
+    /// user `headers` (`mwcore.api.headers.to_send` checks them).
+    #[pyo3(signature = (stream, value, timestamp, key=None, headers=None))]
     fn produce(
         &mut self,
         py: Python<'_>,
@@ -173,6 +174,7 @@ impl Context {
         value: &Bound<'_, PyAny>,
         timestamp: &Bound<'_, PyAny>,
         key: Option<&Bound<'_, PyString>>,
+        headers: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         contained(py, || {
             let encoders = self.encoders.bind(py);
@@ -186,6 +188,10 @@ impl Context {
             if size > given.max_value_bytes {
                 return Err(error_of(given.too_large.bind(py).call1((stream, size))));
             }
+            let own = match headers {
+                Some(hs) if !hs.is_none() => given.to_send.bind(py).call1((hs,))?,
+                _ => PyTuple::empty(py).into_any(),
+            };
             let ts = as_int(timestamp)?;
             if ts < self.cause_ts {
                 self.effects.late_productions += 1;
@@ -202,7 +208,7 @@ impl Context {
                 out_key.into_any(),
                 encoded,
                 ts.into_pyobject(py)?.into_any(),
-                PyTuple::empty(py).into_any(),
+                own,
             ];
             let production = self.production.make(py, fields)?.unbind();
             self.effects.productions.push(production);

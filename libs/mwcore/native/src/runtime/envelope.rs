@@ -20,11 +20,13 @@ type Envelope<'py> = (
     Bound<'py, PyDict>,
     Bound<'py, PySet>,
     Bound<'py, PyDict>,
+    Bound<'py, PyDict>,
 );
 
 /// `(rids, lates, forged, schema_ids)` of `messages` (each a `Msg`): a `list[bytes]`, a
 /// `dict[int, bytes]` of each late record's index and mark, a `set[int]` of the indexes
-/// whose id did not verify, a `dict[int, bytes]` of each `__value_schema_id` header.
+/// whose id did not verify, a `dict[int, bytes]` of each `__value_schema_id` header, a
+/// `dict[int, tuple]` of the user headers of each message that has any.
 /// `mac_key`: the signer's key (`Signer.mac_key`), None when nothing is signed;
 /// `accept_v1`: MACs of version 1 verify too (`Signer.accepts_v1`).
 #[pyfunction]
@@ -42,6 +44,7 @@ pub fn read_ids<'py>(
     let lates = PyDict::new(py);
     let forged = PySet::empty(py)?;
     let schema_ids = PyDict::new(py);
+    let users = PyDict::new(py);
     for (i, item) in messages.iter().enumerate() {
         let bound = item.downcast::<Msg>()?;
         let m = bound.get();
@@ -89,6 +92,9 @@ pub fn read_ids<'py>(
         if let Some(header) = body.schema_id() {
             schema_ids.set_item(i, PyBytes::new(py, header.unwrap_or(b"")))?;
         }
+        if body.users().0 > 0 {
+            users.set_item(i, body.user_headers(py)?)?;
+        }
     }
-    Ok((rids, lates, forged, schema_ids))
+    Ok((rids, lates, forged, schema_ids, users))
 }

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
 use crate::api::objects::TupleType;
+use crate::api::shared::shared;
 use crate::errors::{contained, is_internal};
 use crate::serde::avro::Decoder;
 use crate::serde::strings::{text, Strings};
@@ -61,7 +62,7 @@ impl Screener {
         max_key: usize,
     ) -> PyResult<Self> {
         Ok(Screener {
-            record: TupleType::of(record.bind(py), 7)?,
+            record: TupleType::of(record.bind(py), 8)?,
             serialization_error,
             key_error,
             with_schema_id,
@@ -74,10 +75,10 @@ impl Screener {
 
     /// `(duplicates, early, items, keys)` of a chunk of `Msg`s, given their ids, which
     /// are duplicates (None: none checked), which did not verify, their late marks, the
-    /// batch's seen ids (added to), their `__value_schema_id` headers and `bindings`
-    /// (topic -> (stream, decode)).
+    /// batch's seen ids (added to), their `__value_schema_id` headers, their user headers
+    /// and `bindings` (topic -> (stream, decode)).
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (messages, rids, dup, forged, lates, schema_ids, batch_seen, bindings))]
+    #[pyo3(signature = (messages, rids, dup, forged, lates, schema_ids, headers, batch_seen, bindings))]
     fn screen<'py>(
         &self,
         py: Python<'py>,
@@ -87,6 +88,7 @@ impl Screener {
         forged: &Bound<'py, PySet>,
         lates: &Bound<'py, PyDict>,
         schema_ids: &Bound<'py, PyDict>,
+        headers: &Bound<'py, PyDict>,
         batch_seen: &Bound<'py, PySet>,
         bindings: &Bound<'py, PyDict>,
     ) -> PyResult<Screened<'py>> {
@@ -98,6 +100,9 @@ impl Screener {
         let check_forged = !forged.is_empty();
         let check_late = !lates.is_empty();
         let check_schema_ids = !schema_ids.is_empty();
+        let check_headers = !headers.is_empty();
+        let given = shared();
+        let no_headers = PyTuple::empty(py).into_any();
         let mut last_topic: Option<Py<PyString>> = None;
         let mut binding: Option<(Bound<'py, PyAny>, Decode)> = None;
         // Without the table while another thread screens (user code may let it run).
@@ -136,6 +141,17 @@ impl Screener {
                 continue;
             };
             keys.add(&key)?;
+            let mut own = no_headers.clone();
+            if check_headers {
+                if let Some(hs) = headers.get_item(i)? {
+                    let (count, size) = m.body.users();
+                    if count > given.max_headers || size > given.max_header_bytes {
+                        items.append((i, given.over_bounds.bind(py).call1((count, size))?))?;
+                        continue;
+                    }
+                    own = hs;
+                }
+            }
             if last_topic.as_ref().is_none_or(|t| !t.is(&m.topic)) {
                 last_topic = Some(m.topic.clone_ref(py));
                 binding = Some(bind(bindings, m.topic.bind(py))?);
@@ -179,6 +195,7 @@ impl Screener {
                 stream.clone(),
                 m.body.parts.partition.into_pyobject(py)?.into_any(),
                 m.body.parts.offset.into_pyobject(py)?.into_any(),
+                own,
             ];
             items.append(self.record.make(py, fields)?)?;
         }

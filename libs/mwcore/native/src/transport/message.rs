@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use smallvec::SmallVec;
 
-use crate::api::shared::shared;
+use crate::api::shared::{is_reserved, shared};
 
 /// One header as the record path reads it: absent, present without a value, or bytes.
 /// As in the Python reference, the last of several headers of one name counts.
@@ -55,13 +55,16 @@ struct HeaderSpan {
 }
 
 /// Which of a message's headers are the record path's: their index among its headers
-/// (librdkafka reads at most 100,000 headers a message).
+/// (librdkafka reads at most 100,000 headers a message); and how many are the user's
+/// (`mwcore.api.headers`: not the kit's own), of how many bytes (names and values).
 #[derive(Default, Clone, Copy)]
 struct Marks {
     id: Option<u32>,
     mac: Option<u32>,
     late: Option<u32>,
     schema_id: Option<u32>,
+    users: u32,
+    user_bytes: usize,
 }
 
 /// A consumed message's parts but its topic, as Rust holds them: its key, value and
@@ -140,6 +143,10 @@ impl Parts {
                 } else if name == named.schema_id_header.as_bytes() {
                     &mut marks.schema_id
                 } else {
+                    if !is_reserved(name) {
+                        marks.users += 1;
+                        marks.user_bytes += name.len() + v.map_or(0, <[u8]>::len);
+                    }
                     &mut None
                 };
                 *slot = u32::try_from(i).ok().or(*slot);
@@ -199,6 +206,30 @@ impl Body {
     /// The `__value_schema_id` header (the value's writer schema, its body alone the value).
     pub fn schema_id(&self) -> Header<'_> {
         self.mark(self.parts.marks.schema_id)
+    }
+
+    /// How many user headers the message has (`mwcore.api.headers`), and their bytes.
+    pub fn users(&self) -> (usize, usize) {
+        (self.parts.marks.users as usize, self.parts.marks.user_bytes)
+    }
+
+    /// The user headers, as `Record.headers` holds them (names as in `header_list`).
+    pub fn user_headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let named = shared();
+        let mut pairs = Vec::with_capacity(self.parts.marks.users as usize);
+        for h in self.parts.headers.iter().flatten() {
+            let name = h.name.get(&self.buf).unwrap_or(b"");
+            let kit = name == named.id_header.as_bytes()
+                || name == named.late_header.as_bytes()
+                || name == named.mac_header.as_bytes()
+                || name == named.schema_id_header.as_bytes()
+                || is_reserved(name);
+            if !kit {
+                let value = h.value.get(&self.buf).map(|v| PyBytes::new(py, v));
+                pairs.push((PyString::new(py, &String::from_utf8_lossy(name)), value).into_pyobject(py)?);
+            }
+        }
+        PyTuple::new(py, pairs)
     }
 
     /// Each header's name (U+FFFD for bytes that do not decode as UTF-8, where

@@ -12,7 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mwcore.api import headers as user_headers
 from mwcore.api import ids
+from mwcore.api.headers import HeadersIn
 from mwcore.api.record import Production, TimeDomain
 
 UNSET: Any = object()
@@ -154,8 +156,17 @@ class Context:
         """Wall-clock time in ms from the runtime's clock (for wall-time timers)."""
         return self._clock()
 
-    def produce(self, stream: str, value: Any, timestamp: int, key: str | None = None) -> None:
-        """Produce ``value`` to the output ``stream``, keyed by ``key`` (default: this key).
+    def produce(
+        self,
+        stream: str,
+        value: Any,
+        timestamp: int,
+        key: str | None = None,
+        headers: HeadersIn | None = None,
+    ) -> None:
+        """Produce ``value`` to the output ``stream``, keyed by ``key`` (default: this key),
+        with user ``headers`` (a mapping or ``(name, value)`` pairs, values bytes or str;
+        ``mw-*`` names are the kit's: ``api/headers.py``).
 
         ``timestamp`` must not be older than the record or timer being processed; a
         violation is counted and logged by the runtime.
@@ -167,12 +178,13 @@ class Context:
         encoded = encode(value)
         if len(encoded) > MAX_VALUE_BYTES:
             raise too_large(stream, len(encoded))
+        own = () if headers is None else user_headers.to_send(headers)
         eff = self._effects
         if timestamp < self._cause_ts:
             eff.late_productions += 1
         out_key = self.key if key is None else key
         pid = ids.derive(self._cause, len(eff.productions))
         production: Production = _tuple_new(
-            Production, (pid, topic, out_key.encode(), encoded, int(timestamp), ())
+            Production, (pid, topic, out_key.encode(), encoded, int(timestamp), own)
         )
         eff.productions.append(production)

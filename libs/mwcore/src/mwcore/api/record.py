@@ -22,7 +22,9 @@ class Record(NamedTuple):
     """One input record as user code sees it (immutable).
 
     ``value`` is the decoded Avro datum (a dict for records). ``id`` is the unique
-    16-byte record id that exactly-once delivery deduplicates on.
+    16-byte record id that exactly-once delivery deduplicates on. ``headers`` are its
+    user headers, ``(name, value)`` pairs as Kafka carries them, the kit's own left out
+    (``api/headers.py``).
     """
 
     key: str
@@ -32,6 +34,7 @@ class Record(NamedTuple):
     stream: str
     partition: int
     offset: int
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

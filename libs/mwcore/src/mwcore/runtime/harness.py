@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from mwcore.api import headers as user_headers
 from mwcore.api import ids
 from mwcore.api.computation import Computation
+from mwcore.api.headers import HeadersIn
 from mwcore.runtime.in_memory import Failure, InMemoryRunner
 from mwcore.serde.avro import SchemaRegistry, find_schemas
 
@@ -27,6 +29,7 @@ class Produced(NamedTuple):
     value: Any
     timestamp: int
     id: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()  # its user headers
 
 
 class Harness(InMemoryRunner):
@@ -55,10 +58,12 @@ class Harness(InMemoryRunner):
         record_id: bytes | None = None,
         *,
         decoded: bool = False,
+        headers: HeadersIn | None = None,
     ) -> None:
         """Process one record of input ``stream`` (keyed by the input's key extractor,
-        else by ``key``). Event-time timers fire only on ``advance_watermark``. The value
-        goes through an Avro round trip unless ``decoded`` says it came from Avro."""
+        else by ``key``), with user ``headers`` as ``ctx.produce`` takes them. Event-time
+        timers fire only on ``advance_watermark``. The value goes through an Avro round
+        trip unless ``decoded`` says it came from Avro."""
         inp, serde = self.input(stream)
         if not decoded:
             value = serde.decode(serde.encode(value))  # what a worker would hand over
@@ -66,7 +71,8 @@ class Harness(InMemoryRunner):
             key = inp.key(value)
         if key is None:
             raise ValueError(f"a record of {stream!r} needs a key (its input has no key extractor)")
-        self.process(stream, key, value, timestamp, record_id or ids.random_id())
+        own = () if headers is None else user_headers.to_send(headers)
+        self.process(stream, key, value, timestamp, record_id or ids.random_id(), own)
 
     def send_encoded(
         self, stream: str, data: bytes, timestamp: int, key: str | None = None, record_id: bytes | None = None
@@ -79,7 +85,7 @@ class Harness(InMemoryRunner):
             raise KeyError(f"{stream!r} is not an output of {self.comp.name}")
         decode = self.outputs[stream].decode
         return [
-            Produced((p.key or b"").decode(), decode(p.value), p.timestamp, p.id)
+            Produced((p.key or b"").decode(), decode(p.value), p.timestamp, p.id, p.headers)
             for p in self.productions()
             if p.topic == stream
         ]

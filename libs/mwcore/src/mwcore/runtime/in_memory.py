@@ -22,6 +22,7 @@ from typing import Any
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
 from mwcore.api.computation import Computation, Input
 from mwcore.api.context import Encoder
+from mwcore.api.headers import Headers
 from mwcore.api.record import Production, Record, TimeDomain
 from mwcore.errors import SerializationError
 from mwcore.runtime.counters import Counters
@@ -85,9 +86,12 @@ class InMemoryRunner:
         except KeyError:
             raise KeyError(f"{stream!r} is not an input of {self.comp.name}") from None
 
-    def process(self, stream: str, key: str, value: Any, timestamp: int, record_id: bytes) -> None:
-        """Run ``process_record`` on one decoded record, and commit what it did."""
-        record = Record(key, value, timestamp, record_id, stream, 0, next(self._offsets))
+    def process(
+        self, stream: str, key: str, value: Any, timestamp: int, record_id: bytes, headers: Headers = ()
+    ) -> None:
+        """Run ``process_record`` on one decoded record (with its user ``headers``), and
+        commit what it did."""
+        record = Record(key, value, timestamp, record_id, stream, 0, next(self._offsets), headers)
         batch = Checkpoint()
         try:
             error = self._applier.record(record, batch)

@@ -107,12 +107,12 @@ class Intake:
         counters = self.applier.counters
         cp = batch.checkpoint
         # 1. Record ids (and the injector's late mark) from the headers.
-        rids, lates, forged, schema_ids = self.reader.read(messages)
+        rids, lates, forged, schema_ids, headers = self.reader.read(messages)
         self._advance_positions(messages, cp, positions)
         # 2. Drop duplicates; set aside what is no record; decode the rest.
         dup = self.seen.duplicates(rids, batch.seen) if self.exactly_once else None
         duplicates, early, items, keys = self.screener.screen(
-            messages, rids, dup, forged, lates, schema_ids, batch.seen, self._bindings
+            messages, rids, dup, forged, lates, schema_ids, headers, batch.seen, self._bindings
         )
         counters.duplicates += duplicates
         for i, why in early:

@@ -13,8 +13,9 @@ duplicates (``dedup.py``), ``screen`` passes over the chunk once, in order:
   dead-letter or route in that order;
 - every other message is an item: its ``Record`` (the key decoded as UTF-8, the value
   by its topic's decoder), or, when it has no usable key or its value does not decode,
-  ``(index, error)`` for the caller to dead-letter; the keys of the items are collected
-  to load their state in one read.
+  ``(index, error)`` for the caller to dead-letter; so is a message whose user headers
+  are over their bounds (``headers_too_large``, ``api/headers.py``); the keys of the
+  items are collected to load their state in one read.
 
 ``screen`` is the reference (``ReferenceScreener``); the native core's screener
 (``mwcore.cores.native``) does the same work in Rust on the native consumer's messages
@@ -28,9 +29,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from mwcore.api import headers as user_headers
+from mwcore.api.headers import Headers
 from mwcore.api.record import Record
 from mwcore.errors import InvalidRecord, SerializationError
-from mwcore.limits import MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
+from mwcore.limits import MAX_HEADER_BYTES, MAX_HEADERS, MAX_KEY_BYTES, MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.serde.framing import with_schema_id_header
 from mwcore.transport.message import Message
 
@@ -56,6 +59,7 @@ class Screener(Protocol):
         forged: set[int],
         lates: dict[int, bytes],
         schema_ids: dict[int, bytes],
+        headers: dict[int, Headers],
         batch_seen: set[bytes],
         bindings: Bindings,
     ) -> Screened: ...
@@ -71,6 +75,7 @@ def screen(
     forged: set[int],
     lates: dict[int, bytes],
     schema_ids: dict[int, bytes],
+    headers: dict[int, Headers],
     batch_seen: set[bytes],
     bindings: Bindings,
 ) -> Screened:
@@ -107,6 +112,13 @@ def screen(
             items.append((i, key_error(raw_key)))
             continue
         keys.add(key)
+        own: Headers = ()
+        if headers and i in headers:
+            own = headers[i]
+            size = sum(len(name.encode()) + len(value or b"") for name, value in own)
+            if len(own) > MAX_HEADERS or size > MAX_HEADER_BYTES:
+                items.append((i, user_headers.over_bounds(len(own), size)))
+                continue
         topic = m.topic()
         if topic is not last_topic:
             last_topic = topic
@@ -119,7 +131,8 @@ def screen(
         except SerializationError as exc:
             items.append((i, exc))
             continue
-        items.append(new_record(Record, (key, value, ts, rid, stream, m.partition() or 0, m.offset() or 0)))
+        fields = (key, value, ts, rid, stream, m.partition() or 0, m.offset() or 0, own)
+        items.append(new_record(Record, fields))
     return duplicates, early, items, keys
 
 

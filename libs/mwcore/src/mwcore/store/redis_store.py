@@ -10,6 +10,7 @@ from typing import Any, Literal, cast
 import redis
 from redis.backoff import ExponentialBackoff
 
+from mwcore.api.record import Production
 from mwcore.controls import SAFE, NegativeControls
 from mwcore.errors import CheckpointError, FencedError
 from mwcore.store import scripts
@@ -69,8 +70,9 @@ class IntervalKeys:
 class RedisCheckpointStore:
     """Checkpoints in Redis, one hash tag per interval.
 
-    ``controls`` (``disable_fencing``, ``counter_tokens``) exist only so the tests'
-    negative controls can show what goes wrong without fencing and random tokens.
+    ``controls`` (``disable_fencing``, ``counter_tokens``, ``recover_without_headers``)
+    exist only so the tests' negative controls can show what goes wrong without fencing,
+    random tokens and the headers of pending productions.
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class RedisCheckpointStore:
         self._pack = packer
         self._fencing = not controls.disable_fencing
         self._scheme: TokenScheme = "counter-only" if controls.counter_tokens else "safe"
+        self._headless = controls.recover_without_headers
         self._retries = retries
         # replicas: each checkpoint counts as committed only once that many replicas of
         # its primary acknowledged it (WAIT): a failover then cannot lose it. A grant
@@ -150,11 +153,15 @@ class RedisCheckpointStore:
             token=token,
             positions={f.decode(): int(v) for f, v in positions_raw.items()},
             timers=[decode_entry(f, v) for f, v in timers_raw.items()],
-            pending={key: decode_batch(blob) for key, blob in pending_raw.items()},
+            pending={key: self._pending(blob) for key, blob in pending_raw.items()},
             seen=seen,
             commits=int(commits or 0),
             segments={key: decode_segments(raw) for key, raw in segments_raw.items()},
         )
+
+    def _pending(self, blob: bytes) -> list[Production]:
+        batch = decode_batch(blob)
+        return [p._replace(headers=()) for p in batch] if self._headless else batch
 
     def fenced_set(self, interval: IntervalId, token: str, key: str, value: str | int) -> None:
         """Set ``key`` only while ``token`` is the interval's current token."""

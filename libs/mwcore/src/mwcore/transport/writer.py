@@ -6,6 +6,7 @@ came from, so a re-sent record keeps its id and is dropped downstream) or a rand
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import Producer
@@ -63,12 +64,27 @@ class SourceWriter:
         if off + 1 > self.end_offsets.get(p, 0):
             self.end_offsets[p] = off + 1
 
-    def write(self, key: str, value: Any, timestamp: int, record_id: bytes | None = None) -> bytes:
+    def write(
+        self,
+        key: str,
+        value: Any,
+        timestamp: int,
+        record_id: bytes | None = None,
+        headers: Sequence[tuple[str, bytes]] = (),
+    ) -> bytes:
+        """Write one record (``headers``: its user headers, after the kit's)."""
         rid = record_id or ids.random_id()
-        self.write_raw(key.encode(), self.serde.encode(value), timestamp, rid)
+        self.write_raw(key.encode(), self.serde.encode(value), timestamp, rid, headers)
         return rid
 
-    def write_raw(self, key: bytes | None, value: bytes, timestamp: int, record_id: bytes) -> None:
+    def write_raw(
+        self,
+        key: bytes | None,
+        value: bytes,
+        timestamp: int,
+        record_id: bytes,
+        headers: Sequence[tuple[str, bytes]] = (),
+    ) -> None:
         while True:
             try:
                 self.producer.produce(
@@ -76,7 +92,7 @@ class SourceWriter:
                     value,
                     key,
                     timestamp=timestamp,
-                    headers=self._headers(key, value, record_id),
+                    headers=[*self._headers(key, value, record_id), *headers],
                     on_delivery=self._on_delivery,
                 )
                 return

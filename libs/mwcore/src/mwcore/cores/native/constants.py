@@ -7,8 +7,10 @@ from __future__ import annotations
 from types import ModuleType
 
 from mwcore.api import context, ids, signing
+from mwcore.api import headers as user_headers
 from mwcore.api.record import ID_HEADER, LATE_HEADER
 from mwcore.errors import InternalError
+from mwcore.limits import MAX_HEADER_BYTES, MAX_HEADERS
 from mwcore.serde.framing import SCHEMA_ID_HEADER
 from mwcore.store.checkpoint_wire import DOMAIN_CODES
 
@@ -26,4 +28,8 @@ def give(rust: ModuleType) -> None:
         undeclared=context.undeclared,
         too_large=context.too_large,
         set_none=context.set_none,
+        max_headers=MAX_HEADERS,
+        max_header_bytes=MAX_HEADER_BYTES,
+        to_send=user_headers.to_send,
+        over_bounds=user_headers.over_bounds,
     )
