@@ -8,7 +8,7 @@ table of settings leaves it out).
 - ``MW_LATENCY_OUT``: a file to write, at exit, the commit latency of every record
   (``bench/throughput.py``);
 - ``MW_OVERLAP_TRANSACTIONS``: ``0`` or ``1``, the worker's transactions waited for or
-  sent on a pool while its loop goes on (``Tuning.overlap_transactions``; benchmarks
+  sent on each interval's lane while its loop goes on (``Tuning.overlap_transactions``; benchmarks
   compare the two);
 - ``MW_POOL_CHILD``: set by a worker pool in its children (``pool.py``): they run as
   plain workers;
