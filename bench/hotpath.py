@@ -69,6 +69,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.keyed_count import KeyedCount  # noqa: E402
 from bench.windowed_count import WindowedCount  # noqa: E402
+from mwcore.api.computation import state_codec_of  # noqa: E402
 from mwcore.cores import CORES, CoreName, core, default_name, mixed  # noqa: E402
 from mwcore.cores.native import rust  # noqa: E402
 from mwcore.runtime.config import WorkerConfig  # noqa: E402
@@ -97,7 +98,8 @@ def interval_path(
 ) -> dict[str, Any]:
     windowed = workload == "windowed"
     comp = WindowedCount() if windowed else KeyedCount()
-    comp.state.bind(registry)
+    codec = state_codec_of(comp)
+    codec.bind(registry)
     store = MemoryCheckpointStore()
     iv = IntervalId("bench", comp.name, 0)
     output = "windows" if windowed else "counts"
@@ -109,7 +111,7 @@ def interval_path(
         store=store,
         core=parts,
         config=WorkerConfig(bootstrap="127.0.0.1:9", witness_gate=False, whole_state_mb=0),
-        codec=comp.state,
+        codec=codec,
         inputs={"events": InputBinding("events", event, parts.decoder(event))},
         encoders={output: (output, parts.encoder(out))},
         dead_letter_topic="dead-letters",
@@ -229,7 +231,8 @@ def floor(
 
     windowed = workload == "windowed"
     comp = WindowedCount() if windowed else KeyedCount()
-    comp.state.bind(registry)
+    codec = state_codec_of(comp)
+    codec.bind(registry)
     event = AvroSerde(registry, "mw.bench.Event")
     out = AvroSerde(registry, "mw.bench.ChaosWindow" if windowed else "mw.bench.Count")
     decode = core(name).decoder(event)
@@ -243,7 +246,7 @@ def floor(
         for i, (k, rid) in enumerate(zip(keys, (rng.randbytes(16) for _ in keys), strict=False))
     ]
     new_record = tuple.__new__
-    encode_state = comp.state.encode
+    encode_state = codec.encode
 
     def run(batch: list[Any], first: int) -> None:
         for b in range(0, len(batch), BATCH):

@@ -9,41 +9,40 @@ from __future__ import annotations
 import os
 from typing import Literal, cast
 
-from mwcore import Computation, Context, Input, JsonCodec, Options, Output, Record, TimeDomain, Timer
+from mwcore import Computation, Context, Input, Options, Output, Record, TimeDomain, Timer
 
 # A benchmark's variant may ask for other productions: ``BENCH_PRODUCTIONS=transactional``
 PRODUCTIONS = cast(Literal["strong", "weak", "transactional"], os.environ.get("BENCH_PRODUCTIONS", "strong"))
 
 
-class KeyedCount(Computation):
+class KeyedCount(Computation[int]):
     options = Options(productions=PRODUCTIONS)
     name = "keyed_count"
     inputs = (Input("events", schema="mw.bench.Event"),)
     outputs = (Output("counts", schema="mw.bench.Count"),)
-    state = JsonCodec[int]()
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[int], record: Record) -> None:
         count = (ctx.state.get() or 0) + 1
         ctx.state.set(count)
         ctx.produce("counts", {"count": count}, record.timestamp)
 
 
-class KeyedCountEvery(Computation):
+class KeyedCountEvery(Computation[list[int]]):
     """The same count, emitted per key at most once a second (a wall-time timer), as a
     windowed aggregation would: exactly-once and strong productions still on."""
 
     name = "keyed_count_every"
     inputs = (Input("events", schema="mw.bench.Event"),)
     outputs = (Output("counts", schema="mw.bench.Count"),)
-    state = JsonCodec[list[int]]()  # [count, timer pending (0/1)]
+    # state: [count, timer pending (0/1)]
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[list[int]], record: Record) -> None:
         count, pending = ctx.state.get() or [0, 0]
         if not pending:
             ctx.timers.set("emit", ctx.now_ms() + 1000, TimeDomain.WALL)
         ctx.state.set([count + 1, 1])
 
-    def process_timer(self, ctx: Context, timer: Timer) -> None:
+    def process_timer(self, ctx: Context[list[int]], timer: Timer) -> None:
         count, _ = ctx.state.get() or [0, 0]
         ctx.produce("counts", {"count": count}, timer.timestamp)
         ctx.state.set([count, 0])

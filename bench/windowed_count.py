@@ -5,19 +5,19 @@ emitted by an event-time timer at its end once the input watermark has passed it
 from __future__ import annotations
 
 from bench.keyed_count import PRODUCTIONS
-from mwcore import Computation, Context, Input, JsonCodec, Options, Output, Record, TimeDomain, Timer
+from mwcore import Computation, Context, Input, Options, Output, Record, TimeDomain, Timer
 
 WINDOW_MS = 1000
 
 
-class WindowedCount(Computation):
+class WindowedCount(Computation[dict[str, int]]):
     options = Options(productions=PRODUCTIONS)
     name = "windowed_count"
     inputs = (Input("events", schema="mw.bench.Event"),)
     outputs = (Output("windows", schema="mw.bench.ChaosWindow"),)
-    state = JsonCodec[dict[str, int]]()  # window start -> records so far
+    # state: window start -> records so far
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[dict[str, int]], record: Record) -> None:
         st = ctx.state.get() or {}
         start = record.timestamp // WINDOW_MS * WINDOW_MS
         tag = str(start)
@@ -26,7 +26,7 @@ class WindowedCount(Computation):
         st[tag] = st.get(tag, 0) + 1
         ctx.state.set(st)
 
-    def process_timer(self, ctx: Context, timer: Timer) -> None:
+    def process_timer(self, ctx: Context[dict[str, int]], timer: Timer) -> None:
         st = ctx.state.get() or {}
         count = st.pop(timer.tag, 0)
         ctx.produce("windows", {"key": ctx.key, "start": int(timer.tag), "count": count}, timer.timestamp)

@@ -17,29 +17,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from mwcore import Computation, Context, Input, JsonCodec, Output, Record, TimeDomain, Timer
+from mwcore import Computation, Context, Input, Output, Record, TimeDomain, Timer
 from services.dip_detector.model import BUCKET_MS, QueryModel
 from services.dip_detector.settings import DetectorSettings
 
 
-class DipDetector(Computation):
+class DipDetector(Computation[dict[str, Any]]):
     name = "dip_detector"
     inputs = (
         Input("window_counts", schema="zeitgeist.WindowCount"),
         Input("model_updates", schema="zeitgeist.ModelUpdate", watermark=False),
     )
     outputs = (Output("anomalies", schema="zeitgeist.Anomaly"),)
-    state = JsonCodec[dict[str, Any]]()
 
     def __init__(self, settings: DetectorSettings | None = None) -> None:
         settings = settings or DetectorSettings.load()
         self.day, self.budget = settings.detector_day_s, settings.detector_budget
 
-    def _model(self, ctx: Context) -> QueryModel:
+    def _model(self, ctx: Context[dict[str, Any]]) -> QueryModel:
         raw = ctx.state.get()
         return QueryModel(day=self.day, budget=self.budget) if raw is None else QueryModel.from_json(raw)
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[dict[str, Any]], record: Record) -> None:
         model = self._model(ctx)
         v = record.value
         if record.stream == "model_updates":
@@ -55,17 +54,17 @@ class DipDetector(Computation):
         self._arm(ctx, model, before)
         ctx.state.set(model.to_json())
 
-    def process_timer(self, ctx: Context, timer: Timer) -> None:
+    def process_timer(self, ctx: Context[dict[str, Any]], timer: Timer) -> None:
         model = self._model(ctx)
         self._emit(ctx, model.evaluate_until(timer.timestamp + 1 - BUCKET_MS), timer.timestamp)
         self._arm(ctx, model, None)
         ctx.state.set(model.to_json())
 
-    def _arm(self, ctx: Context, model: QueryModel, before: int | None) -> None:
+    def _arm(self, ctx: Context[dict[str, Any]], model: QueryModel, before: int | None) -> None:
         """One timer per query, at the end of the next bucket to evaluate."""
         if model.next_bucket is not None and model.next_bucket != before:
             ctx.timers.set("eval", model.next_bucket + BUCKET_MS - 1, TimeDomain.EVENT)
 
-    def _emit(self, ctx: Context, anomalies: list[dict[str, Any]], ts: int) -> None:
+    def _emit(self, ctx: Context[dict[str, Any]], anomalies: list[dict[str, Any]], ts: int) -> None:
         for a in anomalies:
             ctx.produce("anomalies", {"query": ctx.key, **a}, ts)

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from mwcore import Computation, Context, Input, JsonCodec, Output, Record, TimeDomain, Timer
+from mwcore import Computation, Context, Input, Output, Record, TimeDomain, Timer
 
 BUCKET_MS = 1000
 
 
-class Windower(Computation):
+class Windower(Computation[dict[str, Any]]):
     name = "windower"
     inputs = (Input("queries", schema="zeitgeist.Query"),)
     outputs = (Output("window_counts", schema="zeitgeist.WindowCount"),)
-    state = JsonCodec[dict[str, Any]]()  # {"lang": str, "b": {bucket start: count}}
+    # state: {"lang": str, "b": {bucket start: count}}
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[dict[str, Any]], record: Record) -> None:
         st = ctx.state.get() or {"lang": record.value["lang"], "b": {}}
         start = record.timestamp // BUCKET_MS * BUCKET_MS
         buckets = st["b"]
@@ -32,7 +32,7 @@ class Windower(Computation):
         buckets[tag] = buckets.get(tag, 0) + 1
         ctx.state.set(st)
 
-    def process_timer(self, ctx: Context, timer: Timer) -> None:
+    def process_timer(self, ctx: Context[dict[str, Any]], timer: Timer) -> None:
         st = ctx.state.get()
         if st is None:
             return

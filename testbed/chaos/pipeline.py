@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from mwcore import Computation, Context, Input, JsonCodec, Options, Output, Record, TimeDomain, Timer
+from mwcore import Computation, Context, Input, Options, Output, Record, TimeDomain, Timer
 
 WINDOW_MS = 1000
 TIMER_EVERY = 25
 WALL_DELAY_MS = 1000
 
 
-class ChaosCount(Computation):
+class ChaosCount(Computation[dict[str, Any]]):
     name = "chaos"
     inputs = (Input("chaos_in", schema="mw.examples.Number"),)
     outputs = (
@@ -28,10 +28,9 @@ class ChaosCount(Computation):
         Output("chaos_windows", schema="mw.bench.ChaosWindow"),
         Output("chaos_timers", schema="mw.bench.ChaosTimer"),
     )
-    state = JsonCodec[dict[str, Any]]()
     partitions = 6
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[dict[str, Any]], record: Record) -> None:
         st = ctx.state.get() or {"total": 0, "count": 0, "w": {}}
         n = record.value["n"]
         st["total"] += n
@@ -47,7 +46,7 @@ class ChaosCount(Computation):
             ctx.timers.set(f"t{st['count']}", ctx.now_ms() + WALL_DELAY_MS, TimeDomain.WALL)
         ctx.state.set(st)
 
-    def process_timer(self, ctx: Context, timer: Timer) -> None:
+    def process_timer(self, ctx: Context[dict[str, Any]], timer: Timer) -> None:
         st = ctx.state.get() or {"total": 0, "count": 0, "w": {}}
         if timer.domain is TimeDomain.EVENT:
             start = timer.timestamp + 1 - WINDOW_MS

@@ -12,9 +12,7 @@ from pathlib import Path
 from mwcore import (
     Computation,
     Context,
-    DataclassCodec,
     Input,
-    JsonCodec,
     Options,
     Output,
     Record,
@@ -25,19 +23,18 @@ from mwcore.examples.running_sum import RunningSum, SumState
 from tests.support.windows import Forward
 
 
-class TimerProbe(Computation):
+class TimerProbe(Computation[int]):
     """Sets the event-time timers each record lists; each firing is produced to ``fired``."""
 
     name = "timer_probe"
     inputs = (Input("timer_requests", schema="mw.tests.TimerRequest"),)
     outputs = (Output("fired", schema="mw.tests.TimerFired"),)
-    state = JsonCodec[int]()
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[int], record: Record) -> None:
         for at in record.value["at"]:
             ctx.timers.set(f"t{at}", at, TimeDomain.EVENT)
 
-    def process_timer(self, ctx: Context, timer: Timer) -> None:
+    def process_timer(self, ctx: Context[int], timer: Timer) -> None:
         fired = (ctx.state.get() or 0) + 1
         ctx.state.set(fired)
         value = {"key": ctx.key, "tag": timer.tag, "timestamp": timer.timestamp, "seq": fired}
@@ -54,15 +51,14 @@ def residue_of(value: dict[str, int]) -> str:
     return str(value["n"] % 7)
 
 
-class ResidueSum(Computation):
+class ResidueSum(Computation[ResidueState]):
     """Sums ``numbers`` by n mod 7: keyed by a value field, so the runtime re-keys it."""
 
     name = "residue_sum"
     inputs = (Input("numbers", schema="mw.examples.Number", key=residue_of),)
     outputs = (Output("residue_sums", schema="mw.examples.Sum"),)
-    state = DataclassCodec(ResidueState)
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[ResidueState], record: Record) -> None:
         st: ResidueState = ctx.state.get() or ResidueState()
         st.total += record.value["n"]
         st.count += 1

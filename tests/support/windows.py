@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from mwcore import Computation, Context, Input, JsonCodec, Output, Record, TimeDomain, Timer
+from mwcore import Computation, Context, Input, Output, Record, TimeDomain, Timer
 from mwcore.api.clock import MIN_WATERMARK
 
 WINDOW_MS = 1000
 
 
-class WindowCount(Computation):
+class WindowCount(Computation[dict[str, Any]]):
     """Counts records per key per 1-second window; a timer at each window's end emits it.
 
     A record whose timestamp is below the end of a window this key already emitted
@@ -21,10 +21,9 @@ class WindowCount(Computation):
     name = "window_count"
     inputs = (Input("events", schema="mw.examples.Number"),)
     outputs = (Output("window_counts", schema="mw.tests.WindowCount"),)
-    state = JsonCodec[dict[str, Any]]()
     partitions = 1
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[dict[str, Any]], record: Record) -> None:
         st = ctx.state.get() or {"w": {}, "fired": MIN_WATERMARK}
         start = record.timestamp // WINDOW_MS * WINDOW_MS
         if record.timestamp < st["fired"]:
@@ -38,7 +37,7 @@ class WindowCount(Computation):
         windows[str(start)] = windows.get(str(start), 0) + 1
         ctx.state.set(st)
 
-    def process_timer(self, ctx: Context, timer: Timer) -> None:
+    def process_timer(self, ctx: Context[dict[str, Any]], timer: Timer) -> None:
         st = ctx.state.get() or {"w": {}, "fired": MIN_WATERMARK}
         start = timer.timestamp + 1 - WINDOW_MS
         count = st["w"].pop(str(start), 0)
@@ -73,17 +72,16 @@ class StageCount(WindowCount):
 ROLLUP_MS = 5000
 
 
-class Rollup(Computation):
+class Rollup(Computation[dict[str, Any]]):
     """Stage 3: per key, sums stage 2's window counts into 5-second windows, on
     event-time timers; detects early watermarks like ``WindowCount``."""
 
     name = "rollup"
     inputs = (Input("window_counts", schema="mw.tests.WindowCount"),)
     outputs = (Output("rollups", schema="mw.tests.WindowCount"),)
-    state = JsonCodec[dict[str, Any]]()
     partitions = 2
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[dict[str, Any]], record: Record) -> None:
         st = ctx.state.get() or {"w": {}, "fired": MIN_WATERMARK}
         value = record.value
         if value["early"]:
@@ -99,7 +97,7 @@ class Rollup(Computation):
         windows[str(start)] = windows.get(str(start), 0) + value["count"]
         ctx.state.set(st)
 
-    def process_timer(self, ctx: Context, timer: Timer) -> None:
+    def process_timer(self, ctx: Context[dict[str, Any]], timer: Timer) -> None:
         st = ctx.state.get() or {"w": {}, "fired": MIN_WATERMARK}
         start = timer.timestamp + 1 - ROLLUP_MS
         total = st["w"].pop(str(start), 0)
@@ -110,13 +108,12 @@ class Rollup(Computation):
         ctx.state.set(st)
 
 
-class Tally(Computation):
+class Tally(Computation[int]):
     """Counts records per key (state only): the seen-id memory test's computation."""
 
     name = "tally"
     inputs = (Input("events", schema="mw.examples.Number"),)
-    state = JsonCodec[int]()
     partitions = 2
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[int], record: Record) -> None:
         ctx.state.set((ctx.state.get() or 0) + 1)

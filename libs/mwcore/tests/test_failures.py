@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Message
 
-from mwcore import Computation, Context, DataclassCodec, Input, JsonCodec, Options, Output, Record, Timer
+from mwcore import Computation, Context, Input, JsonCodec, Options, Output, Record, Timer
 from mwcore.api.clock import MAX_WATERMARK
+from mwcore.api.computation import state_codec_of
 from mwcore.api.record import TimeDomain
 from mwcore.cores import core
 from mwcore.runtime.config import Tuning, WorkerConfig
@@ -35,15 +36,14 @@ class Tally:
     total: int = 0
 
 
-class Probe(Computation):
+class Probe(Computation[Tally]):
     """Adds n in place, then misbehaves as the record asks (n encodes the behaviour)."""
 
     name = "probe"
     inputs = (Input("numbers", schema="mw.examples.Number"),)
     outputs = (Output("sums", schema="mw.examples.Sum"),)
-    state = DataclassCodec(Tally)
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[Tally], record: Record) -> None:
         st: Tally = ctx.state.get() or Tally()
         st.total += record.value["n"]  # mutates the cached object in place
         if record.value["n"] == 13:
@@ -51,14 +51,14 @@ class Probe(Computation):
         ctx.state.set(st if record.value["n"] != 7 else object())  # 7: unencodable state
         ctx.timers.set("tick", 100, TimeDomain.EVENT)
 
-    def process_timer(self, ctx: Context, timer: Timer) -> None:
+    def process_timer(self, ctx: Context[Tally], timer: Timer) -> None:
         ctx.produce("sums", {"key": ctx.key, "total": 0, "count": 0}, timer.timestamp)
         ctx.timers.set("tick", timer.timestamp + 1, TimeDomain.EVENT)  # re-arms itself
 
 
 class WeakProbe(Probe):
     options = Options(productions="weak")
-    state = JsonCodec[Any]()
+    state_codec = JsonCodec[Any]()
 
     def process_record(self, ctx: Context, record: Record) -> None:
         ctx.timers.set("once", 5, TimeDomain.EVENT)
@@ -72,13 +72,13 @@ def make(
 ) -> tuple[Interval, MemoryCheckpointStore, SchemaRegistry]:
     registry = SchemaRegistry.from_directory(SCHEMAS)
     store = MemoryCheckpointStore()
-    comp.state.bind(registry)
+    state_codec_of(comp).bind(registry)
     deps = IntervalDeps(
         computation=comp,
         store=store,
         core=core("python"),
         config=WorkerConfig(bootstrap="127.0.0.1:9"),
-        codec=comp.state,
+        codec=state_codec_of(comp),
         inputs={"numbers": InputBinding("numbers", AvroSerde(registry, "mw.examples.Number"))},
         encoders={"sums": ("sums", AvroSerde(registry, "mw.examples.Sum").encode)},
         dead_letter_topic="dlq",
@@ -312,7 +312,7 @@ class BytearrayCodec:
 
 class CountWithBytearrays(WeakProbe):
     options = Options()
-    state = BytearrayCodec()  # type: ignore[assignment]
+    state_codec = BytearrayCodec()
 
     def process_record(self, ctx: Context, record: Record) -> None:
         ctx.state.set((ctx.state.get() or 0) + record.value["n"])

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mwcore import Computation, Context, DataclassCodec, Input, Output, Record
+from mwcore import Computation, Context, Input, Output, Record
 from mwcore.errors import SerializationError
 from mwcore.serde.avro import SchemaRegistry
 from mwcore.testing import Harness
@@ -22,16 +22,15 @@ class Tally:
     total: int = 0
 
 
-class Sloppy(Computation):
+class Sloppy(Computation[Tally]):
     """Adds n to its state object in place; sets it only when n is even; n = 7 makes a
     state the codec cannot encode."""
 
     name = "sloppy"
     inputs = (Input("numbers", schema="mw.examples.Number"),)
     outputs = (Output("sums", schema="mw.examples.Sum"),)
-    state = DataclassCodec(Tally)
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[Tally], record: Record) -> None:
         st: Tally = ctx.state.get() or Tally()
         st.total += record.value["n"]
         if record.value["n"] % 2 == 0:

@@ -12,6 +12,7 @@ from confluent_kafka import Message
 from mwcore import Context, Record, TimeDomain
 from mwcore.api import ids
 from mwcore.api.clock import MAX_WATERMARK
+from mwcore.api.computation import state_codec_of
 from mwcore.cores import core
 from mwcore.examples.running_sum import RunningSum
 from mwcore.runtime.config import WorkerConfig
@@ -38,7 +39,7 @@ def make_deps(
     """On the Python core, productions not gated by a witness and each key read on first
     use unless ``config`` says otherwise."""
     comp = RunningSum()
-    comp.state.bind(registry)
+    state_codec_of(comp).bind(registry)
     sums = AvroSerde(registry, "mw.examples.Sum").encode
     config = {"witness_gate": False, "whole_state_mb": 0, **config}
     return IntervalDeps(
@@ -46,7 +47,7 @@ def make_deps(
         store=store,
         core=core("python"),
         config=WorkerConfig(bootstrap="127.0.0.1:9", **config),
-        codec=comp.state,
+        codec=state_codec_of(comp),
         inputs={"numbers": InputBinding("numbers", AvroSerde(registry, "mw.examples.Number"))},
         encoders={"sums": ("sums", sums), "totals": ("totals", sums)},
         dead_letter_topic="running_sum.dead-letters",

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from mwcore import Computation, Context, JsonCodec, Options, Record, TimeDomain, Timer
+from mwcore.api.computation import state_codec_of
 from mwcore.api.record import Production
 from mwcore.controls import SAFE, NegativeControls
 from mwcore.cores import CoreName, core
@@ -56,17 +57,16 @@ def _rng(*cause: object) -> random.Random:
     return random.Random(repr(cause))
 
 
-class Drawn(Computation):
+class Drawn(Computation[Any]):
     """Each call does what a generator seeded by its cause draws; ``seen`` tallies the
     branches taken (for the coverage test)."""
 
     name = "drawn"
-    state = JsonCodec[Any]()
 
     def __init__(self, seen: Counter[str]) -> None:
         self.seen = seen
 
-    def _act(self, ctx: Context, rng: random.Random, cause_ts: int) -> None:
+    def _act(self, ctx: Context[Any], rng: random.Random, cause_ts: int) -> None:
         tally = self.seen
         if rng.random() < 0.05:
             tally["raise_before"] += 1
@@ -125,10 +125,10 @@ class Drawn(Computation):
             raise Boom(f"after effects on {ctx.key}")
         tally["now"] += ctx.now_ms() == 4242
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[Any], record: Record) -> None:
         self._act(ctx, _rng(record.id), record.timestamp)
 
-    def process_timer(self, ctx: Context, timer: Timer) -> None:
+    def process_timer(self, ctx: Context[Any], timer: Timer) -> None:
         self.seen[f"fired_{timer.domain.value}"] += 1
         self._act(ctx, _rng(timer.key, timer.tag, timer.timestamp, timer.domain.value), timer.timestamp)
 
@@ -147,7 +147,7 @@ class Run:
         comp = (WeakDrawn if weak else Drawn)(self.tally)
         self.core = core(name)
         self.controls = controls
-        self.cache = StateCache(comp.state, lambda keys: [stored.get(k) for k in keys], max_keys=8)
+        self.cache = StateCache(state_codec_of(comp), lambda keys: [stored.get(k) for k in keys], max_keys=8)
         self.timers: Timers = self.core.timer_queue()
         self.counters = Counters()
         self.applier = self.core.applier(

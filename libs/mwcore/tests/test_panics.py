@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from mwcore import Computation, Context, JsonCodec, Record
+from mwcore import Computation, Context, Record
+from mwcore.api.computation import state_codec_of
 from mwcore.controls import SAFE
 from mwcore.cores import core, panic_on_key
 from mwcore.errors import InternalError
@@ -25,11 +26,10 @@ pytestmark = requires_native
 KEY = "\x00the key the native core panics on (test_panics.py)"  # (set once per process)
 
 
-class Count(Computation):
+class Count(Computation[Any]):
     name = "count"
-    state = JsonCodec[Any]()
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[Any], record: Record) -> None:
         ctx.state.set((ctx.state.get() or 0) + 1)
         ctx.produce("out", record.value, record.timestamp)
 
@@ -38,7 +38,7 @@ def test_a_panic_in_per_record_code_fails_that_record_alone_and_leaves_no_trace(
     panic_on_key(KEY)
     comp = Count()
     cache = StateCache(
-        comp.state, lambda keys: [b"41" if k == KEY.encode() else None for k in keys], max_keys=8
+        state_codec_of(comp), lambda keys: [b"41" if k == KEY.encode() else None for k in keys], max_keys=8
     )
     native = core("native")
     timers = native.timer_queue()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from test_failures import PY, SCHEMAS, msg
 
-from mwcore import Computation, Context, DataclassCodec, Input, Options, Output, Record
+from mwcore import Computation, Context, Input, Options, Output, Record
 from mwcore.api.record import Production
 from mwcore.runtime.config import Tuning, WorkerConfig
 from mwcore.runtime.worker import Worker
@@ -30,14 +30,13 @@ class Sum:
     total: int = 0
 
 
-class TxnSum(Computation):
+class TxnSum(Computation[Sum]):
     name = "txnsum"
     inputs = (Input("numbers", schema="mw.examples.Number"),)
     outputs = (Output("sums", schema="mw.examples.Sum"),)
-    state = DataclassCodec(Sum)
     options = Options(productions="transactional")
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[Sum], record: Record) -> None:
         st: Sum = ctx.state.get() or Sum()
         st.total += record.value["n"]
         ctx.produce("sums", {"key": ctx.key, "total": st.total, "count": 1}, record.timestamp)

@@ -22,7 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
-from mwcore.api.codecs import AvroCodec, DataclassCodec, JsonCodec, StateCodec
+from mwcore.api.codecs import AvroCodec, DataclassCodec, JsonCodec, PydanticCodec, StateCodec
 from mwcore.api.computation import Computation, Input, Options, Output, load_computation
 from mwcore.api.context import Context
 from mwcore.api.headers import ReservedHeader
@@ -95,6 +95,7 @@ __all__ = [
     "Options",
     "Output",
     "Production",
+    "PydanticCodec",
     "Record",
     "RefusedError",
     "ReservedHeader",

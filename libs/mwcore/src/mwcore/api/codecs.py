@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
+import pydantic
 
 from mwcore.errors import ConfigError, SerializationError
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
@@ -93,6 +94,46 @@ class DataclassCodec(Generic[T]):
 
     def decode(self, data: bytes) -> T:
         return self._cls(**json.loads(data))
+
+
+class PydanticCodec(Generic[T]):
+    """A pydantic model, stored as its JSON (``model_dump_json``), read back validated."""
+
+    def __init__(self, cls: type[T]) -> None:
+        if not _is_model(cls):
+            raise ConfigError(f"PydanticCodec needs a pydantic model, got {cls!r}")
+        self._cls: Any = cls
+
+    def bind(self, registry: SchemaRegistry) -> None:
+        return None
+
+    def encode(self, value: T) -> bytes:
+        if not isinstance(value, self._cls):
+            raise SerializationError(f"state must be a {self._cls.__name__}, got {type(value)}")
+        try:
+            out: bytes = value.model_dump_json().encode()
+        except ValueError as exc:  # (pydantic's serialization errors are ValueErrors)
+            raise SerializationError(f"state cannot be written as JSON: {exc}") from exc
+        return out
+
+    def decode(self, data: bytes) -> T:
+        value: T = self._cls.model_validate_json(data)
+        return value
+
+
+def _is_model(cls: object) -> bool:
+    return isinstance(cls, type) and issubclass(cls, pydantic.BaseModel)
+
+
+def codec_for(state_type: Any) -> StateCodec[Any]:
+    """The codec a state of ``state_type`` is stored with (``Computation[S]``'s ``S``): a
+    dataclass's ``DataclassCodec``, a pydantic model's ``PydanticCodec``, and ``JsonCodec``
+    for anything else (numbers, strings, lists and dicts of them, ``Any``, or no type)."""
+    if isinstance(state_type, type) and dataclasses.is_dataclass(state_type):
+        return DataclassCodec(state_type)
+    if _is_model(state_type):
+        return PydanticCodec(state_type)
+    return JsonCodec()
 
 
 class AvroCodec:

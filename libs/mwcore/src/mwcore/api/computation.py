@@ -4,16 +4,23 @@ A computation is pure: ``process_record`` and ``process_timer`` read and write t
 current key's state, set and clear timers, and produce records, all through the
 context, which only records what was asked. The runtime commits it.
 
+A computation is generic in its state type: ``Computation[S]`` hands its calls a
+``Context[S]``, so mypy checks ``ctx.state.get()`` (``S | None``) and
+``ctx.state.set(...)`` in user code. The state's codec follows from ``S``
+(``codecs.codec_for``: a dataclass or a pydantic model as a JSON object, anything else
+as JSON); ``state_codec`` names another (``AvroCodec``). The older declaration, a codec
+in the class attribute ``state`` (a ``ClassVar``, which cannot hold a type variable),
+still works and warns (``DeprecationWarning``).
+
 Example::
 
-    class RunningSum(Computation):
+    class RunningSum(Computation[int]):
         name = "running_sum"
-        inputs = (Input("numbers"),)
+        inputs = (Input("numbers", schema="mw.examples.Number"),)
         outputs = (Output("sums", schema="mw.examples.Sum"),)
-        state = JsonCodec[int]()
 
-        def process_record(self, ctx: Context, record: Record) -> None:
-            total = (ctx.state.get() or 0) + record.value["n"]
+        def process_record(self, ctx: Context[int], record: Record) -> None:
+            total = ctx.state.get(0) + record.value["n"]
             ctx.state.set(total)
             ctx.produce("sums", {"key": ctx.key, "total": total}, record.timestamp)
 """
@@ -22,11 +29,12 @@ from __future__ import annotations
 
 import importlib
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar, get_args, get_origin
 
-from mwcore.api.codecs import JsonCodec, StateCodec
+from mwcore.api.codecs import StateCodec, codec_for
 from mwcore.api.record import Record, Timer
 from mwcore.errors import ConfigError
 from mwcore.serde.framing import Wire, check_wire
@@ -35,6 +43,7 @@ if TYPE_CHECKING:
     from mwcore.api.context import Context
 
 KeyExtractor = Callable[[Any], str]
+S = TypeVar("S")
 _NAME = re.compile(r"^[a-z][a-z0-9_\-]{0,62}$")
 
 
@@ -94,20 +103,34 @@ class Options:
     late: Literal["route", "drop"] = "route"
 
 
-class Computation:
-    """Subclass, declare the class attributes, implement the two process methods."""
+class Computation(Generic[S]):
+    """Subclass as ``Computation[S]`` (``S``: the per-key state's type), declare the
+    class attributes, implement the two process methods."""
 
     name: ClassVar[str]
     inputs: ClassVar[tuple[Input, ...]]
     outputs: ClassVar[tuple[Output, ...]] = ()
-    state: ClassVar[StateCodec[Any]] = JsonCodec()
+    # None: the codec follows from S (``codecs.codec_for``); else this one (AvroCodec)
+    state_codec: ClassVar[StateCodec[Any] | None] = None
     options: ClassVar[Options] = Options()
     partitions: ClassVar[int] = 4  # key intervals, when the runtime creates the inputs
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        old = cls.__dict__.get("state")
+        if old is not None and _is_codec(old):
+            warnings.warn(
+                f"{cls.__qualname__}.state = {type(old).__name__}(...) is deprecated: declare the state's "
+                f"type instead, class {cls.__qualname__}(Computation[YourState]) (its codec follows "
+                "from the type), or another codec in `state_codec`",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+
+    def process_record(self, ctx: Context[S], record: Record) -> None:
         raise NotImplementedError
 
-    def process_timer(self, ctx: Context, timer: Timer) -> None:
+    def process_timer(self, ctx: Context[S], timer: Timer) -> None:
         return None
 
     @classmethod
@@ -145,7 +168,7 @@ class Computation:
             raise ConfigError(f"{where}: partitions must be at least 1")
 
 
-def load_computation(spec: str) -> type[Computation]:
+def load_computation(spec: str) -> type[Computation[Any]]:
     """``package.module:ClassName`` -> the class (validated), with a clear error if it is not one."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
@@ -159,3 +182,39 @@ def load_computation(spec: str) -> type[Computation]:
         raise ConfigError(f"{spec!r} is not a Computation subclass")
     cls.validate()
     return cls
+
+
+def _is_codec(value: object) -> bool:
+    return all(callable(getattr(value, m, None)) for m in ("bind", "encode", "decode"))
+
+
+def state_type(cls: type[Computation[Any]]) -> Any:
+    """The ``S`` of ``cls``'s ``Computation[S]`` (found along its bases), or None."""
+    for klass in cls.__mro__:
+        for base in klass.__dict__.get("__orig_bases__", ()):
+            origin = get_origin(base)
+            if isinstance(origin, type) and issubclass(origin, Computation):
+                (arg,) = get_args(base)[:1] or (None,)
+                if arg is not None and not isinstance(arg, TypeVar):
+                    return arg
+    return None
+
+
+_CODECS: dict[type[Any], StateCodec[Any]] = {}
+
+
+def state_codec_of(cls: type[Computation[Any]] | Computation[Any]) -> StateCodec[Any]:
+    """The codec of ``cls``'s state, one per class: ``state_codec`` if set, else the
+    deprecated ``state`` attribute's, else the one ``S`` calls for (JSON without ``S``)."""
+    klass = cls if isinstance(cls, type) else type(cls)
+    codec = _CODECS.get(klass)
+    if codec is None:
+        old = getattr(klass, "state", None)
+        if klass.state_codec is not None:
+            codec = klass.state_codec
+        elif old is not None and _is_codec(old):
+            codec = old
+        else:
+            codec = codec_for(state_type(klass))
+        _CODECS[klass] = codec
+    return codec

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from mwcore.api import headers as user_headers
 from mwcore.api import ids
 from mwcore.api.headers import HeadersIn
 from mwcore.api.record import Production, TimeDomain
 
+S = TypeVar("S")  # a computation's state type (``Computation[S]``)
 UNSET: Any = object()
 _tuple_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
 # Kafka's default message.max.bytes is about 1 MB; leave room for key and headers.
@@ -68,22 +69,30 @@ class Effects:
 Encoder = Callable[[Any], bytes]
 
 
-class StateHandle:
-    """Read and write the current key's state."""
+class StateHandle(Generic[S]):
+    """Read and write the current key's state (of type ``S``: mypy checks ``get`` and
+    ``set`` against the computation's ``Computation[S]``)."""
 
     __slots__ = ("_ctx",)
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context[S]) -> None:
         self._ctx = ctx
 
-    def get(self, default: Any = None) -> Any:
+    @overload
+    def get(self) -> S | None: ...
+
+    @overload
+    def get(self, default: S) -> S: ...
+
+    def get(self, default: S | None = None) -> S | None:
+        """The key's state, or ``default`` where it has none."""
         eff = self._ctx._effects
         if eff.state is not UNSET:
             return default if eff.state is None else eff.state
         value = self._ctx._load_state(self._ctx.key)
         return default if value is None else value
 
-    def set(self, value: Any) -> None:
+    def set(self, value: S) -> None:
         if value is None:
             raise set_none()
         self._ctx._effects.state = value
@@ -97,7 +106,7 @@ class TimerHandle:
 
     __slots__ = ("_ctx",)
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context[Any]) -> None:
         self._ctx = ctx
 
     def set(self, tag: str, timestamp: int, domain: TimeDomain = TimeDomain.EVENT) -> None:
@@ -112,8 +121,9 @@ class TimerHandle:
         ctx._effects.timer_ops.append(TimerOp(tag, None, TimeDomain.EVENT, b""))
 
 
-class Context:
-    """What ``process_record`` and ``process_timer`` get: key, state, timers, produce."""
+class Context(Generic[S]):
+    """What ``process_record`` and ``process_timer`` get: key, state (of type ``S``),
+    timers, produce."""
 
     __slots__ = (
         "_cause",
@@ -140,7 +150,7 @@ class Context:
         self._encoders = encoders  # stream -> (topic, encoder)
         self._load_state = load_state
         self._clock = clock
-        self.state = StateHandle(self)
+        self.state: StateHandle[S] = StateHandle(self)
         self.timers = TimerHandle(self)
 
     def begin(self, key: str, cause: bytes, cause_ts: int) -> None:

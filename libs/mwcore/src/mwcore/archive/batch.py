@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from mwcore.api import ids
 from mwcore.api.computation import Computation
@@ -45,7 +46,7 @@ class KeyRunner:
     """Runs keys one after another through one computation instance."""
 
     def __init__(
-        self, computation: type[Computation], registry: SchemaRegistry, end_ms: int | None = None
+        self, computation: type[Computation[Any]], registry: SchemaRegistry, end_ms: int | None = None
     ) -> None:
         """``end_ms``: the watermark after the last record (None: the end of time; a
         computation that re-arms a timer at every step then never finishes, so a bounded

@@ -52,7 +52,7 @@ class Mixed:
 
     def applier(
         self,
-        computation: Computation,
+        computation: Computation[Any],
         cache: StateCache,
         timers: Timers,
         encoders: dict[str, tuple[str, Encoder]],

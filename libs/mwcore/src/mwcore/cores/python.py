@@ -48,7 +48,7 @@ class PythonCore:
 
     def applier(
         self,
-        computation: Computation,
+        computation: Computation[Any],
         cache: StateCache,
         timers: Timers,
         encoders: dict[str, tuple[str, Encoder]],

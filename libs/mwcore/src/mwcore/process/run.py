@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from mwcore.api.computation import Computation, load_computation
 from mwcore.injector.injector import Injector
@@ -26,7 +26,9 @@ from mwcore.runtime.runner import Runner, tune_gc
 
 
 def run_computation(
-    computation: type[Computation] | str, settings: WorkerSettings | None = None, processes: int | None = None
+    computation: type[Computation[Any]] | str,
+    settings: WorkerSettings | None = None,
+    processes: int | None = None,
 ) -> int:
     """Run workers of ``computation`` (a class, or ``module:Class``) until SIGTERM;
     ``processes`` (else ``MW_PROCESSES``) > 1: that many worker processes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from mwcore.api.clock import MAX_WATERMARK
 from mwcore.api.computation import Computation
@@ -26,7 +27,7 @@ from mwcore.watermarks.source import FixedWatermark, WatermarkSource
 
 
 def build_workers(
-    cls: type[Computation], settings: WorkerSettings, plumbing: Plumbing | None = None
+    cls: type[Computation[Any]], settings: WorkerSettings, plumbing: Plumbing | None = None
 ) -> list[Worker]:
     """The computation's worker, then one for each of its rekey stages; they share the
     schema registry and the schemas topic (its lookups and what it has read), and the
@@ -65,7 +66,7 @@ def build_registry_client(settings: ClientConfig, registry: SchemaRegistry) -> R
 
 
 def build_worker(
-    cls: type[Computation],
+    cls: type[Computation[Any]],
     settings: WorkerSettings,
     registry: SchemaRegistry,
     schemas: SchemaTopic,

@@ -25,7 +25,7 @@ from mwcore.transport.producer import ProductionSender, production_headers
 class Delivery:
     def __init__(
         self,
-        computation: Computation,
+        computation: Computation[Any],
         config: WorkerConfig,
         core: Core,
         witness: Witness,

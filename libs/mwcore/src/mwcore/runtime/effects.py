@@ -68,7 +68,7 @@ class RedoCareful(Exception):
 class Applier:
     def __init__(
         self,
-        computation: Computation,
+        computation: Computation[Any],
         cache: StateCache,
         timers: Timers,
         encoders: dict[str, tuple[str, Encoder]],  # stream -> (topic, encode)
@@ -81,7 +81,7 @@ class Applier:
         self.cache = cache
         self.timers = timers
         self.counters = counters
-        self.ctx = Context(encoders, cache.get, clock)
+        self.ctx: Context[Any] = Context(encoders, cache.get, clock)
         self.weak: list[Production] | None = [] if computation.options.productions == "weak" else None
         self._values = cache.values
         self._encode = cache.codec.encode

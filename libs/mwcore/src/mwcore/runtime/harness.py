@@ -38,7 +38,7 @@ class Harness(InMemoryRunner):
 
     def __init__(
         self,
-        computation: Computation | type[Computation],
+        computation: Computation[Any] | type[Computation[Any]],
         registry: SchemaRegistry | None = None,
         *,
         wall_ms: int = 0,

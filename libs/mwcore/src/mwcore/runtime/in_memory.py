@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
-from mwcore.api.computation import Computation, Input
+from mwcore.api.computation import Computation, Input, state_codec_of
 from mwcore.api.context import Encoder
 from mwcore.api.headers import Headers
 from mwcore.api.record import Production, Record, TimeDomain
@@ -49,7 +49,7 @@ class InMemoryRunner:
 
     def __init__(
         self,
-        computation: Computation | type[Computation],
+        computation: Computation[Any] | type[Computation[Any]],
         registry: SchemaRegistry,
         *,
         wall_ms: int = 0,
@@ -61,7 +61,7 @@ class InMemoryRunner:
         comp.validate()
         self.comp = comp
         self.registry = registry
-        self.codec = comp.state
+        self.codec = state_codec_of(comp)
         self.codec.bind(registry)
         self.inputs = {i.stream: (i, AvroSerde(registry, i.schema or "", framing=reads)) for i in comp.inputs}
         self.outputs = {o.stream: AvroSerde(registry, o.schema) for o in comp.outputs}

@@ -23,7 +23,7 @@ from mwcore.store.interface import CheckpointStore
 class IntervalDeps:
     """What an interval needs from its worker (shared by all intervals of a worker)."""
 
-    computation: Computation
+    computation: Computation[Any]
     store: CheckpointStore
     core: Core  # the parts with two implementations (runtime/parts.py)
     config: WorkerConfig  # the worker's settings, as the process read them

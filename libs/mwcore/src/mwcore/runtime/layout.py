@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mwcore.api.codecs import AvroCodec
-from mwcore.api.computation import Computation
+from mwcore.api.computation import Computation, state_codec_of
 from mwcore.runtime.intake import InputBinding
 from mwcore.runtime.parts import Core
 from mwcore.serde.avro import AvroSerde, SchemaRegistry, SchemaVersion
@@ -19,7 +19,7 @@ from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stre
 from mwcore.watermarks.report_format import NodeSpec
 
 
-def input_topics(comp: type[Computation] | Computation, namespace: str) -> dict[str, str]:
+def input_topics(comp: type[Computation[Any]] | Computation[Any], namespace: str) -> dict[str, str]:
     """topic -> stream for every input (re-keyed inputs read their repartition topic)."""
     out: dict[str, str] = {}
     for inp in comp.inputs:
@@ -30,7 +30,7 @@ def input_topics(comp: type[Computation] | Computation, namespace: str) -> dict[
 
 @dataclass(frozen=True)
 class Layout:
-    comp: Computation
+    comp: Computation[Any]
     namespace: str
     group: str
     inputs: dict[str, str]  # topic -> stream
@@ -39,7 +39,7 @@ class Layout:
     late: str  # topic ("" unless the computation routes late records)
 
     @classmethod
-    def of(cls, comp: Computation, namespace: str) -> Layout:
+    def of(cls, comp: Computation[Any], namespace: str) -> Layout:
         late = topic_name(namespace, late_stream(comp.name)) if comp.options.late == "route" else ""
         return cls(
             comp=comp,
@@ -123,8 +123,9 @@ class Layout:
         fails is dead-lettered re-encoded with its reader schema) and its state's."""
         comp = self.comp
         names = [o.schema for o in comp.outputs] + [i.schema for i in comp.inputs if i.schema]
-        if isinstance(comp.state, AvroCodec):
-            names.append(comp.state.schema)
+        codec = state_codec_of(comp)
+        if isinstance(codec, AvroCodec):
+            names.append(codec.schema)
         return [registry.latest(name) for name in dict.fromkeys(names)]
 
     def spec(self) -> NodeSpec:

@@ -61,7 +61,7 @@ class Core(Protocol):
 
     def applier(
         self,
-        computation: Computation,
+        computation: Computation[Any],
         cache: StateCache,
         timers: Timers,
         encoders: dict[str, tuple[str, Encoder]],

@@ -12,7 +12,7 @@ consumer drops any re-sent ones.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from mwcore.api.computation import Computation, Input, KeyExtractor, Output
 from mwcore.api.context import Context
@@ -22,26 +22,30 @@ from mwcore.errors import ConfigError
 from mwcore.transport.topics import rekey_stream
 
 
-def rekey_stages(comp: type[Computation], controls: NegativeControls = SAFE) -> list[type[Computation]]:
+def rekey_stages(
+    comp: type[Computation[Any]], controls: NegativeControls = SAFE
+) -> list[type[Computation[Any]]]:
     """One stage class per input of ``comp`` that declares a key extractor.
 
     ``controls.rekey_keep_key`` (``MW_UNSAFE_REKEY_KEEP_KEY``, for a negative control
     only): the stages pass each record on under its own key, so a key of ``comp`` is not
     re-keyed to one partition and has as many owners as partitions it came from."""
-    stages: list[type[Computation]] = []
+    stages: list[type[Computation[Any]]] = []
     for inp in comp.inputs:
         if inp.key is not None:
             stages.append(_stage(comp, inp, inp.key, controls.rekey_keep_key))
     return stages
 
 
-def _stage(comp: type[Computation], inp: Input, extract: KeyExtractor, keep_key: bool) -> type[Computation]:
+def _stage(
+    comp: type[Computation[Any]], inp: Input, extract: KeyExtractor, keep_key: bool
+) -> type[Computation[Any]]:
     if inp.schema is None:
         raise ConfigError(f"{comp.name}: re-keyed input {inp.stream!r} needs a schema")
     schema: str = inp.schema
     target = rekey_stream(comp.name, inp.stream)
 
-    class RekeyStage(Computation):
+    class RekeyStage(Computation[Any]):
         name = f"{comp.name}-rekey-{inp.stream}".replace(".", "-")[:63]
         # the stream's framing, read and written on: the computation reads the repartition
         # topic as it declared the stream
@@ -53,11 +57,11 @@ def _stage(comp: type[Computation], inp: Input, extract: KeyExtractor, keep_key:
         )
         partitions = comp.partitions
 
-        def process_record(self, ctx: Context, record: Record) -> None:
+        def process_record(self, ctx: Context[Any], record: Record) -> None:
             ctx.produce(target, record.value, record.timestamp, key=str(extract(record.value)))
 
     class KeepKeyStage(RekeyStage):  # the negative control's stage: no re-keying
-        def process_record(self, ctx: Context, record: Record) -> None:
+        def process_record(self, ctx: Context[Any], record: Record) -> None:
             ctx.produce(target, record.value, record.timestamp)
 
     stage = KeepKeyStage if keep_key else RekeyStage

@@ -12,7 +12,7 @@ be half built, and the checkpoints in the store are what the next owner resumes.
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -36,7 +36,7 @@ log = structlog.get_logger("mwcore.runtime.worker")
 class Worker(Protocol):
     """What stopping needs of the worker (``worker.py``)."""
 
-    comp: Computation
+    comp: Computation[Any]
     cfg: WorkerConfig
     tuning: Tuning
     store: CheckpointStore

@@ -359,7 +359,7 @@ class Transactions:
 
 
 def transactions_for(
-    computation: Computation,
+    computation: Computation[Any],
     config: WorkerConfig,
     witness: Witness,
     group_metadata: Callable[[], bytes | None],

@@ -36,7 +36,7 @@ from typing import Any
 import structlog
 
 from mwcore.api.clock import MIN_WATERMARK, Clock
-from mwcore.api.computation import Computation
+from mwcore.api.computation import Computation, state_codec_of
 from mwcore.errors import FencedError
 from mwcore.runtime import stopping
 from mwcore.runtime.commit_turns import CommitTurns, Turn
@@ -69,7 +69,7 @@ log = structlog.get_logger("mwcore.runtime.worker")
 class Worker:
     def __init__(
         self,
-        computation: Computation,
+        computation: Computation[Any],
         config: WorkerConfig,
         store: CheckpointStore,
         registry: SchemaRegistry,
@@ -102,13 +102,14 @@ class Worker:
         self.counters = Counters()
         self.layout = Layout.of(computation, config.namespace)
         self.topics = self.layout.inputs
-        computation.state.bind(registry)
+        codec = state_codec_of(computation)
+        codec.bind(registry)
         self.deps = IntervalDeps(
             computation=computation,
             store=store,
             core=core,
             config=config,
-            codec=computation.state,
+            codec=codec,
             inputs=self.layout.bindings(registry, core),
             encoders=self.layout.encoders(registry, core),
             topic_partitions=self.layout.topic_partitions(),

@@ -220,18 +220,18 @@ the count final: every record of the window has arrived by then.
 
 from __future__ import annotations
 
-from mwcore import Computation, Context, Input, JsonCodec, Output, Record, TimeDomain, Timer
+from mwcore import Computation, Context, Input, Output, Record, TimeDomain, Timer
 
 WINDOW_MS = 10_000
+Counts = dict[str, int]  # the state, per key: window start -> records so far
 
 
-class {cls}(Computation):
+class {cls}(Computation[Counts]):
     name = "{name}"
     inputs = (Input("{input}", schema="{schema}"),)
     outputs = (Output("{output}", schema="{name}.Count"),)
-    state = JsonCodec[dict[str, int]]()  # per key: window start -> records so far
 
-    def process_record(self, ctx: Context, record: Record) -> None:
+    def process_record(self, ctx: Context[Counts], record: Record) -> None:
         counts = ctx.state.get() or {{}}
         start = record.timestamp // WINDOW_MS * WINDOW_MS
         if str(start) not in counts:  # fire when the watermark passes the window's end
@@ -239,7 +239,7 @@ class {cls}(Computation):
         counts[str(start)] = counts.get(str(start), 0) + 1
         ctx.state.set(counts)
 
-    def process_timer(self, ctx: Context, timer: Timer) -> None:
+    def process_timer(self, ctx: Context[Counts], timer: Timer) -> None:
         counts = ctx.state.get() or {{}}
         n = counts.pop(timer.tag, 0)
         value = {{"key": ctx.key, "window_start": int(timer.tag), "records": n}}

@@ -125,7 +125,7 @@ class NativeCore:
 
     def applier(
         self,
-        computation: Computation,
+        computation: Computation[Any],
         cache: StateCache,
         timers: Timers,
         encoders: dict[str, tuple[str, Encoder]],

@@ -29,7 +29,7 @@ from mwcore.store.checkpoint import Checkpoint
 class NativeApplier(Applier):
     def __init__(
         self,
-        computation: Computation,
+        computation: Computation[Any],
         cache: StateCache,
         timers: Timers,  # the native core's queue
         encoders: dict[str, tuple[str, Encoder]],
