@@ -85,8 +85,7 @@ class DataclassCodec(Generic[T]):
         return None
 
     def encode(self, value: T) -> bytes:
-        if not isinstance(value, self._cls):
-            raise SerializationError(f"state must be a {self._cls.__name__}, got {type(value)}")
+        _must_be(value, self._cls)
         try:
             return _JSON.encode({name: getattr(value, name) for name in self._fields}).encode()
         except TypeError as exc:
@@ -108,10 +107,10 @@ class PydanticCodec(Generic[T]):
         return None
 
     def encode(self, value: T) -> bytes:
-        if not isinstance(value, self._cls):
-            raise SerializationError(f"state must be a {self._cls.__name__}, got {type(value)}")
+        _must_be(value, self._cls)
+        model: Any = value
         try:
-            out: bytes = value.model_dump_json().encode()
+            out: bytes = model.model_dump_json().encode()
         except ValueError as exc:  # (pydantic's serialization errors are ValueErrors)
             raise SerializationError(f"state cannot be written as JSON: {exc}") from exc
         return out
@@ -119,6 +118,11 @@ class PydanticCodec(Generic[T]):
     def decode(self, data: bytes) -> T:
         value: T = self._cls.model_validate_json(data)
         return value
+
+
+def _must_be(value: object, cls: type[Any]) -> None:
+    if not isinstance(value, cls):
+        raise SerializationError(f"state must be a {cls.__name__}, got {type(value)}")
 
 
 def _is_model(cls: object) -> bool:
