@@ -57,11 +57,11 @@ if [ ! -x "$VENV/bin/python" ]; then
   say "creating the virtualenv $VENV"
   "$PY" -m venv "$VENV"
 fi
-say "pip install mwcore[spark], the services' and the dev tools' requirements into $VENV"
+say "pip install mwcore[spark,testing], the services' and the dev tools' requirements into $VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-"$VENV/bin/python" -m pip install -q -e "libs/mwcore[spark]" -r services/requirements.txt -r requirements-dev.txt 2>&1 \
+"$VENV/bin/python" -m pip install -q -e "libs/mwcore[spark,testing]" -r services/requirements.txt -r requirements-dev.txt 2>&1 \
   | grep -v '^WARNING: Location' || true
-"$VENV/bin/python" -c "import mwcore, confluent_kafka, fastavro, redis, pyspark, scipy" \
+"$VENV/bin/python" -c "import mwcore, confluent_kafka, fastavro, redis, pyspark, scipy, testcontainers" \
   || { say "install failed"; exit 1; }
 # The native core (MW_CORE=native): the Rust crate in libs/mwcore/native, built in
 # release mode by cargo through maturin into the virtualenv; cargo's build outputs are

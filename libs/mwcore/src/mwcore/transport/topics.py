@@ -172,6 +172,22 @@ def end_offsets(
     return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
 
 
+def committed_offsets(
+    bootstrap: str, group: str, topics: Mapping[str, int], timeout: float = 10.0
+) -> dict[tuple[str, int], int]:
+    """The offsets consumer group ``group`` committed on every partition of ``topics``
+    (a negative offset: none committed there)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    parts = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+    if not parts:
+        return {}
+    admin = AdminClient(admin_config(bootstrap))
+    asked = [ConsumerGroupTopicPartitions(group, parts)]
+    got = admin.list_consumer_group_offsets(asked, request_timeout=timeout)[group].result()
+    return {(tp.topic, tp.partition): int(tp.offset) for tp in got.topic_partitions}
+
+
 def partition_ends(bootstrap: str, topics: Sequence[str]) -> dict[str, int]:
     """ "topic:partition" -> end offset of every partition holding records, of the
     topics that exist."""
