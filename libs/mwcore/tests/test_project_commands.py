@@ -49,28 +49,22 @@ def test_a_new_service_goes_where_the_table_says(tmp_path: Path) -> None:
     assert "from mwcore import run_computation" in main and "mwcore.tools" not in main
     assert computation_pattern("app.flows").findall(main) == ["app.flows.counter.computation:Counter"]
     assert computation_pattern("services").findall(main) == []
-    # its own test passes, finding the schemas in avro/ from anywhere
+    # its own test passes, finding the schemas in avro/ from anywhere; its test on
+    # containers (tests/test_containers.py runs one, with an engine) is collected
     src = Path(__file__).resolve().parents[1] / "src"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(root), str(src)))}
-    tested = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--rootdir",
-            str(root),
-            "app/flows/counter",
-        ],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+
+    def pytest_in_project(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(root), *args]
+        return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+
+    tested = pytest_in_project(
+        "app/flows/counter", "--ignore", "app/flows/counter/tests/test_on_containers.py"
     )
-    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout + tested.stderr
+    collected = pytest_in_project("--collect-only", "app/flows/counter")
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert "test_on_containers.py::test_counts_per_window_on_containers" in collected.stdout
 
 
 def test_without_a_table_the_project_holds_services_and_schemas(tmp_path: Path) -> None:

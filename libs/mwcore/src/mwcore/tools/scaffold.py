@@ -11,6 +11,9 @@ SCHEMAS its schemas directory (``[tool.mw] schemas``):
   event-time timer, a production: the three things a computation does);
 - ``PKG/NAME/__main__.py``: ``python -m PKG.NAME`` runs one worker;
 - ``PKG/NAME/tests/test_computation.py``: its unit test, in memory;
+- ``PKG/NAME/tests/test_on_containers.py``: the same windows from a worker process on
+  Kafka, Redis and the schema registry in containers (``mwcore[testing]``'s ``mw_run``:
+  skipped where no Docker engine answers);
 - ``SCHEMAS/NAME/count.avsc``: the output's Avro schema, with docs on each field;
 - its service in ``docker-compose.yml`` (the shared image, the shared environment).
 
@@ -139,6 +142,7 @@ def new_service(
         target / "computation.py": COMPUTATION_PY.format(**fill),
         target / "tests" / "__init__.py": "",
         target / "tests" / "test_computation.py": TEST_PY.format(**fill),
+        target / "tests" / "test_on_containers.py": CONTAINERS_TEST_PY.format(**fill),
         project.schemas / name / "count.avsc": json.dumps(count_schema(name), indent=2) + "\n",
     }
     for path, text in files.items():
@@ -155,7 +159,16 @@ def new_service(
 def _test_registry(project: Project, name: str) -> dict[str, str]:
     """How the generated test finds the schemas: ``Harness`` looks for ``schemas/``
     above the current directory; any other directory is named, from the test's file."""
-    fill = {"imports": "", "schemas": "", "harness_args": _class_name(name)}
+    fill = {
+        "imports": "",
+        "schemas": "",
+        "harness_args": _class_name(name),
+        # the containers' test: its imports, and where its schemas are
+        "c_imports": "from mwcore import SchemaRegistry\n"
+        "from mwcore.testing import example_value, find_schemas\n",
+        "c_schemas": "find_schemas()",
+        "c_run_args": "",
+    }
     if project.schemas == project.root / "schemas":
         return fill
     try:
@@ -168,6 +181,12 @@ def _test_registry(project: Project, name: str) -> dict[str, str]:
     fill["imports"] = "from pathlib import Path\n\nfrom mwcore import SchemaRegistry\n"
     fill["schemas"] = f'\nSCHEMAS = Path(__file__).resolve().parents[{up}] / "{relative}"\n'
     fill["harness_args"] += ", SchemaRegistry.from_directory(SCHEMAS)"
+    fill["c_imports"] = (
+        "from pathlib import Path\n\nfrom mwcore import SchemaRegistry\n"
+        "from mwcore.testing import example_value\n"
+    )
+    fill["c_schemas"] = "SCHEMAS"
+    fill["c_run_args"] = ", schemas=SCHEMAS"
     return fill
 
 
@@ -269,4 +288,26 @@ def test_counts_per_window_once_the_watermark_passes() -> None:
     h.finish()  # the end of input
     assert h.values("{output}")[1:] == [{{"key": "k", "window_start": 10_000, "records": 1}}]
     assert h.keys() == []  # no state left behind
+'''
+
+CONTAINERS_TEST_PY = '''"""{cls} as it runs in production: a worker process (`python -m mwcore run`) on
+Kafka, Redis and a schema registry in containers, through `mw_run` (mwcore[testing]'s
+pytest plugin). Skipped, with the reason, where no Docker engine answers or an image
+is missing (the images: README, "Testing with containers")."""
+
+from __future__ import annotations
+
+{c_imports}from mwcore.testing.containers import RunOnContainers
+from {package}.{name}.computation import {cls}
+{schemas}
+
+def test_counts_per_window_on_containers(mw_run: RunOnContainers) -> None:
+    value = example_value(SchemaRegistry.from_directory({c_schemas}), "{schema}")
+    sent = [("k", value, ts) for ts in (1_000, 9_999, 10_000)]
+    # the input written, then the watermark at its end: every window's timer fires
+    run = mw_run({cls}, {{"{input}": sent}}, expect={{"{output}": 2}}{c_run_args})
+    assert run.values("{output}") == [
+        {{"key": "k", "window_start": 0, "records": 2}},
+        {{"key": "k", "window_start": 10_000, "records": 1}},
+    ]
 '''
