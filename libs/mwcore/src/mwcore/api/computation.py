@@ -38,6 +38,7 @@ from mwcore.api.codecs import StateCodec, codec_for
 from mwcore.api.record import Record, Timer
 from mwcore.errors import ConfigError
 from mwcore.serde.framing import Wire, check_wire
+from mwcore.serde.typed import is_record_type
 
 if TYPE_CHECKING:
     from mwcore.api.context import Context
@@ -57,7 +58,9 @@ class Input:
     ``schema`` is the reader schema (required). ``wire`` is the framing its values
     come in (``serde/framing.py``: ``"confluent"`` or ``"single-object"``; None: the
     process's ``MW_WIRE``); ``read_also`` the other one, taken too during a migration
-    (None: ``MW_WIRE_READ_ALSO``).
+    (None: ``MW_WIRE_READ_ALSO``). ``type``: a dataclass or pydantic model the values
+    are decoded into (``serde/typed.py``: checked against the schema at start); None:
+    dicts.
     """
 
     stream: str
@@ -68,17 +71,20 @@ class Input:
     watermark: bool = True
     wire: Wire | None = None
     read_also: Wire | None = None
+    type: type[Any] | None = None
 
 
 @dataclass(frozen=True)
 class Output:
     """An output stream and the Avro schema its values are written with, in the framing
-    ``wire`` (None: the process's ``MW_WIRE``)."""
+    ``wire`` (None: the process's ``MW_WIRE``). ``type``: the dataclass or pydantic model
+    user code produces (dicts are taken too), checked against the schema at start."""
 
     stream: str
     schema: str
     partitions: int | None = None  # None: the computation's partition count
     wire: Wire | None = None
+    type: type[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,11 @@ class Computation(Generic[S]):
                         check_wire(value, f"{where}: {stream.stream!r} {attr}")
                     except ValueError as exc:
                         raise ConfigError(str(exc)) from None
+        for stream in (*inputs, *cls.outputs):
+            if stream.type is not None and not is_record_type(stream.type):
+                raise ConfigError(
+                    f"{where}: {stream.stream!r} type={stream.type!r} is not a dataclass or a pydantic model"
+                )
         if cls.options.productions not in ("strong", "weak", "transactional"):
             raise ConfigError(f"{where}: options.productions must be 'strong', 'weak' or 'transactional'")
         if cls.options.late not in ("route", "drop"):

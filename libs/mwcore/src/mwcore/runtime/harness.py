@@ -62,11 +62,13 @@ class Harness(InMemoryRunner):
     ) -> None:
         """Process one record of input ``stream`` (keyed by the input's key extractor,
         else by ``key``), with user ``headers`` as ``ctx.produce`` takes them. Event-time
-        timers fire only on ``advance_watermark``. The value goes through an Avro round
-        trip unless ``decoded`` says it came from Avro."""
+        timers fire only on ``advance_watermark``. The value (a dict, or the input's
+        ``type``) goes through an Avro round trip unless ``decoded`` says it came from Avro;
+        user code gets it as the input's type where it declares one."""
         inp, serde = self.input(stream)
-        if not decoded:
-            value = serde.decode(serde.encode(value))  # what a worker would hand over
+        if not decoded:  # what a worker would hand over
+            value = serde.decode(serde.encode(self.plain(stream, value)))
+        value = self.typed(stream, value)
         if inp.key is not None:
             key = inp.key(value)
         if key is None:
@@ -85,7 +87,9 @@ class Harness(InMemoryRunner):
             raise KeyError(f"{stream!r} is not an output of {self.comp.name}")
         decode = self.outputs[stream].decode
         return [
-            Produced((p.key or b"").decode(), decode(p.value), p.timestamp, p.id, p.headers)
+            Produced(
+                (p.key or b"").decode(), self.typed(stream, decode(p.value)), p.timestamp, p.id, p.headers
+            )
             for p in self.productions()
             if p.topic == stream
         ]

@@ -27,8 +27,10 @@ from mwcore.api.record import Production, Record, TimeDomain
 from mwcore.errors import SerializationError
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.effects import Applier
+from mwcore.runtime.layout import stream_types
 from mwcore.runtime.state_cache import StateCache
 from mwcore.runtime.timers import TimerQueue
+from mwcore.serde import typed
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.serde.framing import SINGLE_OBJECT, Framing
 from mwcore.store.checkpoint import Checkpoint, TimerEntry
@@ -65,6 +67,8 @@ class InMemoryRunner:
         self.codec.bind(registry)
         self.inputs = {i.stream: (i, AvroSerde(registry, i.schema or "", framing=reads)) for i in comp.inputs}
         self.outputs = {o.stream: AvroSerde(registry, o.schema) for o in comp.outputs}
+        # stream -> (decoded -> typed, typed -> encodable): the streams declared with a type
+        self.types = stream_types(comp, registry)
         self.wall_ms = wall_ms
         self.watermark = MIN_WATERMARK
         self.failures: list[Failure] = []
@@ -73,9 +77,23 @@ class InMemoryRunner:
         self._produced: list[Production] = []  # encoded, as sent (topic: the stream)
         self._offsets = itertools.count()
         self._timers = TimerQueue()
-        encoders: dict[str, tuple[str, Encoder]] = {s: (s, d.encode) for s, d in self.outputs.items()}
+        encoders: dict[str, tuple[str, Encoder]] = {s: (s, self._encoder(s)) for s in self.outputs}
         cache = StateCache(self.codec, self._load, max_keys=sys.maxsize)
         self._applier = Applier(comp, cache, self._timers, encoders, lambda: self.wall_ms, self.counters)
+
+    def _encoder(self, stream: str) -> Encoder:
+        encode = self.outputs[stream].encode
+        return typed.encoding(encode, self.types[stream][1]) if stream in self.types else encode
+
+    def typed(self, stream: str, value: Any) -> Any:
+        """A decoded value of ``stream`` (input or output) as its declared type (else as it is)."""
+        conv = self.types.get(stream)
+        return value if conv is None or type(value) is not dict else conv[0](value)
+
+    def plain(self, stream: str, value: Any) -> Any:
+        """A value of ``stream`` as Avro writes it (a typed one made a dict)."""
+        conv = self.types.get(stream)
+        return value if conv is None else conv[1](value)
 
     # -- input ---------------------------------------------------------------------------
 
@@ -106,7 +124,7 @@ class InMemoryRunner:
         runtime dead-letters it."""
         inp, serde = self.input(stream)
         try:
-            value = serde.decode(data)
+            value = self.typed(stream, serde.decode(data))
         except SerializationError as exc:
             self._fail(Failure(key, "record", timestamp, exc))
             return

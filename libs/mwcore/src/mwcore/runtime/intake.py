@@ -41,6 +41,7 @@ from mwcore.runtime.envelope import IdReader
 from mwcore.runtime.faults import Faults
 from mwcore.runtime.screening import Bindings, Screener
 from mwcore.runtime.state_cache import StateCache
+from mwcore.serde import typed
 from mwcore.serde.avro import AvroSerde
 from mwcore.store.checkpoint import Checkpoint
 from mwcore.store.checkpoint_wire import position_field
@@ -170,7 +171,7 @@ class Intake:
         """A record that decoded: its dead letter holds it re-encoded with the reader schema."""
         topic = next(t for t, b in self.inputs.items() if b.stream == record.stream)
         try:
-            value = self.inputs[topic].serde.encode(record.value)
+            value = self.inputs[topic].serde.encode(typed.plain(record.value))
         except SerializationError:
             value = repr(record.value).encode()
         key = record.key.encode()

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from mwcore.api.codecs import AvroCodec
-from mwcore.api.computation import Computation, state_codec_of
+from mwcore.api.computation import Computation, Input, Output, state_codec_of
 from mwcore.runtime.intake import InputBinding
 from mwcore.runtime.parts import Core
+from mwcore.serde import typed
 from mwcore.serde.avro import AvroSerde, SchemaRegistry, SchemaVersion
 from mwcore.serde.framing import SINGLE_OBJECT, Framing, Wire
+from mwcore.serde.typed import Convert
 from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stream, rekey_stream, topic_name
 from mwcore.watermarks.report_format import NodeSpec
 
@@ -25,6 +27,21 @@ def input_topics(comp: type[Computation[Any]] | Computation[Any], namespace: str
     for inp in comp.inputs:
         stream = inp.stream if inp.key is None else rekey_stream(comp.name, inp.stream)
         out[topic_name(namespace, stream)] = inp.stream
+    return out
+
+
+def stream_types(
+    comp: type[Computation[Any]] | Computation[Any], registry: SchemaRegistry
+) -> dict[str, tuple[Convert, Convert]]:
+    """stream -> (decoded -> typed, typed -> encodable) of each stream that declares a
+    ``type``, checked against its schema (``ConfigError``, one line, where it does not
+    match: ``serde/typed.py``)."""
+    out: dict[str, tuple[Convert, Convert]] = {}
+    streams: tuple[Input | Output, ...] = (*comp.inputs, *comp.outputs)
+    for s in streams:
+        if s.type is not None:
+            what = f"{comp.name}: {s.stream!r}"
+            out[s.stream] = typed.check(s.type, registry.latest(s.schema or "").parsed, what)
     return out
 
 
@@ -93,29 +110,42 @@ class Layout:
         names.update({self.outputs[o.stream]: o.schema for o in self.comp.outputs})
         return {t: registry.latest(name) for t, name in names.items()}
 
+    def types(self, registry: SchemaRegistry) -> dict[str, tuple[Convert, Convert]]:
+        return stream_types(self.comp, registry)
+
     def bindings(
         self, registry: SchemaRegistry, core: Core, framings: Mapping[str, Framing] | None = None
     ) -> dict[str, InputBinding]:
-        """topic -> how its messages become records (decoded by ``core``'s decoder), in
-        each topic's framing (default: single-object)."""
+        """topic -> how its messages become records (decoded by ``core``'s decoder, into
+        the input's ``type`` where it has one), in each topic's framing (default:
+        single-object)."""
         out: dict[str, InputBinding] = {}
+        types = self.types(registry)
         for inp in self.comp.inputs:
             for topic, stream in self.inputs.items():
                 if stream == inp.stream:
                     framing = (framings or {}).get(topic, SINGLE_OBJECT)
                     serde = AvroSerde(registry, inp.schema or "", framing=framing)
-                    out[topic] = InputBinding(inp.stream, serde, core.decoder(serde))
+                    decode = core.decoder(serde)
+                    if inp.stream in types:
+                        decode = typed.decoding(decode, types[inp.stream][0])
+                    out[topic] = InputBinding(inp.stream, serde, decode)
         return out
 
     def encoders(
         self, registry: SchemaRegistry, core: Core, framings: Mapping[str, Framing] | None = None
     ) -> dict[str, tuple[str, Callable[[Any], bytes]]]:
-        """stream -> (topic, encode) of every output (encoded by ``core``'s encoder)."""
+        """stream -> (topic, encode) of every output (encoded by ``core``'s encoder, from
+        the output's ``type`` where it has one)."""
         out = {}
+        types = self.types(registry)
         for o in self.comp.outputs:
             topic = self.outputs[o.stream]
             serde = AvroSerde(registry, o.schema, framing=(framings or {}).get(topic, SINGLE_OBJECT))
-            out[o.stream] = (topic, core.encoder(serde))
+            encode = core.encoder(serde)
+            if o.stream in types:
+                encode = typed.encoding(encode, types[o.stream][1])
+            out[o.stream] = (topic, encode)
         return out
 
     def writer_schemas(self, registry: SchemaRegistry) -> list[SchemaVersion]:

@@ -49,21 +49,29 @@ def _stage(
         name = f"{comp.name}-rekey-{inp.stream}".replace(".", "-")[:63]
         # the stream's framing, read and written on: the computation reads the repartition
         # topic as it declared the stream
+        # typed as the input is: the extractor takes the type the computation declared
         inputs: ClassVar[tuple[Input, ...]] = (
-            Input(inp.stream, schema=schema, wire=inp.wire, read_also=inp.read_also),
+            Input(inp.stream, schema=schema, wire=inp.wire, read_also=inp.read_also, type=inp.type),
         )
         outputs: ClassVar[tuple[Output, ...]] = (
-            Output(target, schema=schema, partitions=comp.partitions, wire=inp.wire),
+            Output(target, schema=schema, partitions=comp.partitions, wire=inp.wire, type=inp.type),
         )
         partitions = comp.partitions
 
         def process_record(self, ctx: Context[Any], record: Record) -> None:
-            ctx.produce(target, record.value, record.timestamp, key=str(extract(record.value)))
+            key = str(extract(record.value))
+            ctx.produce(target, record.value, record.timestamp, key=key, headers=_passed_on(record))
 
     class KeepKeyStage(RekeyStage):  # the negative control's stage: no re-keying
         def process_record(self, ctx: Context[Any], record: Record) -> None:
-            ctx.produce(target, record.value, record.timestamp)
+            ctx.produce(target, record.value, record.timestamp, headers=_passed_on(record))
 
     stage = KeepKeyStage if keep_key else RekeyStage
     stage.__qualname__ = f"RekeyStage[{comp.name}.{inp.stream}]"
     return stage
+
+
+def _passed_on(record: Record) -> list[tuple[str, bytes]]:
+    """A record's user headers, as the stage passes them on (a header without a value
+    cannot be produced: it is left out)."""
+    return [(name, value) for name, value in record.headers if value is not None]

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from mwcore.archive.batch import ARCHIVED, Encoded, KeyRunner
+from mwcore.runtime.layout import stream_types
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 
 RECORDS = StructType(
@@ -65,6 +66,7 @@ def run_computation(
 
     def keyed(rows: Iterable[Any]) -> Iterator[tuple[str, Encoded]]:
         comp = load_computation(computation)
+        types = stream_types(comp, registry)
         serdes = {
             i.stream: (i.key, AvroSerde(registry, i.schema or "", framing=ARCHIVED)) for i in comp.inputs
         }
@@ -73,7 +75,10 @@ def run_computation(
             if r["stream"] in extractors:
                 extract, serde = serdes[r["stream"]]
                 try:
-                    key = extract(serde.decode(r["value"]))  # type: ignore[misc]
+                    value = serde.decode(r["value"])
+                    if r["stream"] in types:  # the extractor takes the input's type
+                        value = types[r["stream"]][0](value)
+                    key = extract(value)  # type: ignore[misc]
                 except Exception:
                     key = None  # undecodable: the runtime dead-letters it; so does KeyRunner
             value = bytes(r["value"]) if r["value"] is not None else b""

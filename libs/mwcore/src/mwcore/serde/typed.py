@@ -1,0 +1,366 @@
+"""Typed records: a stream's values as dataclasses or pydantic models, not dicts.
+
+``Input(..., type=Order)`` and ``Output(..., type=Total)`` name the type a stream's
+values take in user code. The type is checked against the stream's Avro schema when
+the worker (or the harness) starts (``check``): every field of the schema is a field
+of the type, with a type that holds what Avro reads (nested records are dataclasses or
+models too, arrays ``list[T]``, maps ``dict[str, T]``, a union with ``null``
+``T | None``, an enum ``str``); a mismatch is a ``ConfigError`` of one line, naming the
+field (a worker exits 2).
+
+Decoding makes the value the codec decoded into the type (``reader``). A plain
+dataclass (no ``__slots__``, no ``__post_init__``) adopts the decoded dict as its
+``__dict__``: no copy, no ``__init__``; the nested records in it are made the same
+way. Other dataclasses are called with the fields; pydantic models validate the dict.
+Encoding takes an instance back to what the codec writes (``plain``); a dict is
+written as it is, so dict productions keep working on a typed output.
+
+Types are checked, not generated from the schema: the schema stays the contract other
+tools read, and the user's type is theirs (methods, defaults, validators).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import types
+import typing
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mwcore.errors import ConfigError
+
+Convert = Callable[[Any], Any]
+
+_PRIMITIVE: dict[str, tuple[type, ...]] = {
+    "boolean": (bool,),
+    "int": (int,),
+    "long": (int,),
+    "float": (float,),
+    "double": (float,),
+    "bytes": (bytes,),
+    "string": (str,),
+    "fixed": (bytes,),
+    "enum": (str,),
+}
+_LOGICAL: dict[str, tuple[type, ...]] = {
+    "timestamp-millis": (datetime.datetime,),
+    "timestamp-micros": (datetime.datetime,),
+    "local-timestamp-millis": (datetime.datetime,),
+    "local-timestamp-micros": (datetime.datetime,),
+    "date": (datetime.date,),
+    "time-millis": (datetime.time,),
+    "time-micros": (datetime.time,),
+    "decimal": (decimal.Decimal,),
+    "uuid": (str, uuid.UUID),
+}
+
+
+def is_record_type(tp: Any) -> bool:
+    """A dataclass or a pydantic model (what a record schema maps to)."""
+    return isinstance(tp, type) and (dataclasses.is_dataclass(tp) or _is_model(tp))
+
+
+def _is_model(tp: Any) -> bool:
+    try:
+        from pydantic import BaseModel
+    except ImportError:  # pragma: no cover - pydantic is a dependency
+        return False
+    return isinstance(tp, type) and issubclass(tp, BaseModel)
+
+
+def _plain_dataclass(tp: type) -> bool:
+    return "__slots__" not in tp.__dict__ and not hasattr(tp, "__post_init__")
+
+
+def _fields(tp: type) -> dict[str, Any]:
+    """Field name -> annotation (resolved) of a dataclass or pydantic model."""
+    if _is_model(tp):
+        return {name: f.annotation for name, f in tp.model_fields.items()}  # type: ignore[attr-defined]
+    hints = typing.get_type_hints(tp)
+    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(tp)}
+
+
+def _has_default(tp: type, name: str) -> bool:
+    if _is_model(tp):
+        return not tp.model_fields[name].is_required()  # type: ignore[attr-defined]
+    f = next(f for f in dataclasses.fields(tp) if f.name == name)
+    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+
+
+def _named(parsed: Any) -> dict[str, Any]:
+    """Full name -> definition of every named type in a parsed schema."""
+    out: dict[str, Any] = {}
+    if isinstance(parsed, dict):
+        out.update(parsed.get("__named_schemas", {}))
+
+    def walk(s: Any) -> None:
+        if isinstance(s, list):
+            for branch in s:
+                walk(branch)
+        elif isinstance(s, dict):
+            if s.get("type") in ("record", "error", "enum", "fixed") and "name" in s:
+                out.setdefault(s["name"], s)
+            for f in s.get("fields", ()):
+                walk(f["type"])
+            for key in ("items", "values"):
+                if key in s:
+                    walk(s[key])
+
+    walk(parsed)
+    return out
+
+
+def _split_optional(tp: Any) -> tuple[Any, bool]:
+    """``T | None`` -> (T, True); anything else -> (itself, False)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) < len(args):
+            return (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]), True  # noqa: UP007
+    return tp, False
+
+
+class _Mismatch(Exception):
+    pass
+
+
+class _Checker:
+    """Walks a schema and a type together; builds the converters both ways."""
+
+    def __init__(self, named: dict[str, Any]) -> None:
+        self.named = named
+
+    def resolve(self, schema: Any) -> Any:
+        if isinstance(schema, str) and schema in self.named:
+            return self.named[schema]
+        if isinstance(schema, dict) and schema.get("type") in self.named and len(schema) == 1:
+            return self.named[schema["type"]]
+        return schema
+
+    def convert(self, schema: Any, tp: Any, where: str) -> tuple[Convert | None, Convert | None]:
+        """(decoded -> typed, typed -> encodable) for values of ``schema`` as ``tp``; None
+        where a value passes as it is. Raises _Mismatch naming ``where``."""
+        if tp is Any or tp is object:
+            return None, None
+        schema = self.resolve(schema)
+        inner, optional = _split_optional(tp)
+        if isinstance(schema, list):  # a union
+            branches = [self.resolve(b) for b in schema]
+            nullable = "null" in branches
+            rest = [b for b in branches if b != "null"]
+            if len(rest) != 1:
+                if not nullable and not rest:
+                    return None, None
+                raise _Mismatch(f"{where}: a union of {len(rest)} types; declare it Any")
+            if nullable and not optional:
+                raise _Mismatch(
+                    f"{where}: the schema allows null, the type {_name(tp)} does not (use T | None)"
+                )
+            if not nullable and optional:
+                raise _Mismatch(f"{where}: the type allows None, the schema does not")
+            read, write = self.convert(rest[0], inner, where)
+            return _skip_none(read), _skip_none(write)
+        if schema == "null":
+            if tp is not type(None) and not optional:
+                raise _Mismatch(f"{where}: the schema is null, the type {_name(tp)}")
+            return None, None
+        if optional:
+            raise _Mismatch(f"{where}: the type allows None, the schema does not")
+        kind = schema.get("type") if isinstance(schema, dict) else schema
+        logical = schema.get("logicalType") if isinstance(schema, dict) else None
+        if logical in _LOGICAL:
+            return self._leaf(_LOGICAL[logical], inner, where, f"{kind} ({logical})")
+        if kind in ("record", "error"):
+            return self._record(schema, inner, where)
+        if kind == "array":
+            return self._array(schema["items"], inner, where)
+        if kind == "map":
+            return self._map(schema["values"], inner, where)
+        if kind in _PRIMITIVE:
+            return self._leaf(_PRIMITIVE[kind], inner, where, kind)
+        raise _Mismatch(f"{where}: schema type {kind!r} is not covered; declare it Any")
+
+    def _leaf(self, allowed: tuple[type, ...], tp: Any, where: str, kind: str) -> tuple[None, None]:
+        base = typing.get_origin(tp) or tp
+        if base is typing.Literal:
+            ok = all(isinstance(v, allowed) for v in typing.get_args(tp))
+        else:  # a bool is an int to Python, not to Avro
+            ok = (
+                isinstance(base, type)
+                and issubclass(base, allowed)
+                and (base is not bool or kind == "boolean")
+            )
+        if not ok:
+            raise _Mismatch(f"{where}: the schema's {kind} is not a {_name(tp)}")
+        return None, None
+
+    def _array(self, items: Any, tp: Any, where: str) -> tuple[Convert | None, Convert | None]:
+        origin = typing.get_origin(tp)
+        args = typing.get_args(tp)
+        if (origin in (list, Sequence, typing.Sequence) and len(args) == 1) or (
+            origin is tuple and len(args) == 2 and args[1] is Ellipsis
+        ):
+            item = args[0]
+        elif tp in (list, Sequence):
+            item = Any
+        else:
+            raise _Mismatch(f"{where}: the schema's array is not a {_name(tp)} (use list[T])")
+        read, write = self.convert(items, item, f"{where}[]")
+        return (
+            None if read is None else (lambda v, r=read: [r(x) for x in v]),
+            None if write is None else (lambda v, w=write: [w(x) for x in v]),
+        )
+
+    def _map(self, values: Any, tp: Any, where: str) -> tuple[Convert | None, Convert | None]:
+        origin = typing.get_origin(tp)
+        args = typing.get_args(tp)
+        if origin in (dict, Mapping, typing.Mapping) and len(args) == 2 and args[0] is str:
+            value = args[1]
+        elif tp in (dict, Mapping):
+            value = Any
+        else:
+            raise _Mismatch(f"{where}: the schema's map is not a {_name(tp)} (use dict[str, T])")
+        read, write = self.convert(values, value, f"{where}{{}}")
+        return (
+            None if read is None else (lambda v, r=read: {k: r(x) for k, x in v.items()}),
+            None if write is None else (lambda v, w=write: {k: w(x) for k, x in v.items()}),
+        )
+
+    def _record(self, schema: dict[str, Any], tp: Any, where: str) -> tuple[Convert, Convert]:
+        if not is_record_type(tp):
+            raise _Mismatch(f"{where}: the schema's record {schema['name']} is not a {_name(tp)}")
+        try:
+            fields = _fields(tp)
+        except Exception as exc:  # an annotation that does not resolve (NameError)
+            raise _Mismatch(f"{where}: the annotations of {tp.__name__} do not resolve: {exc}") from None
+        names = [f["name"] for f in schema["fields"]]
+        extra = [n for n in fields if n not in names]
+        missing = [n for n in names if n not in fields]
+        if missing:
+            raise _Mismatch(f"{where}: {tp.__name__} has no field {missing[0]!r} of {schema['name']}")
+        if extra and not all(_has_default(tp, n) for n in extra):
+            n = next(n for n in extra if not _has_default(tp, n))
+            raise _Mismatch(f"{where}: {tp.__name__}.{n} is not a field of {schema['name']}")
+        nested: dict[str, tuple[Convert | None, Convert | None]] = {}
+        for f in schema["fields"]:
+            name = f["name"]
+            conv = self.convert(f["type"], fields[name], f"{where}.{name}")
+            if conv != (None, None):
+                nested[name] = conv
+        reads = {n: r for n, (r, _) in nested.items() if r is not None}
+        writes = {n: w for n, (_, w) in nested.items() if w is not None}
+        return _reader(tp, reads), _writer(tp, names, writes)
+
+
+def _skip_none(conv: Convert | None) -> Convert | None:
+    if conv is None:
+        return None
+
+    def skip(v: Any) -> Any:
+        return None if v is None else conv(v)
+
+    return skip
+
+
+def _reader(tp: type, nested: dict[str, Convert]) -> Convert:
+    """decoded dict -> ``tp``."""
+    if _is_model(tp):
+        return tp.model_validate  # type: ignore[attr-defined,no-any-return]
+    if _plain_dataclass(tp):
+        new, put = object.__new__, object.__setattr__  # put: past a frozen one's __setattr__
+        items = tuple(nested.items())
+
+        def adopt(d: dict[str, Any]) -> Any:
+            obj: Any = new(tp)
+            put(obj, "__dict__", d)
+            return obj
+
+        def adopt_nested(d: dict[str, Any]) -> Any:
+            for name, conv in items:
+                d[name] = conv(d[name])
+            obj: Any = new(tp)
+            put(obj, "__dict__", d)
+            return obj
+
+        return adopt_nested if items else adopt
+    items = tuple(nested.items())
+
+    def call(d: dict[str, Any]) -> Any:
+        for name, conv in items:
+            d[name] = conv(d[name])
+        return tp(**d)
+
+    return call
+
+
+def _writer(tp: type, names: list[str], nested: dict[str, Convert]) -> Convert:
+    """``tp`` (or a dict) -> a dict the codec writes."""
+    if _is_model(tp):  # model_dump takes the nested ones too
+        return plain
+    items = tuple(nested.items())
+    plain_dc = dataclasses.is_dataclass(tp) and _plain_dataclass(tp) and not items
+
+    def write(v: Any) -> Any:
+        if type(v) is dict:
+            return v
+        if plain_dc and type(v) is tp:
+            return v.__dict__
+        d = {n: getattr(v, n) for n in names}
+        for name, conv in items:
+            d[name] = conv(d[name])
+        return d
+
+    return write
+
+
+def _name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or repr(tp)
+
+
+def check(tp: type, parsed: Any, what: str) -> tuple[Convert, Convert]:
+    """(decoded -> ``tp``, ``tp`` -> encodable) for a stream of ``parsed`` (a parsed Avro
+    record schema); ``ConfigError`` (one line, starting with ``what``) if they differ."""
+    if not is_record_type(tp):
+        raise ConfigError(f"{what}: type={_name(tp)} is not a dataclass or a pydantic model")
+    try:
+        read, write = _Checker(_named(parsed)).convert(parsed, tp, tp.__name__)
+    except _Mismatch as exc:
+        raise ConfigError(
+            f"{what}: type {tp.__name__} does not match schema {parsed.get('name')}: {exc}"
+        ) from None
+    assert read is not None and write is not None
+    return read, write
+
+
+def decoding(decode: Callable[[bytes], Any], read: Convert) -> Callable[[bytes], Any]:
+    """``decode``, its value made the stream's type."""
+
+    def typed(data: bytes) -> Any:
+        return read(decode(data))
+
+    return typed
+
+
+def encoding(encode: Callable[[Any], bytes], write: Convert) -> Callable[[Any], bytes]:
+    """``encode``, taking the stream's type (or a dict)."""
+
+    def typed(value: Any) -> bytes:
+        return encode(write(value))
+
+    return typed
+
+
+def plain(value: Any) -> Any:
+    """Any record value back to what Avro writes (for a dead letter's copy): dicts as
+    they are, dataclasses and models as dicts."""
+    if type(value) is dict:
+        return value
+    if _is_model(type(value)):
+        return value.model_dump()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value

@@ -1,0 +1,329 @@
+"""Typed records (``serde/typed.py``): types checked against their schemas (one line
+naming the field), values decoded into them and encoded from them as the dicts would
+be, on both cores' codecs, in the harness and the rekey stage."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import pytest
+from pydantic import BaseModel
+
+from mwcore import Computation, Context, Input, Output, Record
+from mwcore.errors import ConfigError
+from mwcore.runtime.layout import Layout, stream_types
+from mwcore.runtime.rekey import rekey_stages
+from mwcore.serde import typed
+from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.testing import Harness
+
+ORDER = {
+    "type": "record",
+    "name": "Order",
+    "namespace": "t",
+    "fields": [
+        {"name": "id", "type": "string"},
+        {"name": "customer", "type": "string"},
+        {
+            "name": "lines",
+            "type": {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "Line",
+                    "fields": [
+                        {"name": "sku", "type": "string"},
+                        {"name": "qty", "type": "int"},
+                        {"name": "price", "type": "double"},
+                    ],
+                },
+            },
+        },
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "tags", "type": {"type": "map", "values": "long"}, "default": {}},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}, "default": "A"},
+        {"name": "first", "type": ["null", "Line"], "default": None},
+        {"name": "rush", "type": "boolean", "default": False},
+    ],
+}
+
+
+@dataclass
+class Line:
+    sku: str
+    qty: int
+    price: float
+
+
+@dataclass
+class Order:
+    id: str
+    customer: str
+    lines: list[Line]
+    note: str | None = None
+    tags: dict[str, int] = dataclasses.field(default_factory=dict)
+    kind: Literal["A", "B"] = "A"
+    first: Line | None = None
+    rush: bool = False
+
+
+class LineM(BaseModel):
+    sku: str
+    qty: int
+    price: float
+
+
+class OrderM(BaseModel):
+    id: str
+    customer: str
+    lines: list[LineM]
+    note: str | None = None
+    tags: dict[str, int] = {}
+    kind: str = "A"
+    first: LineM | None = None
+    rush: bool = False
+
+
+def registry() -> SchemaRegistry:
+    reg = SchemaRegistry()
+    reg.add(ORDER)
+    return reg
+
+
+VALUE = {
+    "id": "o1",
+    "customer": "c",
+    "lines": [{"sku": "a", "qty": 2, "price": 1.5}],
+    "note": None,
+    "tags": {"x": 3},
+    "kind": "B",
+    "first": {"sku": "a", "qty": 2, "price": 1.5},
+    "rush": True,
+}
+
+
+def typed_value() -> Order:
+    line = Line("a", 2, 1.5)
+    return Order("o1", "c", [line], None, {"x": 3}, "B", Line("a", 2, 1.5), True)
+
+
+def parsed() -> Any:
+    return registry().latest("t.Order").parsed
+
+
+# -- the check ----------------------------------------------------------------------------
+
+
+def test_matching_types_pass_the_check() -> None:
+    for tp in (Order, OrderM):
+        read, write = typed.check(tp, parsed(), "orders")
+        assert callable(read) and callable(write)
+
+
+def _with(name: str, annotation: Any, default: Any = dataclasses.MISSING) -> type:
+    """Order with one field's annotation changed (or added)."""
+    fields = [(f.name, f.type if f.name != name else annotation, f) for f in dataclasses.fields(Order)]
+    spec: list[Any] = []
+    for fname, ann, f in fields:
+        if fname == name:
+            spec.append(
+                (fname, ann, dataclasses.field(default=default))
+                if default is not dataclasses.MISSING
+                else (fname, ann)
+            )
+        elif f.default is not dataclasses.MISSING:
+            spec.append((fname, ann, dataclasses.field(default=f.default)))
+        elif f.default_factory is not dataclasses.MISSING:
+            spec.append((fname, ann, dataclasses.field(default_factory=f.default_factory)))
+        else:
+            spec.append((fname, ann))
+    if name not in {f.name for f in dataclasses.fields(Order)}:
+        spec.append(
+            (name, annotation)
+            if default is dataclasses.MISSING
+            else (name, annotation, dataclasses.field(default=default))
+        )
+    # fields without defaults first, as dataclasses wants them
+    spec.sort(key=lambda s: len(s) == 3)
+    made = dataclasses.make_dataclass("Order", spec)
+    made.__module__ = __name__  # where its annotations resolve
+    return made
+
+
+@pytest.mark.parametrize(
+    ("tp", "says"),
+    [
+        (_with("customer", int), "Order.customer: the schema's string is not a int"),
+        (_with("note", str), "Order.note: the schema allows null, the type str does not"),
+        (_with("id", "str | None"), "Order.id: the type allows None, the schema does not"),
+        (_with("lines", dict[str, Line]), "Order.lines: the schema's array is not a dict"),
+        (_with("tags", dict[str, str]), "Order.tags{}: the schema's long is not a str"),
+        (_with("rush", int), "Order.rush: the schema's boolean is not a int"),
+        (_with("kind", Literal[1, 2]), "Order.kind: the schema's enum is not a"),
+        (_with("extra", int), "Order.extra is not a field of t.Order"),
+        (_with("lines", list[dict[str, Any]]), "Order.lines[]: the schema's record t.Line is not a dict"),
+    ],
+)
+def test_a_mismatch_is_one_line_naming_the_field(tp: type, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        typed.check(tp, parsed(), "comp: 'orders'")
+    text = str(caught.value)
+    assert "\n" not in text
+    assert text.startswith("comp: 'orders': type Order does not match schema t.Order: "), text
+    assert says in text, text
+
+
+def test_a_missing_field_and_a_non_record_type_are_refused() -> None:
+    @dataclass
+    class Short:
+        id: str
+
+    with pytest.raises(ConfigError, match=r"Short has no field 'customer' of t\.Order"):
+        typed.check(Short, parsed(), "orders")
+    with pytest.raises(ConfigError, match=r"is not a dataclass or a pydantic model"):
+        typed.check(dict, parsed(), "orders")
+
+
+def test_a_field_with_a_default_beyond_the_schema_is_allowed() -> None:
+    tp = _with("extra", int, default=0)
+    read, _ = typed.check(tp, parsed(), "orders")
+    assert read
+
+
+# -- decoding and encoding ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tp", [Order, OrderM])
+def test_values_decode_into_the_type_and_encode_as_the_dict(tp: type) -> None:
+    reg = registry()
+    serde = AvroSerde(reg, "t.Order")
+    read, write = typed.check(tp, parsed(), "orders")
+    decode = typed.decoding(serde.decode, read)
+    encode = typed.encoding(serde.encode, write)
+    data = serde.encode(VALUE)
+    value = decode(data)
+    assert isinstance(value, tp)
+    assert isinstance(value.lines[0], (Line, LineM)) and isinstance(value.first, (Line, LineM))
+    assert encode(value) == data  # the same bytes as the dict's
+    assert encode(dict(VALUE)) == data  # dicts still taken
+    if tp is Order:
+        assert value == typed_value()
+
+
+def test_a_plain_dataclass_adopts_the_decoded_dict() -> None:
+    read, _ = typed.check(Order, parsed(), "orders")
+    d = {**VALUE, "lines": [dict(VALUE["lines"][0])], "first": None}
+    value = read(d)
+    assert value.__dict__ is d  # no copy
+
+
+def test_frozen_slotted_and_post_init_dataclasses_are_made_too() -> None:
+    @dataclass(frozen=True)
+    class FrozenLine:
+        sku: str
+        qty: int
+        price: float
+
+    @dataclass(slots=True)
+    class SlotLine:
+        sku: str
+        qty: int
+        price: float
+
+    made: list[str] = []
+
+    @dataclass
+    class CheckedLine:
+        sku: str
+        qty: int
+        price: float
+
+        def __post_init__(self) -> None:
+            made.append(self.sku)
+
+    schema = ORDER["fields"][2]["type"]["items"]  # type: ignore[index]
+    for tp in (FrozenLine, SlotLine, CheckedLine):
+        read, write = typed.check(tp, schema, "lines")
+        value = read({"sku": "s", "qty": 1, "price": 2.0})
+        assert value == tp("s", 1, 2.0)
+        assert write(value) == {"sku": "s", "qty": 1, "price": 2.0}
+    assert made == ["s", "s"]  # the constructed one, and the decoded one
+
+
+def test_the_native_decoder_gives_the_same_typed_values() -> None:
+    pytest.importorskip("mwcore_native")
+    from mwcore.cores.native.codecs import decoding, encoding
+
+    serde = AvroSerde(registry(), "t.Order")
+    read, write = typed.check(Order, parsed(), "orders")
+    data = serde.encode(VALUE)
+    assert typed.decoding(decoding(serde), read)(data) == typed.decoding(serde.decode, read)(data)
+    value = typed_value()
+    assert typed.encoding(encoding(serde), write)(value) == typed.encoding(serde.encode, write)(value) == data
+
+
+# -- computations -------------------------------------------------------------------------
+
+
+class Count(Computation[int]):
+    name = "typed_count"
+    inputs = (Input("orders", schema="t.Order", type=Order),)
+    outputs = (Output("copies", schema="t.Order", type=Order),)
+
+    def process_record(self, ctx: Context[int], record: Record) -> None:
+        order: Order = record.value
+        assert isinstance(order, Order)
+        n = ctx.state.get(0) + len(order.lines)
+        ctx.state.set(n)
+        ctx.produce("copies", dataclasses.replace(order, note=f"{n} lines"), record.timestamp)
+
+
+def test_the_harness_takes_and_gives_typed_values_and_dicts() -> None:
+    h = Harness(Count, registry())
+    h.send("orders", typed_value(), 1, key="c")
+    h.send("orders", dict(VALUE), 2, key="c")
+    out = h.values("copies")
+    assert [o.note for o in out] == ["1 lines", "2 lines"]
+    assert all(isinstance(o, Order) for o in out)
+
+
+def test_the_worker_layout_refuses_a_mismatch_before_it_binds() -> None:
+    class Wrong(Count):
+        name = "wrong_count"
+        outputs = (Output("copies", schema="t.Order", type=_with("customer", int)),)
+
+    with pytest.raises(ConfigError, match="wrong_count: 'copies': type Order does not match"):
+        stream_types(Wrong, registry())
+    with pytest.raises(ConfigError, match=r"Order\.customer"):
+        Harness(Wrong, registry())
+    assert set(Layout.of(Count(), "ns").types(registry())) == {"orders", "copies"}
+
+
+def test_the_rekey_stage_keeps_the_type_and_passes_headers_on() -> None:
+    class ByCustomer(Count):
+        name = "by_customer"
+        inputs: ClassVar[tuple[Input, ...]] = (
+            Input("orders", schema="t.Order", type=Order, key=lambda o: o.customer),
+        )
+
+    (stage,) = rekey_stages(ByCustomer)
+    assert stage.inputs[0].type is Order and stage.outputs[0].type is Order
+    h = Harness(stage, registry())
+    h.send("orders", typed_value(), 1, key="elsewhere", headers={"trace": b"t1"})
+    (out,) = h.output(stage.outputs[0].stream)
+    assert out.key == "c" and out.value == typed_value()
+    assert out.headers == (("trace", b"t1"),)
+
+
+def test_a_typed_record_user_code_fails_on_is_dead_lettered_as_the_dict() -> None:
+    class Color(enum.Enum):
+        RED = 1
+
+    value = typed_value()
+    assert typed.plain(value) == VALUE
+    assert typed.plain(OrderM.model_validate(VALUE)) == VALUE
+    assert typed.plain(VALUE) is VALUE
+    assert typed.plain(Color.RED) is Color.RED  # not a record: as it is
