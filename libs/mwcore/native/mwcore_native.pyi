@@ -93,10 +93,18 @@ class Bloom:
 class Decoder:
     """Avro values of one reader schema (``plan``: ``mwcore.serde.native_plan``; ``header``:
     the reader schema's own) decoded as the generated decoder does; any other value goes
-    to ``fallback`` (``AvroSerde.decode``), which reads it or raises."""
+    to ``fallback`` (``AvroSerde.decode``), which reads it or raises. A record of the plan
+    that names a class (``("record", fields, cls)``: ``mwcore.serde.typed.classes``) is
+    made an instance of it around its dict; ``make``, where given, is called on each
+    value decoded here."""
 
     def __new__(
-        cls, plan: tuple[Any, ...], header: bytes, max_items: int, fallback: Callable[[bytes], Any]
+        cls,
+        plan: tuple[Any, ...],
+        header: bytes,
+        max_items: int,
+        fallback: Callable[[bytes], Any],
+        make: Callable[[Any], Any] | None = None,
     ) -> Self: ...
     def decode(self, data: bytes) -> Any: ...
     @property
@@ -106,8 +114,9 @@ class Decoder:
 @final
 class Encoder:
     """Avro values of one schema encoded, after ``prefix``, as the generated encoder
-    does, where every part has exactly the type the schema reads back; any other
-    value goes to ``fallback`` (``AvroSerde.encode``), which writes it or raises."""
+    does, where every part has exactly the type the schema reads back (a record: a
+    dict, or an instance of exactly the class the plan names, from its ``__dict__``);
+    any other value goes to ``fallback`` (``AvroSerde.encode``), which writes it or raises."""
 
     def __new__(cls, plan: tuple[Any, ...], prefix: bytes, fallback: Callable[[Any], bytes]) -> Self: ...
     def encode(self, value: Any) -> bytes: ...

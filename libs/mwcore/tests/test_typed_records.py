@@ -13,11 +13,13 @@ import pytest
 from pydantic import BaseModel
 
 from mwcore import Computation, Context, Input, Output, Record
-from mwcore.errors import ConfigError
+from mwcore.cores.python import PythonCore
+from mwcore.errors import ConfigError, SerializationError
 from mwcore.runtime.layout import Layout, stream_types
 from mwcore.runtime.rekey import rekey_stages
 from mwcore.serde import typed
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.native_plan import native_plan
 from mwcore.testing import Harness
 
 ORDER = {
@@ -119,8 +121,8 @@ def parsed() -> Any:
 
 def test_matching_types_pass_the_check() -> None:
     for tp in (Order, OrderM):
-        read, write = typed.check(tp, parsed(), "orders")
-        assert callable(read) and callable(write)
+        t = typed.check(tp, parsed(), "orders")
+        assert t.type is tp and callable(t.read) and callable(t.write)
 
 
 def _with(name: str, annotation: Any, default: Any = dataclasses.MISSING) -> type:
@@ -189,8 +191,7 @@ def test_a_missing_field_and_a_non_record_type_are_refused() -> None:
 
 def test_a_field_with_a_default_beyond_the_schema_is_allowed() -> None:
     tp = _with("extra", int, default=0)
-    read, _ = typed.check(tp, parsed(), "orders")
-    assert read
+    assert typed.check(tp, parsed(), "orders").type is tp
 
 
 # -- decoding and encoding ----------------------------------------------------------------
@@ -200,7 +201,7 @@ def test_a_field_with_a_default_beyond_the_schema_is_allowed() -> None:
 def test_values_decode_into_the_type_and_encode_as_the_dict(tp: type) -> None:
     reg = registry()
     serde = AvroSerde(reg, "t.Order")
-    read, write = typed.check(tp, parsed(), "orders")
+    _, read, write = typed.check(tp, parsed(), "orders")
     decode = typed.decoding(serde.decode, read)
     encode = typed.encoding(serde.encode, write)
     data = serde.encode(VALUE)
@@ -214,7 +215,7 @@ def test_values_decode_into_the_type_and_encode_as_the_dict(tp: type) -> None:
 
 
 def test_a_plain_dataclass_adopts_the_decoded_dict() -> None:
-    read, _ = typed.check(Order, parsed(), "orders")
+    read = typed.check(Order, parsed(), "orders").read
     d = {**VALUE, "lines": [dict(VALUE["lines"][0])], "first": None}
     value = read(d)
     assert value.__dict__ is d  # no copy
@@ -246,23 +247,62 @@ def test_frozen_slotted_and_post_init_dataclasses_are_made_too() -> None:
 
     schema = ORDER["fields"][2]["type"]["items"]  # type: ignore[index]
     for tp in (FrozenLine, SlotLine, CheckedLine):
-        read, write = typed.check(tp, schema, "lines")
+        _, read, write = typed.check(tp, schema, "lines")
         value = read({"sku": "s", "qty": 1, "price": 2.0})
         assert value == tp("s", 1, 2.0)
         assert write(value) == {"sku": "s", "qty": 1, "price": 2.0}
     assert made == ["s", "s"]  # the constructed one, and the decoded one
 
 
-def test_the_native_decoder_gives_the_same_typed_values() -> None:
+@pytest.mark.parametrize("tp", [Order, OrderM, _with("tags", Any)])
+def test_the_native_codecs_give_the_same_typed_values_and_bytes(tp: type) -> None:
+    """Differential (I-13): the native core's typed decoder and encoder against the
+    Python core's, on values decoded in Rust (classes in the plan for plain dataclasses,
+    the reader called from Rust for models)."""
     pytest.importorskip("mwcore_native")
-    from mwcore.cores.native.codecs import decoding, encoding
+    from mwcore.cores.native import NativeCore
 
     serde = AvroSerde(registry(), "t.Order")
-    read, write = typed.check(Order, parsed(), "orders")
+    t = typed.check(tp, parsed(), "orders")
+    native, python = NativeCore(), PythonCore()
+    if tp is not OrderM:
+        assert typed.classes(native_plan(parsed()), tp) is not None  # made in Rust
     data = serde.encode(VALUE)
-    assert typed.decoding(decoding(serde), read)(data) == typed.decoding(serde.decode, read)(data)
-    value = typed_value()
-    assert typed.encoding(encoding(serde), write)(value) == typed.encoding(serde.encode, write)(value) == data
+    for value in (VALUE, {**VALUE, "first": None, "lines": [], "note": "n"}):
+        data = serde.encode(value)
+        got = native.decoder(serde, t)(data)
+        assert type(got) is tp
+        assert got == python.decoder(serde, t)(data)
+        assert native.encoder(serde, t)(got) == python.encoder(serde, t)(got) == data
+        assert native.encoder(serde, t)(value) == data  # dicts too
+
+
+def test_a_value_the_type_refuses_is_a_serialization_error_on_both_cores() -> None:
+    class Positive(BaseModel):
+        sku: str
+        qty: int
+        price: float
+
+        def model_post_init(self, _: Any) -> None:
+            if self.qty <= 0:
+                raise ValueError("qty must be positive")
+
+    schema = ORDER["fields"][2]["type"]["items"]  # type: ignore[index]
+    reg = SchemaRegistry()
+    reg.add({**schema, "namespace": "t"})
+    serde = AvroSerde(reg, "t.Line")
+    t = typed.check(Positive, reg.latest("t.Line").parsed, "lines")
+    data = serde.encode({"sku": "s", "qty": 0, "price": 1.0})
+    cores: list[Any] = [PythonCore()]
+    try:
+        from mwcore.cores.native import NativeCore
+
+        cores.append(NativeCore())
+    except ImportError:
+        pass
+    for core in cores:
+        with pytest.raises(SerializationError, match="Positive refuses it"):
+            core.decoder(serde, t)(data)
 
 
 # -- computations -------------------------------------------------------------------------

@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::errors::contained;
 use crate::serde::strings::{text, Strings};
@@ -25,7 +25,9 @@ pub(crate) enum Plan {
     Double,
     Bytes,
     Str,
-    Record(Vec<(Py<PyString>, Plan, bool)>), // name, plan, nullable (missing: written as null)
+    // name, plan, nullable (missing: written as null); the class its instances are
+    // made of (a plain dataclass: `mwcore/serde/typed.py`), if any
+    Record(Vec<(Py<PyString>, Plan, bool)>, Option<Py<PyType>>),
     Enum(Vec<Py<PyString>>),
     Fixed(usize),
     Array(Box<Plan>, bool), // counted: items that take no bytes are bounded by a count
@@ -63,7 +65,11 @@ pub(crate) fn plan_of(py: Python<'_>, plan: &Bound<'_, PyAny>) -> PyResult<Plan>
                     nullable,
                 ));
             }
-            Plan::Record(fields)
+            let class = match t.get_item(2) {
+                Ok(c) if !c.is_none() => Some(c.downcast_into::<PyType>()?.unbind()),
+                _ => None,
+            };
+            Plan::Record(fields, class)
         }
         "enum" => {
             let mut symbols = Vec::new();
@@ -83,6 +89,26 @@ pub(crate) fn plan_of(py: Python<'_>, plan: &Bound<'_, PyAny>) -> PyResult<Plan>
             )))
         }
     })
+}
+
+/// An instance of `cls` around `d`, as `object.__new__(cls)` and its `__dict__` set to
+/// `d` make it (`cls`: a plain dataclass, whose `__new__` is `object`'s).
+fn instance<'py>(
+    py: Python<'py>,
+    cls: &Bound<'py, PyType>,
+    d: Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: `cls` is a type object; PyType_GenericAlloc returns a new reference or
+    // NULL with an exception set, PyObject_GenericSetDict borrows `d` (it takes its own
+    // reference) and returns -1 with an exception set.
+    unsafe {
+        let obj = pyo3::ffi::PyType_GenericAlloc(cls.as_type_ptr(), 0);
+        let obj = Bound::from_owned_ptr_or_err(py, obj)?;
+        if pyo3::ffi::PyObject_GenericSetDict(obj.as_ptr(), d.as_ptr(), std::ptr::null_mut()) != 0 {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(obj)
+    }
 }
 
 struct Reader<'b, 's> {
@@ -160,13 +186,16 @@ impl<'b> Reader<'b, '_> {
                     .ok_or(Refer)?
                     .into_any()
             }
-            Plan::Record(fields) => {
+            Plan::Record(fields, class) => {
                 let d = PyDict::new(py);
                 for (name, sub, _) in fields {
                     let v = self.read(py, sub)?;
                     d.set_item(name.bind(py), v).map_err(|_| Refer)?;
                 }
-                d.into_any()
+                match class {
+                    Some(cls) => instance(py, cls.bind(py), d).map_err(|_| Refer)?,
+                    None => d.into_any(),
+                }
             }
             Plan::Enum(symbols) => {
                 let i = usize::try_from(self.long()?).map_err(|_| Refer)?;
@@ -235,31 +264,35 @@ pub struct Decoder {
     header: Vec<u8>, // the reader schema's own header (`AvroSerde.header`)
     max_items: u64,
     fallback: Py<PyAny>,
-    deferred: AtomicU64, // values handed to `fallback` (the differential tests count them)
+    make: Option<Py<PyAny>>, // called on each value decoded here (a typed stream's reader)
+    deferred: AtomicU64,     // values handed to `fallback` (the differential tests count them)
 }
 
 #[pymethods]
 impl Decoder {
     #[new]
+    #[pyo3(signature = (plan, header, max_items, fallback, make=None))]
     fn new(
         py: Python<'_>,
         plan: &Bound<'_, PyAny>,
         header: Vec<u8>,
         max_items: u64,
         fallback: Py<PyAny>,
+        make: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         Ok(Decoder {
             plan: plan_of(py, plan)?,
             header,
             max_items,
             fallback,
+            make,
             deferred: AtomicU64::new(0),
         })
     }
 
     fn decode<'py>(&self, py: Python<'py>, data: &Bound<'py, PyBytes>) -> PyResult<Bound<'py, PyAny>> {
         contained(py, || match self.read(py, data.as_bytes(), None) {
-            Some(v) => Ok(v),
+            Some(v) => self.made(v),
             None => self.defer(py, data),
         })
     }
@@ -283,8 +316,16 @@ impl Decoder {
     ) -> PyResult<Bound<'py, PyAny>> {
         // (its caller, the screener, contains a panic of it)
         match self.read(py, b, strings) {
-            Some(v) => Ok(v),
+            Some(v) => self.made(v),
             None => self.defer(py, &PyBytes::new(py, b)),
+        }
+    }
+
+    /// A value decoded here, as `make` makes it (if there is one).
+    fn made<'py>(&self, v: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        match &self.make {
+            Some(make) => make.bind(v.py()).call1((v,)),
+            None => Ok(v),
         }
     }
 

@@ -25,7 +25,7 @@ fn read_long(b: &[u8]) -> Option<(i64, usize)> {
 
 fn decoder(py: Python<'_>, plan: &str, max_items: u64) -> Decoder {
     let fallback = eval(py, "lambda data: ('fallback', data)").unbind();
-    Decoder::new(py, &eval(py, plan), framed(FP, &[]), max_items, fallback).unwrap()
+    Decoder::new(py, &eval(py, plan), framed(FP, &[]), max_items, fallback, None).unwrap()
 }
 
 fn decode<'py>(py: Python<'py>, d: &Decoder, data: &[u8]) -> Bound<'py, PyAny> {

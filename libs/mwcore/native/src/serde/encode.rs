@@ -66,8 +66,16 @@ fn write(out: &mut Vec<u8>, plan: &Plan, v: &Bound<'_, PyAny>) -> Result<(), Ref
         Plan::Double => out.extend_from_slice(&float_of(v)?.to_le_bytes()),
         Plan::Bytes => sized(out, exact_bytes(v)?),
         Plan::Str => sized(out, text(v)?),
-        Plan::Record(fields) => {
-            let d = v.downcast_exact::<PyDict>().map_err(|_| Refer)?;
+        Plan::Record(fields, class) => {
+            let own; // an instance's __dict__, kept while its fields are written
+            let d = match (v.downcast_exact::<PyDict>(), class) {
+                (Ok(d), _) => d,
+                (Err(_), Some(cls)) if v.get_type().is(cls.bind(v.py())) => {
+                    own = v.getattr(pyo3::intern!(v.py(), "__dict__")).map_err(|_| Refer)?;
+                    own.downcast_exact::<PyDict>().map_err(|_| Refer)?
+                }
+                _ => return Err(Refer),
+            };
             for (name, sub, nullable) in fields {
                 match d.get_item(name.bind(v.py())).map_err(|_| Refer)? {
                     Some(field) => write(out, sub, &field)?,

@@ -159,3 +159,50 @@ fn what_is_not_written_here_goes_to_the_reference() {
         }
     });
 }
+
+/// A plan whose record names a class (a plain dataclass, `mwcore/serde/typed.py`), and
+/// a subclass of it.
+const CLASSED: &str = "(lambda C: ((\"record\", ((\"a\", (\"long\",), False), (\"b\", (\"string\",), False)), C), C, \
+    type(\"Sub\", (C,), {})))(__import__(\"dataclasses\").make_dataclass(\"P\", [(\"a\", int), (\"b\", str)]))";
+
+#[test]
+fn a_record_that_names_its_class_is_made_and_written_as_one() {
+    with_python(|py| {
+        let made = eval(py, CLASSED);
+        let (plan, class, sub) = (
+            made.get_item(0).unwrap(),
+            made.get_item(1).unwrap(),
+            made.get_item(2).unwrap(),
+        );
+        let fallback = eval(py, "lambda value: ('fallback', value)").unbind();
+        let enc = Encoder::new(py, &plan, framed(FP, &[]), fallback).unwrap();
+        let dec = py
+            .get_type::<Decoder>()
+            .call1((
+                &plan,
+                framed(FP, &[]),
+                1000,
+                eval(py, "lambda data: ('fallback', data)"),
+            ))
+            .unwrap();
+        let data = framed(FP, &hex("02 02 78"));
+        let got = dec.call_method1("decode", (PyBytes::new(py, &data),)).unwrap();
+        assert!(got.get_type().is(&class), "{got}: an instance of the class");
+        assert!(got.eq(class.call1((1, "x")).unwrap()).unwrap(), "{got}");
+        let written = enc.encode(py, &got).unwrap();
+        assert_eq!(written.downcast::<PyBytes>().unwrap().as_bytes(), &data[..]);
+        let d = eval(py, "{'a': 1, 'b': 'x'}");
+        let written = enc.encode(py, &d).unwrap();
+        assert_eq!(
+            written.downcast::<PyBytes>().unwrap().as_bytes(),
+            &data[..],
+            "a dict too"
+        );
+        let other = sub.call1((1, "x")).unwrap();
+        let referred = enc.encode(py, &other).unwrap();
+        assert!(
+            referred.get_item(0).unwrap().eq("fallback").unwrap(),
+            "a subclass: the reference's"
+        );
+    });
+}

@@ -23,6 +23,7 @@ from mwcore.runtime.screening import Screener
 from mwcore.runtime.state_cache import StateCache
 from mwcore.runtime.timers import Timers
 from mwcore.serde.avro import AvroSerde
+from mwcore.serde.typed import Typed
 from mwcore.store.checkpoint_wire import CommitPacker
 from mwcore.transport.consumer import Member, OnCommitted
 from mwcore.transport.producer import ProductionSender
@@ -63,11 +64,11 @@ class Mixed:
     ) -> Applier:
         return self.effects.applier(computation, cache, timers, encoders, clock, counters, controls, careful)
 
-    def decoder(self, serde: AvroSerde) -> Callable[[bytes], Any]:
-        return self.base.decoder(serde)
+    def decoder(self, serde: AvroSerde, typed: Typed | None = None) -> Callable[[bytes], Any]:
+        return self.base.decoder(serde, typed)
 
-    def encoder(self, serde: AvroSerde) -> Callable[[Any], bytes]:
-        return self.base.encoder(serde)
+    def encoder(self, serde: AvroSerde, typed: Typed | None = None) -> Callable[[Any], bytes]:
+        return self.base.encoder(serde, typed)
 
     def consumer(
         self,

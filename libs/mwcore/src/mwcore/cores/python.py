@@ -21,6 +21,7 @@ from mwcore.runtime.screening import ReferenceScreener, Screener
 from mwcore.runtime.state_cache import StateCache
 from mwcore.runtime.timers import TimerQueue, Timers
 from mwcore.serde.avro import AvroSerde
+from mwcore.serde.typed import Typed, decoding, encoding
 from mwcore.store.checkpoint_wire import CommitPacker, reference_packer
 from mwcore.transport.consumer import GroupConsumer, Member, OnCommitted
 from mwcore.transport.producer import ProductionSender, Sender
@@ -59,11 +60,11 @@ class PythonCore:
     ) -> Applier:
         return Applier(computation, cache, timers, encoders, clock, counters, controls, careful)
 
-    def decoder(self, serde: AvroSerde) -> Callable[[bytes], Any]:
-        return serde.decode
+    def decoder(self, serde: AvroSerde, typed: Typed | None = None) -> Callable[[bytes], Any]:
+        return serde.decode if typed is None else decoding(serde.decode, typed.read)
 
-    def encoder(self, serde: AvroSerde) -> Callable[[Any], bytes]:
-        return serde.encode
+    def encoder(self, serde: AvroSerde, typed: Typed | None = None) -> Callable[[Any], bytes]:
+        return serde.encode if typed is None else encoding(serde.encode, typed.write)
 
     def consumer(
         self,

@@ -83,17 +83,17 @@ class InMemoryRunner:
 
     def _encoder(self, stream: str) -> Encoder:
         encode = self.outputs[stream].encode
-        return typed.encoding(encode, self.types[stream][1]) if stream in self.types else encode
+        return typed.encoding(encode, self.types[stream].write) if stream in self.types else encode
 
     def typed(self, stream: str, value: Any) -> Any:
         """A decoded value of ``stream`` (input or output) as its declared type (else as it is)."""
         conv = self.types.get(stream)
-        return value if conv is None or type(value) is not dict else conv[0](value)
+        return value if conv is None or type(value) is not dict else conv.read(value)
 
     def plain(self, stream: str, value: Any) -> Any:
         """A value of ``stream`` as Avro writes it (a typed one made a dict)."""
         conv = self.types.get(stream)
-        return value if conv is None else conv[1](value)
+        return value if conv is None else conv.write(value)
 
     # -- input ---------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from mwcore.runtime.parts import Core
 from mwcore.serde import typed
 from mwcore.serde.avro import AvroSerde, SchemaRegistry, SchemaVersion
 from mwcore.serde.framing import SINGLE_OBJECT, Framing, Wire
-from mwcore.serde.typed import Convert
+from mwcore.serde.typed import Typed
 from mwcore.transport.topics import dead_letter_stream, ensure_topics, late_stream, rekey_stream, topic_name
 from mwcore.watermarks.report_format import NodeSpec
 
@@ -32,11 +32,11 @@ def input_topics(comp: type[Computation[Any]] | Computation[Any], namespace: str
 
 def stream_types(
     comp: type[Computation[Any]] | Computation[Any], registry: SchemaRegistry
-) -> dict[str, tuple[Convert, Convert]]:
-    """stream -> (decoded -> typed, typed -> encodable) of each stream that declares a
-    ``type``, checked against its schema (``ConfigError``, one line, where it does not
+) -> dict[str, Typed]:
+    """stream -> its type and converters, for each stream that declares a ``type``,
+    checked against its schema (``ConfigError``, one line, where it does not
     match: ``serde/typed.py``)."""
-    out: dict[str, tuple[Convert, Convert]] = {}
+    out: dict[str, Typed] = {}
     streams: tuple[Input | Output, ...] = (*comp.inputs, *comp.outputs)
     for s in streams:
         if s.type is not None:
@@ -110,7 +110,7 @@ class Layout:
         names.update({self.outputs[o.stream]: o.schema for o in self.comp.outputs})
         return {t: registry.latest(name) for t, name in names.items()}
 
-    def types(self, registry: SchemaRegistry) -> dict[str, tuple[Convert, Convert]]:
+    def types(self, registry: SchemaRegistry) -> dict[str, Typed]:
         return stream_types(self.comp, registry)
 
     def bindings(
@@ -126,10 +126,7 @@ class Layout:
                 if stream == inp.stream:
                     framing = (framings or {}).get(topic, SINGLE_OBJECT)
                     serde = AvroSerde(registry, inp.schema or "", framing=framing)
-                    decode = core.decoder(serde)
-                    if inp.stream in types:
-                        decode = typed.decoding(decode, types[inp.stream][0])
-                    out[topic] = InputBinding(inp.stream, serde, decode)
+                    out[topic] = InputBinding(inp.stream, serde, core.decoder(serde, types.get(inp.stream)))
         return out
 
     def encoders(
@@ -142,10 +139,7 @@ class Layout:
         for o in self.comp.outputs:
             topic = self.outputs[o.stream]
             serde = AvroSerde(registry, o.schema, framing=(framings or {}).get(topic, SINGLE_OBJECT))
-            encode = core.encoder(serde)
-            if o.stream in types:
-                encode = typed.encoding(encode, types[o.stream][1])
-            out[o.stream] = (topic, encode)
+            out[o.stream] = (topic, core.encoder(serde, types.get(o.stream)))
         return out
 
     def writer_schemas(self, registry: SchemaRegistry) -> list[SchemaVersion]:

@@ -27,6 +27,7 @@ from mwcore.runtime.screening import Screener
 from mwcore.runtime.state_cache import StateCache
 from mwcore.runtime.timers import Timers
 from mwcore.serde.avro import AvroSerde
+from mwcore.serde.typed import Typed
 from mwcore.store.checkpoint_wire import CommitPacker
 from mwcore.transport.consumer import Member, OnCommitted
 from mwcore.transport.producer import ProductionSender
@@ -74,12 +75,13 @@ class Core(Protocol):
         ``timers``: this core's ``timer_queue``."""
         ...
 
-    def decoder(self, serde: AvroSerde) -> Callable[[bytes], Any]:
-        """``serde.decode``: the same values and errors."""
+    def decoder(self, serde: AvroSerde, typed: Typed | None = None) -> Callable[[bytes], Any]:
+        """``serde.decode``: the same values and errors (each value made ``typed``'s type,
+        where given: ``serde/typed.py``)."""
         ...
 
-    def encoder(self, serde: AvroSerde) -> Callable[[Any], bytes]:
-        """``serde.encode``: the same bytes and errors."""
+    def encoder(self, serde: AvroSerde, typed: Typed | None = None) -> Callable[[Any], bytes]:
+        """``serde.encode``: the same bytes and errors (taking ``typed``'s type too)."""
         ...
 
     def consumer(

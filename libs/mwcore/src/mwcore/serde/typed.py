@@ -15,6 +15,10 @@ way. Other dataclasses are called with the fields; pydantic models validate the 
 Encoding takes an instance back to what the codec writes (``plain``); a dict is
 written as it is, so dict productions keep working on a typed output.
 
+On the native core (``classes``), a plan whose records are all plain dataclasses
+names their classes: Rust makes each record's instance around the dict it decodes,
+and writes an instance of the class from its ``__dict__``, with no Python call.
+
 Types are checked, not generated from the schema: the schema stays the contract other
 tools read, and the user's type is theirs (methods, defaults, validators).
 """
@@ -28,9 +32,9 @@ import types
 import typing
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from mwcore.errors import ConfigError
+from mwcore.errors import ConfigError, SerializationError
 
 Convert = Callable[[Any], Any]
 
@@ -72,7 +76,14 @@ def _is_model(tp: Any) -> bool:
 
 
 def _plain_dataclass(tp: type) -> bool:
-    return "__slots__" not in tp.__dict__ and not hasattr(tp, "__post_init__")
+    """Made without its ``__init__``: an instance around the decoded dict (no
+    ``__slots__``, no ``__post_init__``, no ``__new__`` of its own)."""
+    return (
+        dataclasses.is_dataclass(tp)
+        and "__slots__" not in tp.__dict__
+        and not hasattr(tp, "__post_init__")
+        and tp.__new__ is object.__new__
+    )
 
 
 def _fields(tp: type) -> dict[str, Any]:
@@ -122,6 +133,14 @@ def _split_optional(tp: Any) -> tuple[Any, bool]:
         if len(rest) < len(args):
             return (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]), True  # noqa: UP007
     return tp, False
+
+
+class Typed(NamedTuple):
+    """A stream's type, checked against its schema (``check``)."""
+
+    type: type
+    read: Convert  # decoded dict -> the type
+    write: Convert  # the type (or a dict) -> what the codec writes
 
 
 class _Mismatch(Exception):
@@ -267,9 +286,8 @@ def _skip_none(conv: Convert | None) -> Convert | None:
 
 
 def _reader(tp: type, nested: dict[str, Convert]) -> Convert:
-    """decoded dict -> ``tp``."""
-    if _is_model(tp):
-        return tp.model_validate  # type: ignore[attr-defined,no-any-return]
+    """decoded dict -> ``tp`` (what the type refuses: a ``SerializationError``, which
+    makes the record a dead letter as a value that does not decode does)."""
     if _plain_dataclass(tp):
         new, put = object.__new__, object.__setattr__  # put: past a frozen one's __setattr__
         items = tuple(nested.items())
@@ -287,14 +305,23 @@ def _reader(tp: type, nested: dict[str, Convert]) -> Convert:
             return obj
 
         return adopt_nested if items else adopt
-    items = tuple(nested.items())
+    if _is_model(tp):
+        make: Convert = tp.model_validate  # type: ignore[attr-defined]
+    else:
+        items = tuple(nested.items())
 
-    def call(d: dict[str, Any]) -> Any:
-        for name, conv in items:
-            d[name] = conv(d[name])
-        return tp(**d)
+        def make(d: dict[str, Any]) -> Any:
+            for name, conv in items:
+                d[name] = conv(d[name])
+            return tp(**d)
 
-    return call
+    def refused(d: dict[str, Any]) -> Any:
+        try:
+            return make(d)
+        except Exception as exc:
+            raise SerializationError(f"{tp.__name__} refuses it: {exc}".splitlines()[0]) from exc
+
+    return refused
 
 
 def _writer(tp: type, names: list[str], nested: dict[str, Convert]) -> Convert:
@@ -321,9 +348,9 @@ def _name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or repr(tp)
 
 
-def check(tp: type, parsed: Any, what: str) -> tuple[Convert, Convert]:
-    """(decoded -> ``tp``, ``tp`` -> encodable) for a stream of ``parsed`` (a parsed Avro
-    record schema); ``ConfigError`` (one line, starting with ``what``) if they differ."""
+def check(tp: type, parsed: Any, what: str) -> Typed:
+    """``tp`` for a stream of ``parsed`` (a parsed Avro record schema), with its
+    converters; ``ConfigError`` (one line, starting with ``what``) if they differ."""
     if not is_record_type(tp):
         raise ConfigError(f"{what}: type={_name(tp)} is not a dataclass or a pydantic model")
     try:
@@ -333,7 +360,40 @@ def check(tp: type, parsed: Any, what: str) -> tuple[Convert, Convert]:
             f"{what}: type {tp.__name__} does not match schema {parsed.get('name')}: {exc}"
         ) from None
     assert read is not None and write is not None
-    return read, write
+    return Typed(tp, read, write)
+
+
+def classes(plan: Any, tp: Any) -> Any:
+    """The native codec's plan (``serde/native_plan.py``) of a schema ``tp`` matches
+    (``check``), its records naming their classes: ``("record", fields, cls)``; None
+    unless every record type in it is a plain dataclass (Rust makes those alone)."""
+    tp, _ = _split_optional(tp)
+    kind = plan[0]
+    if tp is Any or tp is object:  # dicts, as the Python path leaves them
+        return plan
+    if kind == "union":
+        inner = classes(plan[2], tp)
+        return None if inner is None else ("union", plan[1], inner)
+    if kind == "array":
+        args = typing.get_args(tp)
+        inner = classes(plan[1], args[0] if args else Any)
+        return None if inner is None else ("array", inner, plan[2])
+    if kind == "map":
+        args = typing.get_args(tp)
+        inner = classes(plan[1], args[1] if len(args) == 2 else Any)
+        return None if inner is None else ("map", inner)
+    if kind == "record":
+        if not _plain_dataclass(tp):
+            return None
+        annotations = _fields(tp)
+        fields = []
+        for name, sub, nullable in plan[1]:
+            inner = classes(sub, annotations[name])
+            if inner is None:
+                return None
+            fields.append((name, inner, nullable))
+        return ("record", tuple(fields), tp)
+    return plan
 
 
 def decoding(decode: Callable[[bytes], Any], read: Convert) -> Callable[[bytes], Any]:

@@ -77,7 +77,7 @@ def run_computation(
                 try:
                     value = serde.decode(r["value"])
                     if r["stream"] in types:  # the extractor takes the input's type
-                        value = types[r["stream"]][0](value)
+                        value = types[r["stream"]].read(value)
                     key = extract(value)  # type: ignore[misc]
                 except Exception:
                     key = None  # undecodable: the runtime dead-letters it; so does KeyRunner

@@ -32,6 +32,7 @@ from mwcore.runtime.state_cache import StateCache
 from mwcore.runtime.timers import Timers
 from mwcore.serde.avro import AvroSerde
 from mwcore.serde.framing import with_schema_id_header
+from mwcore.serde.typed import Typed
 from mwcore.store.checkpoint import Checkpoint, TimerEntry
 from mwcore.store.checkpoint_wire import CommitPacker
 from mwcore.store.fast_script import Packed
@@ -138,15 +139,15 @@ class NativeCore:
 
         return NativeApplier(computation, cache, timers, encoders, clock, counters, controls, careful)
 
-    def decoder(self, serde: AvroSerde) -> Callable[[bytes], Any]:
+    def decoder(self, serde: AvroSerde, typed: Typed | None = None) -> Callable[[bytes], Any]:
         from mwcore.cores.native.codecs import decoding
 
-        return decoding(serde)
+        return decoding(serde, typed)
 
-    def encoder(self, serde: AvroSerde) -> Callable[[Any], bytes]:
+    def encoder(self, serde: AvroSerde, typed: Typed | None = None) -> Callable[[Any], bytes]:
         from mwcore.cores.native.codecs import encoding
 
-        return encoding(serde)
+        return encoding(serde, typed)
 
     def consumer(
         self,

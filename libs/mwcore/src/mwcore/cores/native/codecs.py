@@ -18,20 +18,36 @@ from mwcore.cores.native import rust
 from mwcore.limits import MAX_AVRO_ITEMS
 from mwcore.serde.avro import AvroSerde
 from mwcore.serde.native_plan import native_plan
+from mwcore.serde.typed import Typed, classes
+from mwcore.serde.typed import decoding as decoding_typed
+from mwcore.serde.typed import encoding as encoding_typed
 
 
-def decoding(serde: AvroSerde) -> Callable[[bytes], Any]:
-    """``serde.decode``, on the native core."""
-    sv = serde.schema
-    plan = native_plan(sv.parsed)
+def decoding(serde: AvroSerde, typed: Typed | None = None) -> Callable[[bytes], Any]:
+    """``serde.decode``, on the native core (into ``typed``'s type, where given: made in
+    Rust where every record type in it is a plain dataclass, ``serde/typed.py: classes``;
+    else by its reader, called from Rust on each value decoded)."""
+    fallback = serde.decode if typed is None else decoding_typed(serde.decode, typed.read)
+    plan = native_plan(serde.schema.parsed)
     if plan is None:  # nor has the serde a generated codec: fastavro reads it
-        return serde.decode
-    return rust.Decoder(plan, serde.header, MAX_AVRO_ITEMS, serde.decode).decode
+        return fallback
+    make = None
+    if typed is not None:
+        made = classes(plan, typed.type)
+        plan, make = (plan, typed.read) if made is None else (made, None)
+    return rust.Decoder(plan, serde.header, MAX_AVRO_ITEMS, fallback, make).decode
 
 
-def encoding(serde: AvroSerde) -> Callable[[Any], bytes]:
-    """``serde.encode``, on the native core."""
+def encoding(serde: AvroSerde, typed: Typed | None = None) -> Callable[[Any], bytes]:
+    """``serde.encode``, on the native core (from ``typed``'s type too: instances of plain
+    dataclasses written from their ``__dict__`` in Rust, else made dicts first)."""
+    fallback = serde.encode if typed is None else encoding_typed(serde.encode, typed.write)
     plan = native_plan(serde.schema.parsed)
     if plan is None:
-        return serde.encode
-    return rust.Encoder(plan, serde.header, serde.encode).encode
+        return fallback
+    if typed is None:
+        return rust.Encoder(plan, serde.header, fallback).encode
+    made = classes(plan, typed.type)
+    if made is None:
+        return encoding_typed(rust.Encoder(plan, serde.header, serde.encode).encode, typed.write)
+    return rust.Encoder(made, serde.header, fallback).encode
