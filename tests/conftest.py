@@ -36,6 +36,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
 
 
 @pytest.fixture(scope="session")
+def docker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A Docker engine (``dockerd`` started if none answers, and stopped after) with the
+    images ``make images`` builds (``testbed/compose_project.engine``): the ``compose``
+    tests' and the container fixtures' (``tests/test_containers.py``)."""
+    from testbed.compose_project import engine
+
+    with engine(tmp_path_factory.mktemp("docker") / "images.log"):
+        yield
+
+
+@pytest.fixture(scope="session")
 def registry() -> SchemaRegistry:
     return SchemaRegistry.from_directory(ROOT / "schemas")
 

@@ -40,7 +40,6 @@ from services.injector.truth import load_truth, score
 from testbed import images
 from testbed.compose_project import (
     ComposeProject,
-    engine,
     exact_counts,
     output_watermark,
     project,
@@ -48,12 +47,6 @@ from testbed.compose_project import (
 )
 
 pytestmark = [pytest.mark.compose]
-
-
-@pytest.fixture(scope="session")
-def docker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with engine(tmp_path_factory.mktemp("docker") / "images.log"):
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -153,7 +153,6 @@ def engine() -> Any:
             f"no Docker engine answers at {where}: start dockerd (or Docker Desktop), "
             "or set DOCKER_HOST to an engine that answers"
         )
-    _reaper_where_possible(client)
     return client
 
 
@@ -234,6 +233,7 @@ def _start(make: Callable[[int], DockerContainer], attempts: int = 3) -> _Starte
     for attempt in range(attempts):
         port = free_port()
         container = make(port)
+        _reaper_where_possible(container.get_docker_client().client)
         try:
             container.start()
         except Exception:
