@@ -4,7 +4,8 @@ builds here (the ``docker`` fixture: ``dockerd`` started if none answers):
 
 1. ``mw_run`` runs the example computation (``mwcore.examples.running_sum:RunningSum``)
    as a worker on Kafka, Redis and the schema registry in containers: every running sum
-   exact, each key's in order, each with its input's timestamp;
+   exact, each key's in order, each with its input's timestamp; and a computation on
+   typed records (dataclasses) is given them and its outputs come back as them;
 2. ``mw new-service`` output passes its own generated tests, both of them (the one in
    memory and the one on containers), run by pytest in a copy of the project;
 3. an image named by ``MW_TEST_REDIS_IMAGE`` is the one run (and removed after); an image
@@ -26,6 +27,7 @@ import pytest
 from mwcore.examples.running_sum import RunningSum
 from mwcore.testing.containers import REDIS_IMAGE, RunOnContainers
 from tests.conftest import ROOT
+from tests.support.typed import SCHEMAS, Biggest, Line, Order, OrderTotal, TypedTotals
 from tests.test_new_service import copy_project
 
 pytest_plugins = ["pytester"]
@@ -51,6 +53,23 @@ def test_the_fixtures_run_the_example_computation_to_its_exact_sums(mw_run: RunO
         want[key].append((total + value["n"], len(want[key]) + 1, ts))
     assert dict(got) == dict(want)
     assert run.namespace in run.log  # the worker's own log, in its own namespace
+
+
+def test_typed_records_go_in_and_come_out_as_their_types(mw_run: RunOnContainers) -> None:
+    """``Input``/``Output(type=...)``: dataclasses written and read back as they are."""
+    orders = [
+        Order("o1", "ann", [Line("x", 2, 1.5)]),
+        Order("o2", "bob", [Line("y", 1, 10.0)], note="gift"),
+        Order("o3", "ann", [Line("x", 1, 1.5), Line("z", 3, 2.0)]),
+    ]
+    sent = [(o.customer, o, 1_000 * i) for i, o in enumerate(orders, start=1)]
+    run = mw_run(TypedTotals, {"orders": sent}, expect={"order_totals": 3}, schemas=SCHEMAS)
+    got = sorted(run.values("order_totals"), key=lambda t: (t.customer, t.orders))
+    assert got == [
+        OrderTotal("ann", 1, 3.0, Biggest("o1", 3.0)),
+        OrderTotal("ann", 2, 10.5, Biggest("o3", 7.5)),
+        OrderTotal("bob", 1, 10.0, Biggest("o2", 10.0)),
+    ]
 
 
 def test_a_new_service_passes_both_its_generated_tests(tmp_path: Path) -> None:

@@ -39,7 +39,6 @@ run of a project that installs ``mwcore[testing]``.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import socket
@@ -62,6 +61,7 @@ if TYPE_CHECKING:
     from mwcore.api.computation import Computation
     from mwcore.runtime.harness import Produced
     from mwcore.serde.avro import SchemaRegistry
+    from mwcore.serde.typed import Typed
 
 KAFKA_IMAGE = "mwlocal/kafka:4.1.1"
 REDIS_IMAGE = "mwlocal/redis:7"
@@ -398,8 +398,9 @@ _INHERITED = ("MW_CORE", "MW_LOG_", "MW_UNSAFE_", "MW_KAFKA_", "MW_TEST_")
 
 @dataclass(frozen=True)
 class Run:
-    """What ``mw_run`` ran: the outputs decoded (each stream's records by partition, in
-    the order produced: each key's in order), the namespace, and the worker's log."""
+    """What ``mw_run`` ran: the outputs decoded, as ``Harness`` gives them (dicts, or
+    the output's declared type; each stream's records by partition, in the order
+    produced: each key's in order), the namespace, and the worker's log."""
 
     computation: str
     namespace: str
@@ -439,8 +440,8 @@ class RunOnContainers:
         decoded, once it is done.
 
         ``inputs``: stream -> records, each ``(key, value)`` or ``(key, value,
-        timestamp)`` (a dict, a dataclass or a pydantic model of the input's schema; the
-        timestamp in ms, else the record's position in its list, from 1), written in the
+        timestamp)`` (a dict, or the input's declared type; the timestamp in ms, else the
+        record's position in its list, from 1), written in the
         kit's framing (``MW_WIRE``, else Confluent's, the schema registered in the
         registry) after the worker has made its topics.
 
@@ -534,6 +535,7 @@ class _Worker:
         self.output_topics = {o.stream: topic_name(namespace, o.stream) for o in cls.outputs}
         self.proc: subprocess.Popen[bytes] | None = None
         self._registry: SchemaRegistry | None = None
+        self._types: dict[str, Typed] | None = None
 
     # -- the process
 
@@ -602,10 +604,19 @@ class _Worker:
             self._registry.use_ids(RegistryClient(RegistryAccess(self.containers.schema_registry.url)))
         return self._registry
 
+    def types(self) -> dict[str, Typed]:
+        """stream -> its declared type (``Input``/``Output(type=...)``) and converters."""
+        if self._types is None:
+            from mwcore.runtime.layout import stream_types
+
+            self._types = stream_types(self.cls, self.registry())
+        return self._types
+
     # -- input
 
     def write(self, inputs: Mapping[str, Iterable[Send]]) -> None:
         from mwcore.api.signing import UNSIGNED, Signer
+        from mwcore.serde.typed import plain
         from mwcore.transport.schema_registry import RegistryAccess, RegistryClient
         from mwcore.transport.writer import SourceWriter
 
@@ -628,9 +639,10 @@ class _Worker:
                     schema_registry=client,
                     signer=signer,
                 )
+                declared = self.types().get(inp.stream)
                 for position, record in enumerate(records, start=1):
                     key, value, timestamp = _record(inp.stream, record, position)
-                    writer.write(key, _plain(value), timestamp)
+                    writer.write(key, plain(value) if declared is None else declared.write(value), timestamp)
                 writer.flush()
         finally:
             client.close()
@@ -714,6 +726,7 @@ class _Worker:
         out: dict[str, list[tuple[int, int, Produced]]] = {s: [] for s in wanted}
         seen: set[bytes] = set()
         registry = self.registry()
+        types = self.types()
 
         def take(piece: Any, msg: Any) -> None:
             headers = list(msg.headers() or [])
@@ -725,6 +738,9 @@ class _Worker:
             named = [v for n, v in headers if n == SCHEMA_ID_HEADER]
             framed = with_schema_id_header(named[-1] or b"", data) if named else data
             _, value = decode_any(registry, framed)
+            declared = types.get(piece.stream)
+            if declared is not None and type(value) is dict:
+                value = declared.read(value)
             user = tuple((n, bytes(v or b"")) for n, v in headers if not is_reserved(n))
             key = (msg.key() or b"").decode()
             produced = Produced(key, value, msg.timestamp()[1], rid, user)
@@ -748,11 +764,3 @@ def _record(stream: str, record: Any, position: int) -> tuple[str, Any, int]:
     if not isinstance(key, str):
         raise ValueError(f"a record of {stream}: its key is a str, not {key!r}")
     return key, value, int(timestamp)
-
-
-def _plain(value: Any) -> Any:
-    """A dataclass or a pydantic model as the dict its schema encodes."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    dump = getattr(value, "model_dump", None)
-    return dump() if callable(dump) else value
