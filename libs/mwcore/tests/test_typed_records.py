@@ -189,9 +189,17 @@ def test_a_missing_field_and_a_non_record_type_are_refused() -> None:
         typed.check(dict, parsed(), "orders")
 
 
-def test_a_field_with_a_default_beyond_the_schema_is_allowed() -> None:
-    tp = _with("extra", int, default=0)
-    assert typed.check(tp, parsed(), "orders").type is tp
+def test_a_field_with_a_default_beyond_the_schema_is_allowed_and_made() -> None:
+    @dataclass
+    class Wider(Order):
+        seen: list[str] = dataclasses.field(default_factory=lambda: ["default"])
+
+    t = typed.check(Wider, parsed(), "orders")
+    serde = AvroSerde(registry(), "t.Order")
+    got = typed.decoding(serde.decode, t.read)(serde.encode(VALUE))
+    assert isinstance(got, Wider) and got.seen == ["default"]  # made by its __init__
+    assert typed.encoding(serde.encode, t.write)(got) == serde.encode(VALUE)
+    assert typed.classes(native_plan(parsed()), Wider) is None  # not made in Rust either
 
 
 # -- decoding and encoding ----------------------------------------------------------------

@@ -272,7 +272,8 @@ class _Checker:
                 nested[name] = conv
         reads = {n: r for n, (r, _) in nested.items() if r is not None}
         writes = {n: w for n, (_, w) in nested.items() if w is not None}
-        return _reader(tp, reads), _writer(tp, names, writes)
+        # fields beyond the schema take their defaults: made by the type's __init__
+        return _reader(tp, reads, adopt=not extra), _writer(tp, names, writes)
 
 
 def _skip_none(conv: Convert | None) -> Convert | None:
@@ -285,10 +286,10 @@ def _skip_none(conv: Convert | None) -> Convert | None:
     return skip
 
 
-def _reader(tp: type, nested: dict[str, Convert]) -> Convert:
+def _reader(tp: type, nested: dict[str, Convert], adopt: bool = True) -> Convert:
     """decoded dict -> ``tp`` (what the type refuses: a ``SerializationError``, which
     makes the record a dead letter as a value that does not decode does)."""
-    if _plain_dataclass(tp):
+    if adopt and _plain_dataclass(tp):
         new, put = object.__new__, object.__setattr__  # put: past a frozen one's __setattr__
         items = tuple(nested.items())
 
@@ -383,9 +384,9 @@ def classes(plan: Any, tp: Any) -> Any:
         inner = classes(plan[1], args[1] if len(args) == 2 else Any)
         return None if inner is None else ("map", inner)
     if kind == "record":
-        if not _plain_dataclass(tp):
-            return None
         annotations = _fields(tp)
+        if not _plain_dataclass(tp) or len(annotations) != len(plan[1]):  # (fields beyond the schema)
+            return None
         fields = []
         for name, sub, nullable in plan[1]:
             inner = classes(sub, annotations[name])
