@@ -273,7 +273,7 @@ class _Checker:
         reads = {n: r for n, (r, _) in nested.items() if r is not None}
         writes = {n: w for n, (_, w) in nested.items() if w is not None}
         # fields beyond the schema take their defaults: made by the type's __init__
-        return _reader(tp, reads, adopt=not extra), _writer(tp, names, writes)
+        return _reader(tp, reads, around=not extra), _writer(tp, names, writes)
 
 
 def _skip_none(conv: Convert | None) -> Convert | None:
@@ -286,10 +286,10 @@ def _skip_none(conv: Convert | None) -> Convert | None:
     return skip
 
 
-def _reader(tp: type, nested: dict[str, Convert], adopt: bool = True) -> Convert:
+def _reader(tp: type, nested: dict[str, Convert], around: bool = True) -> Convert:
     """decoded dict -> ``tp`` (what the type refuses: a ``SerializationError``, which
     makes the record a dead letter as a value that does not decode does)."""
-    if adopt and _plain_dataclass(tp):
+    if around and _plain_dataclass(tp):
         new, put = object.__new__, object.__setattr__  # put: past a frozen one's __setattr__
         items = tuple(nested.items())
 
