@@ -52,10 +52,11 @@ def over_bounds(count: int, size: int) -> InvalidRecord:
     )
 
 
-def to_send(given: HeadersIn) -> tuple[tuple[str, bytes], ...]:
+def to_send(given: HeadersIn, *, bounded: bool = True) -> tuple[tuple[str, bytes], ...]:
     """``ctx.produce``'s ``headers`` as a production keeps them; raises ``ReservedHeader``
     for one of the kit's names, ``TypeError`` for a name or value of another type, and
-    ``ValueError`` beyond the bounds."""
+    ``ValueError`` beyond the bounds (unless not ``bounded``: an input record's, which
+    the engine screens as a worker does)."""
     pairs = given.items() if isinstance(given, Mapping) else given
     out: list[tuple[str, bytes]] = []
     size = 0
@@ -75,6 +76,6 @@ def to_send(given: HeadersIn) -> tuple[tuple[str, bytes], ...]:
             raise TypeError(f"header {name!r:.80}: value must be bytes or str, got {type(value).__name__}")
         size += len(name.encode()) + len(value)
         out.append((name, value))
-        if len(out) > MAX_HEADERS or size > MAX_HEADER_BYTES:
+        if bounded and (len(out) > MAX_HEADERS or size > MAX_HEADER_BYTES):
             raise ValueError(f"headers: more than {MAX_HEADERS} or over {MAX_HEADER_BYTES} bytes")
     return tuple(out)

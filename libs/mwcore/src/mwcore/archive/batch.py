@@ -16,6 +16,7 @@ a Spark cluster with it.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,7 @@ class KeyRunner:
         self.run = InMemoryRunner(computation, registry, reads=ARCHIVED)
         self.end_ms = end_ms
         self.failures = 0
+        self.reasons: Counter[str] = Counter()  # failures by reason (a dead letter's mw-reason)
         self.duplicates = 0
 
     def run_key(self, records: Iterable[Encoded]) -> Iterator[Encoded]:
@@ -73,6 +75,8 @@ class KeyRunner:
         else:
             run.advance_watermark(self.end_ms)
         run.reset_time()  # timers beyond the end stay unfired; the next key starts at the beginning
-        self.failures += len(run.take_failures())  # the streaming runtime dead-letters them
+        failed = run.take_failures()  # the streaming runtime dead-letters them
+        self.failures += len(failed)
+        self.reasons.update(getattr(f.error, "reason", type(f.error).__name__) for f in failed)
         for p in run.take_productions():
             yield Encoded(p.topic, (p.key or b"").decode(), p.timestamp, p.id, p.value)

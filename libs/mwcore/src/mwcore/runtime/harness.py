@@ -73,7 +73,7 @@ class Harness(InMemoryRunner):
             key = inp.key(value)
         if key is None:
             raise ValueError(f"a record of {stream!r} needs a key (its input has no key extractor)")
-        own = () if headers is None else user_headers.to_send(headers)
+        own = () if headers is None else user_headers.to_send(headers, bounded=False)
         self.process(stream, key, value, timestamp, record_id or ids.random_id(), own)
 
     def send_encoded(

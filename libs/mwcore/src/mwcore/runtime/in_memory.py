@@ -28,6 +28,7 @@ from mwcore.errors import SerializationError
 from mwcore.runtime.counters import Counters
 from mwcore.runtime.effects import Applier
 from mwcore.runtime.layout import stream_types
+from mwcore.runtime.screening import out_of_bounds
 from mwcore.runtime.state_cache import StateCache
 from mwcore.runtime.timers import TimerQueue
 from mwcore.serde import typed
@@ -108,7 +109,13 @@ class InMemoryRunner:
         self, stream: str, key: str, value: Any, timestamp: int, record_id: bytes, headers: Headers = ()
     ) -> None:
         """Run ``process_record`` on one decoded record (with its user ``headers``), and
-        commit what it did."""
+        commit what it did. A record outside the kit's bounds (a key over
+        ``MAX_KEY_BYTES``, a timestamp outside ``MIN_TIMESTAMP`` to ``MAX_TIMESTAMP``,
+        headers over theirs) is a failure, as a worker dead-letters it."""
+        bad = out_of_bounds(key, timestamp, headers)
+        if bad is not None:
+            self._fail(Failure(key, "record", timestamp, bad))
+            return
         record = Record(key, value, timestamp, record_id, stream, 0, next(self._offsets), headers)
         batch = Checkpoint()
         try:
@@ -123,6 +130,10 @@ class InMemoryRunner:
         extractor where it has one; one that does not decode is a failure, as the
         runtime dead-letters it."""
         inp, serde = self.input(stream)
+        bad = out_of_bounds(key, timestamp)
+        if bad is not None:  # before the key extractor, as a worker screens it
+            self._fail(Failure(key, "record", timestamp, bad))
+            return
         try:
             value = self.typed(stream, serde.decode(data))
         except SerializationError as exc:

@@ -145,6 +145,22 @@ def key_error(raw: bytes | None) -> SerializationError:
     return SerializationError("key is not UTF-8")
 
 
+def out_of_bounds(key: str, timestamp: int, headers: Headers = ()) -> SerializationError | None:
+    """Why a record (key, timestamp, user headers) is outside the kit's bounds, as
+    ``screen`` finds it for a worker, or None: for the engines that take records
+    without a message (``in_memory.py``: the harness, ``mw batch``'s ``KeyRunner``)."""
+    if not MIN_TIMESTAMP <= timestamp <= MAX_TIMESTAMP:
+        return InvalidRecord("bad_timestamp", f"{timestamp} is outside {MIN_TIMESTAMP} to {MAX_TIMESTAMP}")
+    raw = key.encode(errors="surrogatepass")
+    if len(raw) > MAX_KEY_BYTES:
+        return key_error(raw)
+    if headers:
+        size = sum(len(name.encode()) + len(value or b"") for name, value in headers)
+        if len(headers) > MAX_HEADERS or size > MAX_HEADER_BYTES:
+            return user_headers.over_bounds(len(headers), size)
+    return None
+
+
 class ReferenceScreener:
     """``screen``."""
 
