@@ -104,11 +104,14 @@ def _mw(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess
         "redis://:hunter2-password@127.0.0.1:{port}/0",
         "redis://worker:hunter2-password@127.0.0.1:{port}/0",
         "redis://127.0.0.1:{port}/0?password=hunter2-password",
+        "rediss://127.0.0.1:{port}/0?ssl_password=hunter2-password",
+        "redis://127.0.0.1:{port}/0?ssl_password=hunter2-password",  # a parameter of rediss:// only
     ],
 )
 def test_a_password_in_a_redis_url_is_never_printed(url: str) -> None:
     """A Redis that is not there stops the worker with one line, exit code 2, and the
-    line shows the URL without its password, wherever the URL carried it."""
+    line shows the URL without its password, wherever the URL carried it (the user
+    part, ``?password=``, ``?ssl_password=``: every parameter whose name says secret)."""
     closed = free_port()
     done = _mw(
         ["run", "mwcore.examples.running_sum:RunningSum"],
@@ -117,6 +120,26 @@ def test_a_password_in_a_redis_url_is_never_printed(url: str) -> None:
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "hunter2" not in done.stderr + done.stdout, done.stderr
+
+
+def test_a_secret_in_the_schema_registry_url_is_never_printed(stack: LocalStack) -> None:
+    """A schema registry that is not there stops the worker with one line, exit code 2,
+    the URL shown without its password and its ``?token=``."""
+    url = f"http://reader:hunter2-password@127.0.0.1:{free_port()}/apis/ccompat/v7?token=hunter2-token"
+    done = _mw(
+        ["run", "mwcore.examples.running_sum:RunningSum"],
+        {
+            "MW_REDIS_URL": stack.redis_url,
+            "MW_BOOTSTRAP": stack.bootstrap,
+            "MW_SCHEMA_REGISTRY_URL": url,
+            "MW_NAMESPACE": f"secret-url-{os.getpid()}",
+        },
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "schema registry" in lines[0] and "reader:***@" in lines[0], lines[0]
     assert "hunter2" not in done.stderr + done.stdout, done.stderr
 
 

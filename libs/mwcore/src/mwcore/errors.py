@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+# a query parameter whose name holds one of these is a secret (?password=, ?ssl_password=,
+# ?sentinel_password=, ?token=, ?access_key=, ...)
+_SECRET_WORDS = ("pass", "pwd", "secret", "token", "auth", "key", "credential")
+
 
 class MwError(Exception):
     """Base of every error raised by mwcore."""
@@ -101,3 +107,29 @@ class InternalError(MwError):
     """A bug of the kit's: a panic in the native core's per-record code
     (``native/src/errors.rs``). The record it met is dead-lettered (``internal_error``)
     and logged as an error; the worker goes on."""
+
+
+def shown_url(url: str) -> str:
+    """``url`` fit for a message: a password in it (``user:password@``) and every query
+    parameter whose name says it is a secret (``?password=``, ``?ssl_password=``,
+    ``?token=``, ...) are ``***``; several URLs, comma-separated, each so."""
+    if "," in url:
+        return ",".join(shown_url(part) for part in url.split(","))
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+        port = parts.port
+    except ValueError:  # not a URL one can take apart: show none of it
+        return "<an invalid URL>"
+    if password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        netloc = f"{user}:***@{host}" + (f":{port}" if port else "")
+        parts = parts._replace(netloc=netloc)
+    if parts.query:
+        query = [
+            (k, "***" if any(w in k.lower() for w in _SECRET_WORDS) else v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        ]
+        parts = parts._replace(query=urlencode(query, safe="*"))
+    return urlunsplit(parts)

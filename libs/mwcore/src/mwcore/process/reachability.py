@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 import structlog
 from prometheus_client.core import Metric
 
+from mwcore.errors import shown_url
 from mwcore.process.metrics import counter, gauge
 from mwcore.store.client import pinger
-from mwcore.store.preflight import shown_url
 from mwcore.transport.transient import cluster_asker
 
 log = structlog.get_logger("mwcore.process.reachability")

@@ -8,38 +8,14 @@ check is bounded (``timeout_s``).
 from __future__ import annotations
 
 from typing import Any, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 from redis.cluster import RedisCluster
 
-from mwcore.errors import ConfigError
+from mwcore.errors import ConfigError, shown_url
 from mwcore.store.client import is_cluster_node
 from mwcore.store.cluster_probe import cluster_info
-
-_SECRET_PARAMS = ("password", "pass", "pwd", "secret", "token", "auth")
-
-
-def shown_url(url: str) -> str:
-    """``url`` fit for an error line: a password in it (``user:password@``, or a query
-    parameter such as ``?password=``) is ``***``."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:  # not a URL one can take apart: show none of it
-        return "<an invalid URL>"
-    if password is not None:
-        user = parts.username or ""
-        host = parts.hostname or ""
-        netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        parts = parts._replace(netloc=netloc)
-    if parts.query:
-        query = [
-            (k, "***" if k.lower() in _SECRET_PARAMS else v)
-            for k, v in parse_qsl(parts.query, keep_blank_values=True)
-        ]
-        parts = parts._replace(query=urlencode(query, safe="*"))
-    return urlunsplit(parts)
 
 
 def check_redis(
@@ -53,6 +29,10 @@ def check_redis(
         client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
     except ValueError as exc:
         raise ConfigError(f"{setting}={shown} is not a Redis URL ({exc})") from None
+    try:
+        client.connection_pool.make_connection()
+    except TypeError as exc:  # a parameter this scheme takes not (?ssl_password= without rediss://)
+        raise ConfigError(f"{setting}={shown}: a parameter Redis does not take here ({exc})") from None
     try:
         client.ping()
     except redis.AuthenticationError as exc:

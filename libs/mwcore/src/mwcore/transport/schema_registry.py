@@ -37,7 +37,7 @@ import structlog
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
-from mwcore.errors import ConfigError
+from mwcore.errors import ConfigError, shown_url
 from mwcore.limits import MAX_SCHEMA_BYTES
 from mwcore.serde.avro import SchemaRegistry as LocalSchemas
 from mwcore.serde.avro import SchemaVersion
@@ -160,11 +160,13 @@ class RegistryClient:
             self._call(self._client.get_subjects)
         except Unreachable as exc:
             raise ConfigError(
-                f"the schema registry at {self.access.url} cannot be reached ({exc}): "
+                f"the schema registry at {shown_url(self.access.url)} cannot be reached ({exc}): "
                 "start it, or set MW_SCHEMA_REGISTRY_URL to one that runs"
             ) from None
         except SchemaRegistryError as exc:
-            raise ConfigError(f"the schema registry at {self.access.url} refused the kit: {exc}") from None
+            raise ConfigError(
+                f"the schema registry at {shown_url(self.access.url)} refused the kit: {exc}"
+            ) from None
 
     def deploy(self, wanted: Mapping[str, SchemaVersion]) -> dict[str, int]:
         """Register each topic's schema under its subject (``wanted``: topic -> schema);
