@@ -148,7 +148,7 @@ def model_update(data: bytes) -> None:
     pos += 8 * n
     model = QueryModel(day=60, budget=1.0)
     model.on_count(0, 1)
-    model.update_profile(profile, period, version, trained, at)
+    model.update_profile(profile, period, version, trained, at, at)
     while pos + _COUNT.size <= len(data):
         bucket, count = _COUNT.unpack_from(data, pos)
         pos += _COUNT.size

@@ -269,6 +269,40 @@ def test_a_forged_model_and_a_count_ten_years_ahead_cost_the_detector_nothing(
         worker.terminate()
 
 
+def test_a_model_from_the_future_is_refused_and_pins_nothing(
+    stack: LocalStack, registry: SchemaRegistry, namespace: str, log_dir: Path
+) -> None:
+    """A ``model_updates`` record that looks like the model job's in every way but is
+    stamped an hour ahead (its version, its range's end and its record's time) would pin
+    the query: every genuine model after it is older. It is a dead letter (its version
+    ahead of the detector's clock), and the real model after it is taken."""
+    port = free_port()
+    env = worker_env(stack, namespace, MW_METRICS_PORT=str(port), PYTHONPATH=str(ROOT))
+    worker = WorkerProc("services.dip_detector.computation:DipDetector", env, log_dir, "detector").start()
+    inj = _injector(stack, registry, namespace, {"model_updates": "zeitgeist.ModelUpdate"}, partitions=4)
+    now = int(time.time()) * 1000
+
+    def model(version: int) -> None:
+        value = {"query": "q", "period_ms": 86_400_000, "profile": [5.0] * 24, "trained_until": version}
+        inj.send("model_updates", "q", {**value, "version": version}, version)
+
+    try:
+        wait_until(lambda: worker.ready, 60, what="the detector to join")
+        model(now + 3_600_000)  # forged: an hour ahead
+        model(now - 1000)  # the model job's, after it
+        inj.flush()
+        wait_until(lambda: records_in(port) >= 2, 60, 0.3, "both models")
+        dead = read_topic(stack.bootstrap, topic_name(namespace, "dip_detector.dead-letters"))
+        assert (
+            len({m.id for m in dead}) == 1
+            and b"ahead of this detector's clock" in dead[0].headers["mw-error"]
+        )
+        assert _detector_state(stack, namespace)["q"]["version"] == now - 1000  # the real model
+    finally:
+        inj.close()
+        worker.terminate()
+
+
 def _detector_state(stack: LocalStack, namespace: str) -> dict[str, Any]:
     r = redis.Redis.from_url(stack.redis_url)
     out: dict[str, Any] = {}

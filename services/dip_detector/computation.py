@@ -43,7 +43,7 @@ class DipDetector(Computation[dict[str, Any]]):
         v = record.value
         if record.stream == "model_updates":
             events = model.update_profile(
-                v["profile"], v["period_ms"], v["version"], v["trained_until"], record.timestamp
+                v["profile"], v["period_ms"], v["version"], v["trained_until"], record.timestamp, ctx.now_ms()
             )
             self._emit(ctx, events, record.timestamp)
             ctx.state.set(model.to_json())

@@ -19,10 +19,13 @@ Bounds, since anyone who can write ``model_updates`` or ``window_counts`` may wr
 anything (semantics I-12): a model must be one the job could have made (a period of
 whole seconds between ``SLOTS`` seconds and ``MAX_PERIOD_MS``, at most
 ``MAX_PROFILE_SLOTS`` finite, non-negative slots, its version the end of its training
-range and no later than the record's time), else ``ValueError`` (the record is a dead
-letter); and a gap between two buckets is walked for at most ``MAX_GAP_BUCKETS``
-buckets (a longer silence is skipped to its last hour, as a dormant query's is), so no
-record can make the model walk months of empty buckets.
+range, no later than the record's time, and no more than ``MODEL_AHEAD_MS`` ahead of
+the detector's own clock: the model job trains on what has happened, and a version from
+the future would pin the query to a forged model, every genuine one after it not newer),
+else ``ValueError`` (the record is a dead letter); and a gap between two buckets is
+walked for at most ``MAX_GAP_BUCKETS`` buckets (a longer silence is skipped to its last
+hour, as a dormant query's is), so no record can make the model walk months of empty
+buckets.
 """
 
 from __future__ import annotations
@@ -53,8 +56,16 @@ def interpolate(profile: list[float], period_ms: int, bucket: int) -> float:
     return (1 - frac) * profile[lo % slots] + frac * profile[(lo + 1) % slots]
 
 
-def check_model(profile: list[float], period_ms: int, version: int, trained_until: int, at: int) -> None:
-    """``ValueError`` unless the model job could have published this model."""
+# how far a model's version may be ahead of this detector's clock: the model job's clock
+# may run a little ahead of it, never minutes
+MODEL_AHEAD_MS = 300_000
+
+
+def check_model(
+    profile: list[float], period_ms: int, version: int, trained_until: int, at: int, now: int
+) -> None:
+    """``ValueError`` unless the model job could have published this model (``at``: its
+    record's time; ``now``: the detector's wall clock)."""
     if period_ms % BUCKET_MS or not SLOTS * BUCKET_MS <= period_ms <= MAX_PERIOD_MS:
         raise ValueError(f"model refused: period {period_ms} ms is not whole seconds in {SLOTS} s to a week")
     if not 0 < len(profile) <= MAX_PROFILE_SLOTS:
@@ -65,6 +76,11 @@ def check_model(profile: list[float], period_ms: int, version: int, trained_unti
         raise ValueError(
             f"model refused: version {version} is not its training range's end ({trained_until}) "
             f"at or before its record's time ({at})"
+        )
+    if version > now + MODEL_AHEAD_MS:
+        raise ValueError(
+            f"model refused: version {version} is {version - now} ms ahead of this detector's clock "
+            f"(at most {MODEL_AHEAD_MS}): no model job has trained on the future"
         )
 
 
@@ -102,12 +118,13 @@ class QueryModel:
         return self.last + BUCKET_MS
 
     def update_profile(
-        self, profile: list[float], period_ms: int, version: int, trained_until: int, at: int
+        self, profile: list[float], period_ms: int, version: int, trained_until: int, at: int, now: int
     ) -> list[dict[str, Any]]:
-        """A model the batch job published (``at``: its record's time): its profile
+        """A model the batch job published (``at``: its record's time; ``now``: the
+        detector's wall clock): its profile
         becomes the prior, its period the query's day (an open episode, judged under the
         old model, closes: returned). ``ValueError`` for one the job could not have made."""
-        check_model(profile, period_ms, version, trained_until, at)
+        check_model(profile, period_ms, version, trained_until, at, now)
         day = period_ms // BUCKET_MS
         if version <= self.version:
             return []

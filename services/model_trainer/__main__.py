@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from mwcore import ConfigError
@@ -54,8 +55,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"model_trainer: {exc}", file=sys.stderr)
         return 2
 
+    # Buckets its own clock has passed, only: a window count stamped in the future (anyone
+    # who can write window_counts may write one) must not make a model from the future,
+    # which the detector refuses (its version ahead of the detector's clock)
+    now_ms = int(time.time() * 1000)
+    if args.end_ms is not None and args.end_ms > now_ms:
+        print(
+            f"model_trainer: --to {args.end_ms} is ahead of this clock ({now_ms}): train on the past",
+            file=sys.stderr,
+        )
+        return 2
     with spark_session(s.spark_master, Path.cwd()) as spark:
-        counts = read_counts(spark, s.bootstrap, s.namespace, s.schemas_dir, args.end_ms)
+        until = now_ms if args.end_ms is None else args.end_ms
+        counts = read_counts(spark, s.bootstrap, s.namespace, s.schemas_dir, until)
         try:
             trained = train(counts, s.model_period_ms, s.model_slots, args.start_ms, args.end_ms)
         except NothingToTrain as exc:  # a young archive: nothing to do yet, not a failure

@@ -12,6 +12,7 @@ from services.dip_detector.episodes import WARMUP_BUCKETS
 from services.dip_detector.model import MAX_GAP_BUCKETS, QueryModel
 
 DAY = 600
+NOW = 1_700_000_000_000  # the detector's wall clock
 
 
 def feed(
@@ -63,13 +64,16 @@ def test_a_spike_is_reported_on_its_first_bucket_and_its_decay_is_not_a_dip() ->
 def test_nothing_before_warm_up_and_a_published_model_skips_it() -> None:
     assert feed(QueryModel(lang="en", day=DAY), [50] * (WARMUP_BUCKETS - 3) + [0] * 3) == []
     fresh = QueryModel(lang="en", day=DAY)
-    fresh.update_profile([50.0] * 10, DAY * 1000, 1, 1, 1)
+    fresh.update_profile([50.0] * 10, DAY * 1000, 1, 1, 1, NOW)
     assert opened(feed(fresh, [50, 0, 0, 0, 0])) == [("DIP", 1000)]
     other_period = QueryModel(lang="en", day=DAY)
-    other_period.update_profile([50.0] * 30, 120_000, 1, 1, 1)  # the model's period is the query's day
+    other_period.update_profile([50.0] * 30, 120_000, 1, 1, 1, NOW)  # the model's period is the query's day
     assert other_period.day == other_period.model.day == 120 and other_period.model.slots == 30
-    assert not other_period.update_profile([50.0] * 30, 120_000, 1, 1, 5)  # not newer: ignored
+    assert not other_period.update_profile([50.0] * 30, 120_000, 1, 1, 5, NOW)  # not newer: ignored
     assert other_period.version == 1
+    ahead = NOW + 60_000  # the model job's clock a minute ahead of the detector's: taken
+    assert other_period.update_profile([50.0] * 30, 120_000, ahead, ahead, ahead, NOW) == []
+    assert other_period.version == ahead
 
 
 @pytest.mark.parametrize(
@@ -82,6 +86,8 @@ def test_nothing_before_warm_up_and_a_published_model_skips_it() -> None:
         ([float("nan")] * 30, 120_000, 5, 5, 5, "finite"),
         ([50.0] * 30, 120_000, 2**62, 5, 5, "version"),  # would lock out every later model
         ([50.0] * 30, 120_000, 2**62, 2**62, 5, "version"),  # from the future of its own record
+        # an hour ahead of the detector's clock, its record stamped as far ahead
+        ([50.0] * 30, 120_000, NOW + 3_600_000, NOW + 3_600_000, NOW + 3_600_000, "ahead of this detector"),
     ],
 )
 def test_a_model_the_job_could_not_have_made_is_refused(
@@ -89,7 +95,7 @@ def test_a_model_the_job_could_not_have_made_is_refused(
 ) -> None:
     model = QueryModel(lang="en", day=DAY)
     with pytest.raises(ValueError, match=why):
-        model.update_profile(profile, period_ms, version, trained_until, at)
+        model.update_profile(profile, period_ms, version, trained_until, at, NOW)
     assert model.version == -1 and model.day == DAY  # nothing taken
 
 
