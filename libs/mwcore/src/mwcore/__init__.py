@@ -19,6 +19,7 @@ Spark executor, in a unit test) does not load the Kafka and Redis clients.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from typing import TYPE_CHECKING, Any
 
 from mwcore.api.clock import MAX_WATERMARK, MIN_WATERMARK
@@ -66,6 +67,18 @@ _LAZY = {
 }
 
 
+def _version() -> str:
+    """The installed distribution's (from the git tags: libs/mwcore/pyproject.toml's
+    ``[tool.setuptools_scm]``); ``0.0.0`` where mwcore runs from a tree not installed."""
+    try:
+        return importlib.metadata.version("mwcore")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+__version__ = _version()
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
@@ -106,6 +119,7 @@ __all__ = [
     "TimeDomain",
     "Timer",
     "UnknownSchemaError",
+    "__version__",
     "derive_id",
     "load_computation",
     "load_settings",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+import mwcore
 from mwcore.runtime.config import check_namespace
 from mwcore.tools import commands
 
@@ -25,6 +26,7 @@ def _namespace_option(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mw", description="MillWheel-style stream processing")
+    parser.add_argument("--version", action="version", version=f"mw (mwcore) {mwcore.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one worker process of a computation")
     run.add_argument("computation", help="module:Class of the computation")
