@@ -122,8 +122,13 @@ def test_typed_dataclass_records_end_to_end(
     assert got == want
 
 
-def test_pydantic_model_records_end_to_end(stack: LocalStack, namespace: str, tmp_path: Path) -> None:
-    got, want, copies = run_totals(stack, namespace, tmp_path, "tests.support.typed:ModelTotals")
+@pytest.mark.parametrize("core", ["python", "native"])
+def test_pydantic_model_records_end_to_end(
+    stack: LocalStack, namespace: str, tmp_path: Path, core: str
+) -> None:
+    got, want, copies = run_totals(
+        stack, namespace, tmp_path, "tests.support.typed:ModelTotals", MW_CORE=core
+    )
     assert copies == 0
     assert got == want
 

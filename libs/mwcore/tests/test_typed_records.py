@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib.util
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -375,3 +376,155 @@ def test_a_typed_record_user_code_fails_on_is_dead_lettered_as_the_dict() -> Non
     assert typed.plain(OrderM.model_validate(VALUE)) == VALUE
     assert typed.plain(VALUE) is VALUE
     assert typed.plain(Color.RED) is Color.RED  # not a record: as it is
+
+
+# -- what a review found ------------------------------------------------------------------
+
+META_V1 = {
+    "type": "record",
+    "name": "Doc",
+    "namespace": "t",
+    "version": 1,
+    "fields": [{"name": "id", "type": "string"}],
+}
+ORIGIN = {"type": "record", "name": "Origin", "fields": [{"name": "zone", "type": "string"}]}
+META = {"type": "record", "name": "Meta", "fields": [{"name": "origin", "type": ORIGIN}]}
+META_V2 = {
+    **META_V1,
+    "version": 2,
+    "fields": [*META_V1["fields"], {"name": "meta", "type": META, "default": {"origin": {"zone": "eu"}}}],
+}
+
+
+@dataclass
+class Origin:
+    zone: str
+
+
+@dataclass
+class Meta:
+    origin: Origin
+
+
+@dataclass
+class Doc:
+    id: str
+    meta: Meta
+
+
+def test_an_older_writers_records_each_get_their_own_default() -> None:
+    """Read with an older writer, a field it lacks is the reader schema's default: each
+    record its own copy (fastavro shares the schema's object), so neither making the
+    nested types around it nor user code changing it touches the next record's."""
+    old = SchemaRegistry()
+    old.add(META_V1)
+    both = SchemaRegistry()
+    both.add(META_V1)
+    both.add(META_V2)
+    data = AvroSerde(old, "t.Doc").encode({"id": "a"})
+    serde = AvroSerde(both, "t.Doc")
+    t = typed.check(Doc, both.latest("t.Doc").parsed, "docs")
+    cores: list[Any] = [PythonCore()]
+    if importlib.util.find_spec("mwcore_native") is not None:
+        from mwcore.cores.native import NativeCore
+
+        cores.append(NativeCore())
+    for core in cores:
+        decode = core.decoder(serde, t)
+        first = decode(data)
+        first.meta.origin.zone = "changed"
+        assert decode(data) == Doc("a", Meta(Origin("eu")))
+    assert serde.decode(data)["meta"] == {"origin": {"zone": "eu"}}
+
+
+def test_a_dict_production_holding_typed_parts_is_written_on_both_cores() -> None:
+    serde = AvroSerde(registry(), "t.Order")
+    t = typed.check(Order, parsed(), "orders")
+    value = {**VALUE, "lines": [Line("a", 2, 1.5)], "first": Line("a", 2, 1.5)}
+    assert PythonCore().encoder(serde, t)(value) == serde.encode(VALUE)
+    if importlib.util.find_spec("mwcore_native") is not None:
+        from mwcore.cores.native import NativeCore
+
+        assert NativeCore().encoder(serde, t)(value) == serde.encode(VALUE)
+
+
+def test_types_made_by_their_init_slots_in_a_base_init_false_and_validators() -> None:
+    schema = ORDER["fields"][2]["type"]["items"]  # type: ignore[index]
+
+    @dataclass(slots=True)
+    class Base:
+        sku: str
+
+    @dataclass
+    class FromSlots(Base):
+        qty: int
+        price: float
+
+    @dataclass
+    class Computed:
+        sku: str
+        qty: int
+        price: float = dataclasses.field(init=False, default=0.0)
+
+    import pydantic
+
+    @pydantic.dataclasses.dataclass
+    class Checked:
+        sku: str
+        qty: int = pydantic.Field(gt=0)
+        price: float = 0.0
+
+    for tp in (FromSlots, Computed):
+        _, read, write = typed.check(tp, schema, "lines")
+        value = read({"sku": "s", "qty": 1, "price": 2.0})
+        assert (value.sku, value.qty, value.price) == ("s", 1, 2.0)
+        assert write(value) == {"sku": "s", "qty": 1, "price": 2.0}
+    _, read, _ = typed.check(Checked, schema, "lines")
+    with pytest.raises(SerializationError, match="Checked refuses it"):
+        read({"sku": "s", "qty": 0, "price": 2.0})
+
+
+@pytest.mark.parametrize(
+    ("annotation", "says"),
+    [
+        (Literal["A"], "enum is not a"),  # not every symbol
+        (enum.Enum("Kind", "A B"), "enum is not a"),  # decoded as a str
+        (tuple[Line, ...], "array is not a"),  # decoded as a list
+    ],
+)
+def test_what_avro_does_not_decode_as_is_refused(annotation: Any, says: str) -> None:
+    field = "kind" if "enum" in says else "lines"
+    with pytest.raises(ConfigError, match=says):
+        typed.check(_with(field, annotation), parsed(), "orders")
+
+
+@dataclass
+class Node:
+    value: int
+    next: Node | None = None
+
+
+def test_a_recursive_record_is_refused_in_one_short_line() -> None:
+    schema = {
+        "type": "record",
+        "name": "Node",
+        "namespace": "t",
+        "fields": [
+            {"name": "value", "type": "long"},
+            {"name": "next", "type": ["null", "t.Node"], "default": None},
+        ],
+    }
+    reg = SchemaRegistry()
+    reg.add(schema)
+    with pytest.raises(ConfigError, match="recursive") as caught:
+        typed.check(Node, reg.latest("t.Node").parsed, "nodes")
+    assert len(str(caught.value)) < 200
+
+
+def test_the_harness_takes_the_same_decoded_dict_twice() -> None:
+    h = Harness(Count, registry())
+    value = {**VALUE, "lines": [dict(VALUE["lines"][0])]}
+    h.send("orders", value, 1, key="c", decoded=True)
+    h.send("orders", value, 2, key="c", decoded=True)
+    assert [o.note for o in h.values("copies")] == ["1 lines", "2 lines"]
+    assert isinstance(value["lines"][0], dict)  # the caller's, as it was

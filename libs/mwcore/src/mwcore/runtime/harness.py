@@ -12,6 +12,7 @@ decoded, and a call that raises raises (``raise_errors=False`` keeps it as a
 
 from __future__ import annotations
 
+import copy
 from typing import Any, NamedTuple
 
 from mwcore.api import headers as user_headers
@@ -66,8 +67,9 @@ class Harness(InMemoryRunner):
         ``type``) goes through an Avro round trip unless ``decoded`` says it came from Avro;
         user code gets it as the input's type where it declares one."""
         inp, serde = self.input(stream)
-        if not decoded:  # what a worker would hand over
-            value = serde.decode(serde.encode(self.plain(stream, value)))
+        # what a worker would hand over; a decoded one copied (the caller's, made the
+        # input's type, would become the record's own)
+        value = copy.deepcopy(value) if decoded else serde.decode(serde.encode(self.plain(stream, value)))
         value = self.typed(stream, value)
         if inp.key is not None:
             key = inp.key(value)

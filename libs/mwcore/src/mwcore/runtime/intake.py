@@ -31,7 +31,7 @@ from typing import Any
 
 from mwcore.api.record import Record
 from mwcore.controls import SAFE, NegativeControls
-from mwcore.errors import InternalError, InvalidRecord, SerializationError
+from mwcore.errors import InternalError, InvalidRecord
 from mwcore.limits import MAX_TIMESTAMP, MIN_TIMESTAMP
 from mwcore.runtime import dead_letters, screening
 from mwcore.runtime.dead_letters import Incoming
@@ -41,7 +41,6 @@ from mwcore.runtime.envelope import IdReader
 from mwcore.runtime.faults import Faults
 from mwcore.runtime.screening import Bindings, Screener
 from mwcore.runtime.state_cache import StateCache
-from mwcore.serde import typed
 from mwcore.serde.avro import AvroSerde
 from mwcore.store.checkpoint import Checkpoint
 from mwcore.store.checkpoint_wire import position_field
@@ -55,6 +54,7 @@ class InputBinding:
     stream: str
     serde: AvroSerde
     decode: Callable[[bytes], Any] | None = None  # None: the serde's (else the core's decoder)
+    write: Callable[[Any], Any] | None = None  # a typed input's value back to a dict (Typed.write)
 
     def __post_init__(self) -> None:
         if self.decode is None:
@@ -171,8 +171,10 @@ class Intake:
         """A record that decoded: its dead letter holds it re-encoded with the reader schema."""
         topic = next(t for t, b in self.inputs.items() if b.stream == record.stream)
         try:
-            value = self.inputs[topic].serde.encode(typed.plain(record.value))
-        except SerializationError:
+            binding = self.inputs[topic]
+            plain = record.value if binding.write is None else binding.write(record.value)
+            value = binding.serde.encode(plain)
+        except Exception:  # (a typed value its type's writer cannot take back, too)
             value = repr(record.value).encode()
         key = record.key.encode()
         inc = Incoming(topic, record.partition, record.offset, key, value, record.timestamp, record.id, None)

@@ -126,7 +126,9 @@ class Layout:
                 if stream == inp.stream:
                     framing = (framings or {}).get(topic, SINGLE_OBJECT)
                     serde = AvroSerde(registry, inp.schema or "", framing=framing)
-                    out[topic] = InputBinding(inp.stream, serde, core.decoder(serde, types.get(inp.stream)))
+                    t = types.get(inp.stream)
+                    write = None if t is None else t.write
+                    out[topic] = InputBinding(inp.stream, serde, core.decoder(serde, t), write)
         return out
 
     def encoders(

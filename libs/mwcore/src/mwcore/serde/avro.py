@@ -21,6 +21,7 @@ fastavro; the writer that is the reader's own schema takes the generated codec.
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import struct
@@ -351,7 +352,10 @@ class AvroSerde:
                 raise SerializationError(f"cannot decode as {reader.name}: {exc!r}") from exc
         resolve_into = None if writer is reader else reader.parsed
         try:
-            return fastavro.schemaless_reader(io.BytesIO(data[frame.body :]), writer.parsed, resolve_into)
+            value = fastavro.schemaless_reader(io.BytesIO(data[frame.body :]), writer.parsed, resolve_into)
+            # read with an older writer, a field it lacks is the reader schema's default
+            # object itself (fastavro shares it): each value gets its own copy
+            return value if resolve_into is None else copy.deepcopy(value)
         except Exception as exc:
             what = f"{reader.name} v{reader.version}"
             if writer is not reader:

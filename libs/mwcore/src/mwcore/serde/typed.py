@@ -58,7 +58,7 @@ _LOGICAL: dict[str, tuple[type, ...]] = {
     "time-millis": (datetime.time,),
     "time-micros": (datetime.time,),
     "decimal": (decimal.Decimal,),
-    "uuid": (str, uuid.UUID),
+    "uuid": (uuid.UUID,),
 }
 
 
@@ -76,14 +76,17 @@ def _is_model(tp: Any) -> bool:
 
 
 def _plain_dataclass(tp: type) -> bool:
-    """Made without its ``__init__``: an instance around the decoded dict (no
-    ``__slots__``, no ``__post_init__``, no ``__new__`` of its own)."""
-    return (
-        dataclasses.is_dataclass(tp)
-        and "__slots__" not in tp.__dict__
-        and not hasattr(tp, "__post_init__")
-        and tp.__new__ is object.__new__
-    )
+    """Made without its ``__init__``: an instance around the decoded dict. Not where the
+    class or a base has ``__slots__`` (its slots would shadow the dict), runs code on
+    making (``__post_init__``, a ``__new__`` or an ``__init__`` of its own) or validates
+    (a pydantic dataclass)."""
+    if not dataclasses.is_dataclass(tp) or hasattr(tp, "__pydantic_validator__"):
+        return False
+    if any("__slots__" in k.__dict__ for k in tp.__mro__[:-1]):
+        return False
+    init = getattr(tp, "__init__", None)
+    generated = getattr(getattr(init, "__code__", None), "co_filename", "") == "<string>"
+    return generated and not hasattr(tp, "__post_init__") and tp.__new__ is object.__new__
 
 
 def _fields(tp: type) -> dict[str, Any]:
@@ -152,6 +155,7 @@ class _Checker:
 
     def __init__(self, named: dict[str, Any]) -> None:
         self.named = named
+        self.walking: set[str] = set()  # the records being walked (a recursive one is refused)
 
     def resolve(self, schema: Any) -> Any:
         if isinstance(schema, str) and schema in self.named:
@@ -200,19 +204,19 @@ class _Checker:
         if kind == "map":
             return self._map(schema["values"], inner, where)
         if kind in _PRIMITIVE:
-            return self._leaf(_PRIMITIVE[kind], inner, where, kind)
+            symbols = schema.get("symbols", ()) if isinstance(schema, dict) else ()
+            return self._leaf(_PRIMITIVE[kind], inner, where, kind, symbols)
         raise _Mismatch(f"{where}: schema type {kind!r} is not covered; declare it Any")
 
-    def _leaf(self, allowed: tuple[type, ...], tp: Any, where: str, kind: str) -> tuple[None, None]:
+    def _leaf(
+        self, allowed: tuple[type, ...], tp: Any, where: str, kind: str, symbols: Sequence[str] = ()
+    ) -> tuple[None, None]:
         base = typing.get_origin(tp) or tp
-        if base is typing.Literal:
-            ok = all(isinstance(v, allowed) for v in typing.get_args(tp))
-        else:  # a bool is an int to Python, not to Avro
-            ok = (
-                isinstance(base, type)
-                and issubclass(base, allowed)
-                and (base is not bool or kind == "boolean")
-            )
+        if base is typing.Literal:  # an enum's: every symbol in it
+            values = typing.get_args(tp)
+            ok = all(type(v) in allowed for v in values) and set(symbols) <= set(values)
+        else:  # exactly what Avro decodes (an enum class, a bool for an int, ... are not)
+            ok = base in allowed
         if not ok:
             raise _Mismatch(f"{where}: the schema's {kind} is not a {_name(tp)}")
         return None, None
@@ -220,9 +224,7 @@ class _Checker:
     def _array(self, items: Any, tp: Any, where: str) -> tuple[Convert | None, Convert | None]:
         origin = typing.get_origin(tp)
         args = typing.get_args(tp)
-        if (origin in (list, Sequence, typing.Sequence) and len(args) == 1) or (
-            origin is tuple and len(args) == 2 and args[1] is Ellipsis
-        ):
+        if origin in (list, Sequence, typing.Sequence) and len(args) == 1:  # decoded as a list
             item = args[0]
         elif tp in (list, Sequence):
             item = Any
@@ -252,6 +254,15 @@ class _Checker:
     def _record(self, schema: dict[str, Any], tp: Any, where: str) -> tuple[Convert, Convert]:
         if not is_record_type(tp):
             raise _Mismatch(f"{where}: the schema's record {schema['name']} is not a {_name(tp)}")
+        if schema["name"] in self.walking:
+            raise _Mismatch(f"{where}: the record {schema['name']} is recursive: declare the field Any")
+        self.walking.add(schema["name"])
+        try:
+            return self._fields_of(schema, tp, where)
+        finally:
+            self.walking.discard(schema["name"])
+
+    def _fields_of(self, schema: dict[str, Any], tp: Any, where: str) -> tuple[Convert, Convert]:
         try:
             fields = _fields(tp)
         except Exception as exc:  # an annotation that does not resolve (NameError)
@@ -287,34 +298,33 @@ def _skip_none(conv: Convert | None) -> Convert | None:
 
 
 def _reader(tp: type, nested: dict[str, Convert], around: bool = True) -> Convert:
-    """decoded dict -> ``tp`` (what the type refuses: a ``SerializationError``, which
-    makes the record a dead letter as a value that does not decode does)."""
+    """decoded dict -> ``tp`` (what the type refuses, or anything that is no record of
+    it: a ``SerializationError``, which makes the record a dead letter as a value that
+    does not decode does). The dict is the decoder's own, made for this value."""
+    items = tuple(nested.items())
     if around and _plain_dataclass(tp):
         new, put = object.__new__, object.__setattr__  # put: past a frozen one's __setattr__
-        items = tuple(nested.items())
-
-        def adopt(d: dict[str, Any]) -> Any:
-            obj: Any = new(tp)
-            put(obj, "__dict__", d)
-            return obj
-
-        def adopt_nested(d: dict[str, Any]) -> Any:
-            for name, conv in items:
-                d[name] = conv(d[name])
-            obj: Any = new(tp)
-            put(obj, "__dict__", d)
-            return obj
-
-        return adopt_nested if items else adopt
-    if _is_model(tp):
-        make: Convert = tp.model_validate  # type: ignore[attr-defined]
-    else:
-        items = tuple(nested.items())
 
         def make(d: dict[str, Any]) -> Any:
             for name, conv in items:
                 d[name] = conv(d[name])
-            return tp(**d)
+            obj: Any = new(tp)
+            put(obj, "__dict__", d)
+            return obj
+
+    elif _is_model(tp):
+        make = tp.model_validate  # type: ignore[attr-defined]
+    else:  # its __init__ with the fields it takes, the others set after (init=False)
+        init = {f.name for f in dataclasses.fields(tp) if f.init}
+
+        def make(d: dict[str, Any]) -> Any:
+            for name, conv in items:
+                d[name] = conv(d[name])
+            obj = tp(**{k: v for k, v in d.items() if k in init})
+            for k, v in d.items():
+                if k not in init:
+                    object.__setattr__(obj, k, v)
+            return obj
 
     def refused(d: dict[str, Any]) -> Any:
         try:
@@ -326,15 +336,22 @@ def _reader(tp: type, nested: dict[str, Convert], around: bool = True) -> Conver
 
 
 def _writer(tp: type, names: list[str], nested: dict[str, Convert]) -> Convert:
-    """``tp`` (or a dict) -> a dict the codec writes."""
+    """``tp`` (or a dict: its nested values of their types too) -> a dict the codec
+    writes."""
     if _is_model(tp):  # model_dump takes the nested ones too
         return plain
     items = tuple(nested.items())
-    plain_dc = dataclasses.is_dataclass(tp) and _plain_dataclass(tp) and not items
+    plain_dc = _plain_dataclass(tp) and not items
 
     def write(v: Any) -> Any:
-        if type(v) is dict:
-            return v
+        if isinstance(v, dict):
+            if not items:
+                return v
+            d = dict(v)
+            for name, conv in items:
+                if name in d:
+                    d[name] = conv(d[name])
+            return d
         if plain_dc and type(v) is tp:
             return v.__dict__
         d = {n: getattr(v, n) for n in names}
@@ -418,7 +435,7 @@ def encoding(encode: Callable[[Any], bytes], write: Convert) -> Callable[[Any], 
 def plain(value: Any) -> Any:
     """Any record value back to what Avro writes (for a dead letter's copy): dicts as
     they are, dataclasses and models as dicts."""
-    if type(value) is dict:
+    if isinstance(value, dict):
         return value
     if _is_model(type(value)):
         return value.model_dump()
