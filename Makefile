@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test test-fast lint format up bench bench-archive bench-replay compose-env wheel images images-batch wheelhouse clean
+.PHONY: bootstrap test test-fast lint format docs up bench bench-archive bench-replay compose-env wheel images images-batch wheelhouse clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -49,6 +49,11 @@ lint: bootstrap
 format: bootstrap
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+## make docs: the user's guide (mkdocs.yml, docs/) into build/site, strictly (make test
+## builds it too: tests/test_docs_site.py)
+docs: bootstrap
+	$(BIN)/mkdocs build --strict
 
 ## make up: the pipeline on the embedded local stack (Ctrl-C stops it)
 up: bootstrap
