@@ -293,7 +293,7 @@ def test_counts_per_window_once_the_watermark_passes() -> None:
 CONTAINERS_TEST_PY = '''"""{cls} as it runs in production: a worker process (`python -m mwcore run`) on
 Kafka, Redis and a schema registry in containers, through `mw_run` (mwcore[testing]'s
 pytest plugin). Skipped, with the reason, where no Docker engine answers or an image
-is missing (the images: README, "Testing with containers")."""
+is missing (the images: docs/testing.md)."""
 
 from __future__ import annotations
 
