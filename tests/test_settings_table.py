@@ -1,4 +1,4 @@
-"""The README's table of settings is the settings classes': every variable a settings
+"""The table of settings (docs/operating.md) is the settings classes': every variable a settings
 class of the kit or of the Zeitgeist services reads has its row, every row names
 variables some class reads (besides the two families read apart, ``MW_KAFKA_*`` and
 ``MW_UNSAFE_*``), and where a row's default is a plain value it is the field's default.
@@ -44,8 +44,8 @@ FAMILIES = ("MW_KAFKA_<PROPERTY>", "MW_UNSAFE_<SWITCH>", "MW_KAFKA_CONFIG")
 
 
 def table() -> list[tuple[list[str], str]]:
-    """Each row of the README's settings table: its variables, and its defaults cell."""
-    lines = (ROOT / "README.md").read_text().splitlines()
+    """Each row of the settings table (docs/operating.md): its variables, and its defaults cell."""
+    lines = (ROOT / "docs" / "operating.md").read_text().splitlines()
     start = lines.index("| variable | read by | meaning | default |")
     rows = []
     for line in lines[start + 2 :]:
@@ -113,7 +113,7 @@ def test_a_rows_plain_defaults_are_the_fields_defaults(row: tuple[list[str], str
             checked += 1
         elif text is not None and info.default_factory is None:
             assert _matches(text, info.default), (
-                f"{var}: the README says {text!r}, the field {info.default!r}"
+                f"{var}: docs/operating.md says {text!r}, the field {info.default!r}"
             )
             checked += 1
     assert checked or not parts or all(_plain(p) is None and not p.startswith("required") for p in parts)

@@ -22,8 +22,8 @@ def _required_settings(monkeypatch: pytest.MonkeyPatch, schemas: Path) -> None:
 
 
 def _readme_row(start: str) -> str:
-    """README.md's settings-table row that starts with ``start``."""
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text().splitlines()
+    """The settings table's row (docs/operating.md) that starts with ``start``."""
+    readme = (Path(__file__).resolve().parents[3] / "docs" / "operating.md").read_text().splitlines()
     return next(line for line in readme if line.startswith(start))
 
 
@@ -204,7 +204,7 @@ def test_seen_buckets_are_on_by_default_as_documented_and_off_with_mw_seen_bucke
     monkeypatch.delenv("MW_SEEN_BUCKETS", raising=False)
     assert WorkerSettings.load().seen_buckets is True
     row = _readme_row("| `MW_SEEN_BUCKETS` | worker |")
-    assert row.endswith("| `1` |"), row  # the README's default
+    assert row.endswith("| `1` |"), row  # the table's default
     monkeypatch.setenv("MW_SEEN_BUCKETS", "0")
     assert WorkerSettings.load().seen_buckets is False
 
@@ -219,7 +219,7 @@ def test_the_injector_lingers_as_documented_and_as_mw_injector_linger_ms_says(
     monkeypatch.delenv("MW_INJECTOR_LINGER_MS", raising=False)
     assert InjectorSettings.load().injector_linger_ms == 20
     row = _readme_row("| `MW_INJECTOR_LINGER_MS` | injector |")
-    assert row.endswith("| 20 |"), row  # the README's default
+    assert row.endswith("| 20 |"), row  # the table's default
     built: dict[str, object] = {}
     monkeypatch.setattr(wiring, "Injector", lambda **kw: built.update(kw))
     monkeypatch.setattr(wiring, "redis_client", lambda url: None)  # (no Redis asked)

@@ -81,8 +81,8 @@ def check(environ: Mapping[str, str] | None = None) -> None:
             raise ConfigError(f"{var}: no longer read ({REMOVED[name]}); remove it")
         if name not in names:
             raise ConfigError(
-                f"{var}: no setting of the kit or of this process reads it (misspelt? see the README's "
-                "settings; a setting of another service: give it to that service only)"
+                f"{var}: no setting of the kit or of this process reads it (misspelt? see the settings "
+                "in docs/operating.md; a setting of another service: give it to that service only)"
             )
 
 

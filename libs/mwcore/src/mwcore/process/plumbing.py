@@ -1,6 +1,6 @@
 """Test plumbing: what tests, benchmarks and the kit's own supervisor set in a worker
-process, read apart from the settings (it is no part of the public surface: the README's
-table of settings leaves it out).
+process, read apart from the settings (it is no part of the public surface: the table of
+settings in docs/operating.md leaves it out).
 
 - ``MW_FAULTS`` / ``MW_FAULT_LOG``: fault injection for the crash and zombie tests
   (``runtime/faults.py``: ``point:kill|stop:probability[:once][:after=N]``, comma-separated)
