@@ -59,3 +59,11 @@ def test_every_page_of_docs_is_in_the_navigation() -> None:
     listed = {next(iter(item.values())) for item in config["nav"]}
     pages = {p.name for p in (ROOT / "docs").glob("*.md")}
     assert pages == listed, (pages - listed, listed - pages)
+
+
+def test_the_readme_is_a_short_start_that_links_into_the_guide() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    assert "make up" in readme and "make test" in readme
+    for page in PAGES[1:]:
+        assert f"docs/{page}.md" in readme, page
