@@ -3,7 +3,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: bootstrap test test-fast lint format docs up bench bench-archive bench-replay compose-env wheel images images-batch wheelhouse clean
+.PHONY: bootstrap test test-fast lint format docs docs-check up bench bench-archive bench-replay compose-env wheel images images-batch wheelhouse clean
 
 bootstrap:
 	@./scripts/bootstrap.sh
@@ -54,6 +54,11 @@ format: bootstrap
 ## builds it too: tests/test_docs_site.py)
 docs: bootstrap
 	$(BIN)/mkdocs build --strict
+
+## make docs-check: the guide built, its home page and API reference screenshot by headless
+## Chromium (Debian's, installed if missing) into build/screenshots, each checked rendered
+docs-check: bootstrap
+	$(BIN)/python scripts/docs_check.py
 
 ## make up: the pipeline on the embedded local stack (Ctrl-C stops it)
 up: bootstrap
