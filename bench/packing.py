@@ -17,7 +17,7 @@ as in a worker (``--gc-threshold``). Timed per checkpoint:
 
 and apart: building the arguments, and packing them, per argument. Both cores must give
 identical bytes. (The hand-written packer hiredis replaced was measured against it with
-this benchmark at 380527c: docs/benchmarks.md.)
+this benchmark at 380527c: CHANGELOG.md, measured history.)
 """
 
 from __future__ import annotations

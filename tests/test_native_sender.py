@@ -4,7 +4,7 @@ polls hand over the batches acknowledged meanwhile.
 
 Its flush serves delivery reports every millisecond (rdkafka's own served them in
 spans of 100 ms, so every hand-over waited 100 ms for acknowledgements that were in
-within one or two: docs/benchmarks.md, "Takeovers and the drain")."""
+within one or two: CHANGELOG.md, measured history, "Takeovers and the drain")."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ KILLS = 12
 # watermark has passed, and only the authority's backlog accounting keeps the window
 # stage's watermark behind them. Restarted at once on a fast host, forward was often
 # back in time, and the negative control could find no early window
-# (docs/benchmarks.md, "A fast hour").
+# (CHANGELOG.md, measured history, 2026-11-28: the backlog negative control).
 FORWARD_DOWN_S = 3.0
 # ... and longer, until the injector's watermark is FORWARD_BACKLOG_MS past where it was
 # at the kill (up to FORWARD_HOLD_MAX_S): forward's backlog is then at least 5,000

@@ -1,7 +1,7 @@
 //! The short strings that recur in a worker's input (keys, and Avro strings such as a
 //! language code or a query that is also the key): one Python `str` per distinct value,
 //! kept while it recurs, rather than one decoded, allocated, hashed and freed again per
-//! record (measured in docs/benchmarks.md, 2026-11-29).
+//! record (measured in CHANGELOG.md, measured history, 2026-11-29).
 //!
 //! Bounded: only strings of at most `MAX_LEN` bytes are kept, in two generations of at
 //! most `GENERATION` each. A string is looked up in the young generation, then in the

@@ -2,7 +2,7 @@
 //! taken a poll at a time in one call (librdkafka's `rd_kafka_consume_batch_queue`)
 //! rather than one call a message on the consumer's queue, where each call takes the
 //! queue's lock, reads the clock twice and wraps the message in an event (measured in
-//! docs/benchmarks.md, 2026-11-29).
+//! CHANGELOG.md's measured history, 2026-11-29).
 //!
 //! Each partition's messages are routed here when it is assigned, before it fetches
 //! (librdkafka keeps a route the application set across later assignments), so all of

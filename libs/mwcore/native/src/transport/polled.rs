@@ -1,6 +1,6 @@
 //! What one poll of the native consumer takes (`consumer.rs`): its messages, their
 //! parts copied into one buffer for the whole poll (`message.rs`; measured against a
-//! buffer a message in docs/benchmarks.md, 2026-11-29), the names of their topics
+//! buffer a message in CHANGELOG.md's measured history, 2026-11-29), the names of their topics
 //! (matched per poll, not copied per message), and the errors met on the way; handed
 //! to Python in one crossing.
 

@@ -287,7 +287,7 @@ impl Producer {
     /// Serve delivery reports (rdkafka's `poll`: one event, or those that come within
     /// `timeout` seconds); the batches settled since: `(batch, ends, counts, failures)`
     /// each. (Serving every event already in, as `flush` does, cost the windowed
-    /// workload a sixth of its rate in a same-run A/B: docs/benchmarks.md.)
+    /// workload a sixth of its rate in a same-run A/B: CHANGELOG.md, measured history.)
     fn poll<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Bound<'py, PyList>> {
         py.allow_threads(|| self.inner.poll(Duration::from_secs_f64(timeout.max(0.0))));
         self.settled(py)

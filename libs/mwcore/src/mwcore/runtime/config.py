@@ -121,7 +121,7 @@ class WorkerConfig(MetricsConfig, ClientConfig):
     instance_id: str | None = None  # static group membership: fast restarts
     max_batch_records: int = Field(default=5000, ge=1)
     # 5 ms: half the latency of 10 in the worker at 10,000 records/s, and no less
-    # throughput under a backlog (docs/benchmarks.md, "The batch deadline")
+    # throughput under a backlog (CHANGELOG.md, measured history, 2026-11-28)
     max_batch_delay_ms: int = Field(default=5, ge=0)
     # how soon a dead worker's intervals move on; the broker's group.min.session.timeout.ms
     # must allow it (1 s in the local stack and compose, 6 s by Kafka's default); the

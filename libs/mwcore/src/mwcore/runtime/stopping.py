@@ -62,7 +62,7 @@ class Worker(Protocol):
 # holds up the group's rebalance, and what is not acknowledged by then the next owner
 # re-sends. The fault suite found a broker just back from a restart taking 1.4 to 2.9 s
 # to acknowledge a worker's backlog, and takeovers of 3.2 to 4 s waiting for it
-# (docs/benchmarks.md, "Takeovers and the drain").
+# (CHANGELOG.md, measured history, 2026-11-28: "Takeovers and the drain").
 REVOKE_ACKS_S = 0.5
 # A shutdown waits longer: with the pipeline stopping nobody may take its intervals over
 # soon, and what is not acknowledged waits for the next start.

@@ -31,7 +31,7 @@ job reads a snapshot while producers go on), a time range starts at the broker's
 later record in a partition may be older), see ``mwcore.transport.archive``.
 
 ``df.write.format("mw")`` appends a DataFrame to a stream (see ``sink``); the ``mw``
-format reads nothing (Spark's Kafka source is faster: docs/benchmarks.md).
+format reads nothing (Spark's Kafka source is faster: CHANGELOG.md, measured history).
 """
 
 from __future__ import annotations
