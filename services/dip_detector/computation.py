@@ -43,7 +43,7 @@ class DipDetector(Computation[dict[str, Any]]):
         v = record.value
         if record.stream == "model_updates":
             events = model.update_profile(
-                v["profile"], v["period_ms"], v["version"], v["trained_until"], record.timestamp, ctx.now_ms()
+                v["profile"], v["period_ms"], v["version"], v["trained_until"], record.timestamp, _clock(ctx)
             )
             self._emit(ctx, events, record.timestamp)
             ctx.state.set(model.to_json())
@@ -68,3 +68,12 @@ class DipDetector(Computation[dict[str, Any]]):
     def _emit(self, ctx: Context[dict[str, Any]], anomalies: list[dict[str, Any]], ts: int) -> None:
         for a in anomalies:
             ctx.produce("anomalies", {"query": ctx.key, **a}, ts)
+
+
+def _clock(ctx: Context[dict[str, Any]]) -> int | None:
+    """The wall clock a model's version is bounded by; None in a batch run over the
+    archive (``mw batch``, Spark's ``KeyRunner``: a replay of the past has no wall clock,
+    its context's time is 0), where the record's time alone bounds it, so the batch run
+    takes the models the live detector took."""
+    now = ctx.now_ms()
+    return now if now > 0 else None

@@ -62,10 +62,11 @@ MODEL_AHEAD_MS = 300_000
 
 
 def check_model(
-    profile: list[float], period_ms: int, version: int, trained_until: int, at: int, now: int
+    profile: list[float], period_ms: int, version: int, trained_until: int, at: int, now: int | None
 ) -> None:
     """``ValueError`` unless the model job could have published this model (``at``: its
-    record's time; ``now``: the detector's wall clock)."""
+    record's time; ``now``: the detector's wall clock, None where it has none: a batch
+    run over the archive, where the record's time alone bounds it)."""
     if period_ms % BUCKET_MS or not SLOTS * BUCKET_MS <= period_ms <= MAX_PERIOD_MS:
         raise ValueError(f"model refused: period {period_ms} ms is not whole seconds in {SLOTS} s to a week")
     if not 0 < len(profile) <= MAX_PROFILE_SLOTS:
@@ -77,7 +78,7 @@ def check_model(
             f"model refused: version {version} is not its training range's end ({trained_until}) "
             f"at or before its record's time ({at})"
         )
-    if version > now + MODEL_AHEAD_MS:
+    if now is not None and version > now + MODEL_AHEAD_MS:
         raise ValueError(
             f"model refused: version {version} is {version - now} ms ahead of this detector's clock "
             f"(at most {MODEL_AHEAD_MS}): no model job has trained on the future"
@@ -118,7 +119,7 @@ class QueryModel:
         return self.last + BUCKET_MS
 
     def update_profile(
-        self, profile: list[float], period_ms: int, version: int, trained_until: int, at: int, now: int
+        self, profile: list[float], period_ms: int, version: int, trained_until: int, at: int, now: int | None
     ) -> list[dict[str, Any]]:
         """A model the batch job published (``at``: its record's time; ``now``: the
         detector's wall clock): its profile
