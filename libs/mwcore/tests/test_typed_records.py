@@ -18,7 +18,7 @@ from mwcore.cores.python import PythonCore
 from mwcore.errors import ConfigError, SerializationError
 from mwcore.runtime.layout import Layout, stream_types
 from mwcore.runtime.rekey import rekey_stages
-from mwcore.serde import typed
+from mwcore.serde import record_types, typed
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.serde.native_plan import native_plan
 from mwcore.testing import Harness
@@ -200,7 +200,7 @@ def test_a_field_with_a_default_beyond_the_schema_is_allowed_and_made() -> None:
     got = typed.decoding(serde.decode, t.read)(serde.encode(VALUE))
     assert isinstance(got, Wider) and got.seen == ["default"]  # made by its __init__
     assert typed.encoding(serde.encode, t.write)(got) == serde.encode(VALUE)
-    assert typed.classes(native_plan(parsed()), Wider) is None  # not made in Rust either
+    assert record_types.classes(native_plan(parsed()), Wider) is None  # not made in Rust either
 
 
 # -- decoding and encoding ----------------------------------------------------------------
@@ -275,7 +275,7 @@ def test_the_native_codecs_give_the_same_typed_values_and_bytes(tp: type) -> Non
     t = typed.check(tp, parsed(), "orders")
     native, python = NativeCore(), PythonCore()
     if tp is not OrderM:
-        assert typed.classes(native_plan(parsed()), tp) is not None  # made in Rust
+        assert record_types.classes(native_plan(parsed()), tp) is not None  # made in Rust
     data = serde.encode(VALUE)
     for value in (VALUE, {**VALUE, "first": None, "lines": [], "note": "n"}):
         data = serde.encode(value)

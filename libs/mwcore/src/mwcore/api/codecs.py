@@ -9,10 +9,10 @@ from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
 import orjson
-import pydantic
 
 from mwcore.errors import ConfigError, SerializationError
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
+from mwcore.serde.record_types import is_model
 
 T = TypeVar("T")
 
@@ -99,7 +99,7 @@ class PydanticCodec(Generic[T]):
     """A pydantic model, stored as its JSON (``model_dump_json``), read back validated."""
 
     def __init__(self, cls: type[T]) -> None:
-        if not _is_model(cls):
+        if not is_model(cls):
             raise ConfigError(f"PydanticCodec needs a pydantic model, got {cls!r}")
         self._cls: Any = cls
 
@@ -125,17 +125,13 @@ def _must_be(value: object, cls: type[Any]) -> None:
         raise SerializationError(f"state must be a {cls.__name__}, got {type(value)}")
 
 
-def _is_model(cls: object) -> bool:
-    return isinstance(cls, type) and issubclass(cls, pydantic.BaseModel)
-
-
 def codec_for(state_type: Any) -> StateCodec[Any]:
     """The codec a state of ``state_type`` is stored with (``Computation[S]``'s ``S``): a
     dataclass's ``DataclassCodec``, a pydantic model's ``PydanticCodec``, and ``JsonCodec``
     for anything else (numbers, strings, lists and dicts of them, ``Any``, or no type)."""
     if isinstance(state_type, type) and dataclasses.is_dataclass(state_type):
         return DataclassCodec(state_type)
-    if _is_model(state_type):
+    if is_model(state_type):
         return PydanticCodec(state_type)
     return JsonCodec()
 

@@ -38,7 +38,7 @@ from mwcore.api.codecs import StateCodec, codec_for
 from mwcore.api.record import Record, Timer
 from mwcore.errors import ConfigError
 from mwcore.serde.framing import Wire, check_wire
-from mwcore.serde.typed import is_record_type
+from mwcore.serde.record_types import is_record_type
 
 if TYPE_CHECKING:
     from mwcore.api.context import Context

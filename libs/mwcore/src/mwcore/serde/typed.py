@@ -15,7 +15,7 @@ way. Other dataclasses are called with the fields; pydantic models validate the 
 Encoding takes an instance back to what the codec writes (``plain``); a dict is
 written as it is, so dict productions keep working on a typed output.
 
-On the native core (``classes``), a plan whose records are all plain dataclasses
+On the native core (``record_types.classes``), a plan whose records are all plain dataclasses
 names their classes: Rust makes each record's instance around the dict it decodes,
 and writes an instance of the class from its ``__dict__``, with no Python call.
 
@@ -28,13 +28,20 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import decimal
-import types
 import typing
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from mwcore.errors import ConfigError, SerializationError
+from mwcore.serde.record_types import (
+    fields_of,
+    has_default,
+    is_model,
+    is_record_type,
+    plain_dataclass,
+    split_optional,
+)
 
 Convert = Callable[[Any], Any]
 
@@ -62,48 +69,6 @@ _LOGICAL: dict[str, tuple[type, ...]] = {
 }
 
 
-def is_record_type(tp: Any) -> bool:
-    """A dataclass or a pydantic model (what a record schema maps to)."""
-    return isinstance(tp, type) and (dataclasses.is_dataclass(tp) or _is_model(tp))
-
-
-def _is_model(tp: Any) -> bool:
-    try:
-        from pydantic import BaseModel
-    except ImportError:  # pragma: no cover - pydantic is a dependency
-        return False
-    return isinstance(tp, type) and issubclass(tp, BaseModel)
-
-
-def _plain_dataclass(tp: type) -> bool:
-    """Made without its ``__init__``: an instance around the decoded dict. Not where the
-    class or a base has ``__slots__`` (its slots would shadow the dict), runs code on
-    making (``__post_init__``, a ``__new__`` or an ``__init__`` of its own) or validates
-    (a pydantic dataclass)."""
-    if not dataclasses.is_dataclass(tp) or hasattr(tp, "__pydantic_validator__"):
-        return False
-    if any("__slots__" in k.__dict__ for k in tp.__mro__[:-1]):
-        return False
-    init = getattr(tp, "__init__", None)
-    generated = getattr(getattr(init, "__code__", None), "co_filename", "") == "<string>"
-    return generated and not hasattr(tp, "__post_init__") and tp.__new__ is object.__new__
-
-
-def _fields(tp: type) -> dict[str, Any]:
-    """Field name -> annotation (resolved) of a dataclass or pydantic model."""
-    if _is_model(tp):
-        return {name: f.annotation for name, f in tp.model_fields.items()}  # type: ignore[attr-defined]
-    hints = typing.get_type_hints(tp)
-    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(tp)}
-
-
-def _has_default(tp: type, name: str) -> bool:
-    if _is_model(tp):
-        return not tp.model_fields[name].is_required()  # type: ignore[attr-defined]
-    f = next(f for f in dataclasses.fields(tp) if f.name == name)
-    return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-
-
 def _named(parsed: Any) -> dict[str, Any]:
     """Full name -> definition of every named type in a parsed schema."""
     out: dict[str, Any] = {}
@@ -125,17 +90,6 @@ def _named(parsed: Any) -> dict[str, Any]:
 
     walk(parsed)
     return out
-
-
-def _split_optional(tp: Any) -> tuple[Any, bool]:
-    """``T | None`` -> (T, True); anything else -> (itself, False)."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        rest = [a for a in args if a is not type(None)]
-        if len(rest) < len(args):
-            return (rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]), True  # noqa: UP007
-    return tp, False
 
 
 class Typed(NamedTuple):
@@ -170,7 +124,7 @@ class _Checker:
         if tp is Any or tp is object:
             return None, None
         schema = self.resolve(schema)
-        inner, optional = _split_optional(tp)
+        inner, optional = split_optional(tp)
         if isinstance(schema, list):  # a union
             branches = [self.resolve(b) for b in schema]
             nullable = "null" in branches
@@ -264,7 +218,7 @@ class _Checker:
 
     def _fields_of(self, schema: dict[str, Any], tp: Any, where: str) -> tuple[Convert, Convert]:
         try:
-            fields = _fields(tp)
+            fields = fields_of(tp)
         except Exception as exc:  # an annotation that does not resolve (NameError)
             raise _Mismatch(f"{where}: the annotations of {tp.__name__} do not resolve: {exc}") from None
         names = [f["name"] for f in schema["fields"]]
@@ -272,8 +226,8 @@ class _Checker:
         missing = [n for n in names if n not in fields]
         if missing:
             raise _Mismatch(f"{where}: {tp.__name__} has no field {missing[0]!r} of {schema['name']}")
-        if extra and not all(_has_default(tp, n) for n in extra):
-            n = next(n for n in extra if not _has_default(tp, n))
+        if extra and not all(has_default(tp, n) for n in extra):
+            n = next(n for n in extra if not has_default(tp, n))
             raise _Mismatch(f"{where}: {tp.__name__}.{n} is not a field of {schema['name']}")
         nested: dict[str, tuple[Convert | None, Convert | None]] = {}
         for f in schema["fields"]:
@@ -302,7 +256,7 @@ def _reader(tp: type, nested: dict[str, Convert], around: bool = True) -> Conver
     it: a ``SerializationError``, which makes the record a dead letter as a value that
     does not decode does). The dict is the decoder's own, made for this value."""
     items = tuple(nested.items())
-    if around and _plain_dataclass(tp):
+    if around and plain_dataclass(tp):
         new, put = object.__new__, object.__setattr__  # put: past a frozen one's __setattr__
 
         def make(d: dict[str, Any]) -> Any:
@@ -312,7 +266,7 @@ def _reader(tp: type, nested: dict[str, Convert], around: bool = True) -> Conver
             put(obj, "__dict__", d)
             return obj
 
-    elif _is_model(tp):
+    elif is_model(tp):
         make = tp.model_validate  # type: ignore[attr-defined]
     else:  # its __init__ with the fields it takes, the others set after (init=False)
         init = {f.name for f in dataclasses.fields(tp) if f.init}
@@ -338,10 +292,10 @@ def _reader(tp: type, nested: dict[str, Convert], around: bool = True) -> Conver
 def _writer(tp: type, names: list[str], nested: dict[str, Convert]) -> Convert:
     """``tp`` (or a dict: its nested values of their types too) -> a dict the codec
     writes."""
-    if _is_model(tp):  # model_dump takes the nested ones too
+    if is_model(tp):  # model_dump takes the nested ones too
         return plain
     items = tuple(nested.items())
-    plain_dc = _plain_dataclass(tp) and not items
+    plain_dc = plain_dataclass(tp) and not items
 
     def write(v: Any) -> Any:
         if isinstance(v, dict):
@@ -381,39 +335,6 @@ def check(tp: type, parsed: Any, what: str) -> Typed:
     return Typed(tp, read, write)
 
 
-def classes(plan: Any, tp: Any) -> Any:
-    """The native codec's plan (``serde/native_plan.py``) of a schema ``tp`` matches
-    (``check``), its records naming their classes: ``("record", fields, cls)``; None
-    unless every record type in it is a plain dataclass (Rust makes those alone)."""
-    tp, _ = _split_optional(tp)
-    kind = plan[0]
-    if tp is Any or tp is object:  # dicts, as the Python path leaves them
-        return plan
-    if kind == "union":
-        inner = classes(plan[2], tp)
-        return None if inner is None else ("union", plan[1], inner)
-    if kind == "array":
-        args = typing.get_args(tp)
-        inner = classes(plan[1], args[0] if args else Any)
-        return None if inner is None else ("array", inner, plan[2])
-    if kind == "map":
-        args = typing.get_args(tp)
-        inner = classes(plan[1], args[1] if len(args) == 2 else Any)
-        return None if inner is None else ("map", inner)
-    if kind == "record":
-        annotations = _fields(tp)
-        if not _plain_dataclass(tp) or len(annotations) != len(plan[1]):  # (fields beyond the schema)
-            return None
-        fields = []
-        for name, sub, nullable in plan[1]:
-            inner = classes(sub, annotations[name])
-            if inner is None:
-                return None
-            fields.append((name, inner, nullable))
-        return ("record", tuple(fields), tp)
-    return plan
-
-
 def decoding(decode: Callable[[bytes], Any], read: Convert) -> Callable[[bytes], Any]:
     """``decode``, its value made the stream's type."""
 
@@ -437,7 +358,7 @@ def plain(value: Any) -> Any:
     they are, dataclasses and models as dicts."""
     if isinstance(value, dict):
         return value
-    if _is_model(type(value)):
+    if is_model(type(value)):
         return value.model_dump()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)

@@ -18,14 +18,15 @@ from mwcore.cores.native import rust
 from mwcore.limits import MAX_AVRO_ITEMS
 from mwcore.serde.avro import AvroSerde
 from mwcore.serde.native_plan import native_plan
-from mwcore.serde.typed import Typed, classes
+from mwcore.serde.record_types import classes
+from mwcore.serde.typed import Typed
 from mwcore.serde.typed import decoding as decoding_typed
 from mwcore.serde.typed import encoding as encoding_typed
 
 
 def decoding(serde: AvroSerde, typed: Typed | None = None) -> Callable[[bytes], Any]:
     """``serde.decode``, on the native core (into ``typed``'s type, where given: made in
-    Rust where every record type in it is a plain dataclass, ``serde/typed.py: classes``;
+    Rust where every record type in it is a plain dataclass, ``serde/record_types.py: classes``;
     else by its reader, called from Rust on each value decoded)."""
     fallback = serde.decode if typed is None else decoding_typed(serde.decode, typed.read)
     plan = native_plan(serde.schema.parsed)
