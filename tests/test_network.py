@@ -109,10 +109,18 @@ def test_negative_control_fencing_off_a_redis_partition_is_caught(net: tuple[Loc
     """With the token check off, a worker's commit held by a partition lands after its
     intervals moved to another worker: the checker sees it. What it breaks depends on
     what the stale commit rolled back and who read it after (a key's state, its running
-    sums, its timers), so any check counts; three partitions, as two sometimes rolled
-    back only what the next owner wrote again (on a loaded CI run, none was caught)."""
+    sums, its timers), so any check counts. Whether a partition holds a commit at all is
+    timing: one cutting the worker while it waits on another Redis call holds none (the
+    step then finds its intervals gone and drops the batch). So a run is three
+    partitions, and a run that caught nothing is run again, up to three runs (a run of
+    three caught nothing once, in a loaded CI run on 2026-12-07)."""
     env = '{"MW_UNSAFE_DISABLE_FENCING": "1"}'
     more = ("--partition", "drop", "--fault-seconds", "12,14", "--worker-env", env)
-    result = _run(net, "partition_redis", *more, faults=3)
-    assert result["verdict"] == "violated", result
+    runs = []
+    for _ in range(3):
+        result = _run(net, "partition_redis", *more, faults=3)
+        runs.append({k: n for k, n in result["checks"].items() if n})
+        if result["verdict"] == "violated":
+            break
+    assert result["verdict"] == "violated", (runs, result)
     assert sum(result["checks"].values()) > 0, result["checks"]

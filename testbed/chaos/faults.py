@@ -121,6 +121,11 @@ class Run:
         feeder.start()
         monitor.start()
         wait_for(lambda: all(commits(monitor, i) >= 2 for i in range(INTERVALS)), 90, "a first checkpoint")
+        if self.links is not None:
+            # a network fault falls on a settled group: each worker owns intervals and
+            # commits them (a partition drawn while the second worker still joined cut
+            # one that was acquiring intervals, with no batch of its own in flight)
+            wait_for(lambda: settled(monitor, min(n_workers, INTERVALS)), 90, "every worker owning intervals")
 
     def halt(self, feeder: Feeder, monitor: Monitor) -> None:
         """Stop everything ``launch`` started."""
@@ -260,6 +265,24 @@ def stopped(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
     except OSError:
         return False
+
+
+def settled(monitor: Monitor, owners: int, commits_each: int = 2) -> bool:
+    """``owners`` distinct owners among the intervals, each interval committed
+    ``commits_each`` times under its present owner."""
+    series_all = [list(series) for series in monitor.samples]
+    if not all(series_all) or len({series[-1].owner for series in series_all}) < owners:
+        return False
+    for series in series_all:
+        last = series[-1]
+        first = last
+        for s in reversed(series):
+            if s.owner != last.owner:
+                break
+            first = s
+        if last.commits - first.commits < commits_each:
+            return False
+    return True
 
 
 def commits(monitor: Monitor, i: int) -> int:
