@@ -163,7 +163,14 @@ class Context(Generic[S]):
         return self._effects
 
     def now_ms(self) -> int:
-        """Wall-clock time in ms from the runtime's clock (for wall-time timers)."""
+        """Wall-clock time in ms from the runtime's clock (for wall-time timers).
+
+        A worker reads the system clock. The engines without a broker keep a virtual
+        one: the harness and the in-memory runner start it at their ``wall_ms`` (0) and
+        move it with ``advance_wall``; ``mw batch`` and the Spark jobs leave it at 0, as
+        their records' times, not a clock, drive them. Code that bounds something by the
+        clock reads 0 as "no clock here" (the dip detector's model bound does).
+        """
         return self._clock()
 
     def produce(
