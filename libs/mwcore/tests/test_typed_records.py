@@ -1,6 +1,6 @@
-"""Typed records (``serde/typed.py``): types checked against their schemas (one line
-naming the field), values decoded into them and encoded from them as the dicts would
-be, on both cores' codecs, in the harness and the rekey stage."""
+"""Typed records (``serde/typed.py``): values decoded into their types and encoded from
+them as the dicts would be, on both cores' codecs, in the harness and the rekey stage
+(the check of a type against its schema: ``test_typed_check.py``)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import dataclasses
 import enum
 import importlib.util
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import pytest
 from pydantic import BaseModel
+from typed_orders import ORDER, VALUE, Line, LineM, Order, OrderM, order_with, parsed, registry, typed_value
 
 from mwcore import Computation, Context, Input, Output, Record
 from mwcore.cores.python import PythonCore
@@ -22,186 +23,6 @@ from mwcore.serde import record_types, typed
 from mwcore.serde.avro import AvroSerde, SchemaRegistry
 from mwcore.serde.native_plan import native_plan
 from mwcore.testing import Harness
-
-ORDER = {
-    "type": "record",
-    "name": "Order",
-    "namespace": "t",
-    "fields": [
-        {"name": "id", "type": "string"},
-        {"name": "customer", "type": "string"},
-        {
-            "name": "lines",
-            "type": {
-                "type": "array",
-                "items": {
-                    "type": "record",
-                    "name": "Line",
-                    "fields": [
-                        {"name": "sku", "type": "string"},
-                        {"name": "qty", "type": "int"},
-                        {"name": "price", "type": "double"},
-                    ],
-                },
-            },
-        },
-        {"name": "note", "type": ["null", "string"], "default": None},
-        {"name": "tags", "type": {"type": "map", "values": "long"}, "default": {}},
-        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}, "default": "A"},
-        {"name": "first", "type": ["null", "Line"], "default": None},
-        {"name": "rush", "type": "boolean", "default": False},
-    ],
-}
-
-
-@dataclass
-class Line:
-    sku: str
-    qty: int
-    price: float
-
-
-@dataclass
-class Order:
-    id: str
-    customer: str
-    lines: list[Line]
-    note: str | None = None
-    tags: dict[str, int] = dataclasses.field(default_factory=dict)
-    kind: Literal["A", "B"] = "A"
-    first: Line | None = None
-    rush: bool = False
-
-
-class LineM(BaseModel):
-    sku: str
-    qty: int
-    price: float
-
-
-class OrderM(BaseModel):
-    id: str
-    customer: str
-    lines: list[LineM]
-    note: str | None = None
-    tags: dict[str, int] = {}
-    kind: str = "A"
-    first: LineM | None = None
-    rush: bool = False
-
-
-def registry() -> SchemaRegistry:
-    reg = SchemaRegistry()
-    reg.add(ORDER)
-    return reg
-
-
-VALUE = {
-    "id": "o1",
-    "customer": "c",
-    "lines": [{"sku": "a", "qty": 2, "price": 1.5}],
-    "note": None,
-    "tags": {"x": 3},
-    "kind": "B",
-    "first": {"sku": "a", "qty": 2, "price": 1.5},
-    "rush": True,
-}
-
-
-def typed_value() -> Order:
-    line = Line("a", 2, 1.5)
-    return Order("o1", "c", [line], None, {"x": 3}, "B", Line("a", 2, 1.5), True)
-
-
-def parsed() -> Any:
-    return registry().latest("t.Order").parsed
-
-
-# -- the check ----------------------------------------------------------------------------
-
-
-def test_matching_types_pass_the_check() -> None:
-    for tp in (Order, OrderM):
-        t = typed.check(tp, parsed(), "orders")
-        assert t.type is tp and callable(t.read) and callable(t.write)
-
-
-def _with(name: str, annotation: Any, default: Any = dataclasses.MISSING) -> type:
-    """Order with one field's annotation changed (or added)."""
-    fields = [(f.name, f.type if f.name != name else annotation, f) for f in dataclasses.fields(Order)]
-    spec: list[Any] = []
-    for fname, ann, f in fields:
-        if fname == name:
-            spec.append(
-                (fname, ann, dataclasses.field(default=default))
-                if default is not dataclasses.MISSING
-                else (fname, ann)
-            )
-        elif f.default is not dataclasses.MISSING:
-            spec.append((fname, ann, dataclasses.field(default=f.default)))
-        elif f.default_factory is not dataclasses.MISSING:
-            spec.append((fname, ann, dataclasses.field(default_factory=f.default_factory)))
-        else:
-            spec.append((fname, ann))
-    if name not in {f.name for f in dataclasses.fields(Order)}:
-        spec.append(
-            (name, annotation)
-            if default is dataclasses.MISSING
-            else (name, annotation, dataclasses.field(default=default))
-        )
-    # fields without defaults first, as dataclasses wants them
-    spec.sort(key=lambda s: len(s) == 3)
-    made = dataclasses.make_dataclass("Order", spec)
-    made.__module__ = __name__  # where its annotations resolve
-    return made
-
-
-@pytest.mark.parametrize(
-    ("tp", "says"),
-    [
-        (_with("customer", int), "Order.customer: the schema's string is not a int"),
-        (_with("note", str), "Order.note: the schema allows null, the type str does not"),
-        (_with("id", "str | None"), "Order.id: the type allows None, the schema does not"),
-        (_with("lines", dict[str, Line]), "Order.lines: the schema's array is not a dict"),
-        (_with("tags", dict[str, str]), "Order.tags{}: the schema's long is not a str"),
-        (_with("rush", int), "Order.rush: the schema's boolean is not a int"),
-        (_with("kind", Literal[1, 2]), "Order.kind: the schema's enum is not a"),
-        (_with("extra", int), "Order.extra is not a field of t.Order"),
-        (_with("lines", list[dict[str, Any]]), "Order.lines[]: the schema's record t.Line is not a dict"),
-    ],
-)
-def test_a_mismatch_is_one_line_naming_the_field(tp: type, says: str) -> None:
-    with pytest.raises(ConfigError) as caught:
-        typed.check(tp, parsed(), "comp: 'orders'")
-    text = str(caught.value)
-    assert "\n" not in text
-    assert text.startswith("comp: 'orders': type Order does not match schema t.Order: "), text
-    assert says in text, text
-
-
-def test_a_missing_field_and_a_non_record_type_are_refused() -> None:
-    @dataclass
-    class Short:
-        id: str
-
-    with pytest.raises(ConfigError, match=r"Short has no field 'customer' of t\.Order"):
-        typed.check(Short, parsed(), "orders")
-    with pytest.raises(ConfigError, match=r"is not a dataclass or a pydantic model"):
-        typed.check(dict, parsed(), "orders")
-
-
-def test_a_field_with_a_default_beyond_the_schema_is_allowed_and_made() -> None:
-    @dataclass
-    class Wider(Order):
-        seen: list[str] = dataclasses.field(default_factory=lambda: ["default"])
-
-    t = typed.check(Wider, parsed(), "orders")
-    serde = AvroSerde(registry(), "t.Order")
-    got = typed.decoding(serde.decode, t.read)(serde.encode(VALUE))
-    assert isinstance(got, Wider) and got.seen == ["default"]  # made by its __init__
-    assert typed.encoding(serde.encode, t.write)(got) == serde.encode(VALUE)
-    assert record_types.classes(native_plan(parsed()), Wider) is None  # not made in Rust either
-
 
 # -- decoding and encoding ----------------------------------------------------------------
 
@@ -263,7 +84,7 @@ def test_frozen_slotted_and_post_init_dataclasses_are_made_too() -> None:
     assert made == ["s", "s"]  # the constructed one, and the decoded one
 
 
-@pytest.mark.parametrize("tp", [Order, OrderM, _with("tags", Any)])
+@pytest.mark.parametrize("tp", [Order, OrderM, order_with("tags", Any)])
 def test_the_native_codecs_give_the_same_typed_values_and_bytes(tp: type) -> None:
     """Differential (I-13): the native core's typed decoder and encoder against the
     Python core's, on values decoded in Rust (classes in the plan for plain dataclasses,
@@ -342,7 +163,7 @@ def test_the_harness_takes_and_gives_typed_values_and_dicts() -> None:
 def test_the_worker_layout_refuses_a_mismatch_before_it_binds() -> None:
     class Wrong(Count):
         name = "wrong_count"
-        outputs = (Output("copies", schema="t.Order", type=_with("customer", int)),)
+        outputs = (Output("copies", schema="t.Order", type=order_with("customer", int)),)
 
     with pytest.raises(ConfigError, match="wrong_count: 'copies': type Order does not match"):
         stream_types(Wrong, registry())
@@ -482,43 +303,6 @@ def test_types_made_by_their_init_slots_in_a_base_init_false_and_validators() ->
     _, read, _ = typed.check(Checked, schema, "lines")
     with pytest.raises(SerializationError, match="Checked refuses it"):
         read({"sku": "s", "qty": 0, "price": 2.0})
-
-
-@pytest.mark.parametrize(
-    ("annotation", "says"),
-    [
-        (Literal["A"], "enum is not a"),  # not every symbol
-        (enum.Enum("Kind", "A B"), "enum is not a"),  # decoded as a str
-        (tuple[Line, ...], "array is not a"),  # decoded as a list
-    ],
-)
-def test_what_avro_does_not_decode_as_is_refused(annotation: Any, says: str) -> None:
-    field = "kind" if "enum" in says else "lines"
-    with pytest.raises(ConfigError, match=says):
-        typed.check(_with(field, annotation), parsed(), "orders")
-
-
-@dataclass
-class Node:
-    value: int
-    next: Node | None = None
-
-
-def test_a_recursive_record_is_refused_in_one_short_line() -> None:
-    schema = {
-        "type": "record",
-        "name": "Node",
-        "namespace": "t",
-        "fields": [
-            {"name": "value", "type": "long"},
-            {"name": "next", "type": ["null", "t.Node"], "default": None},
-        ],
-    }
-    reg = SchemaRegistry()
-    reg.add(schema)
-    with pytest.raises(ConfigError, match="recursive") as caught:
-        typed.check(Node, reg.latest("t.Node").parsed, "nodes")
-    assert len(str(caught.value)) < 200
 
 
 def test_the_harness_takes_the_same_decoded_dict_twice() -> None:
