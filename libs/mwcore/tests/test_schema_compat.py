@@ -16,7 +16,7 @@ import fastavro
 import pytest
 
 from mwcore.serde.avro import SchemaRegistry, _fingerprint
-from mwcore.serde.compat import Rule, incompatibilities, upgrade_refusal
+from mwcore.serde.compat import Rule, incompatibilities, shares_defaults, upgrade_refusal
 from mwcore.serde.schema_doc import definitions, standalone
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -341,3 +341,33 @@ def test_a_document_has_the_schemas_fingerprint_and_inlines_types_of_other_files
     assert _fingerprint(fastavro.parse_schema(sv.document, named_schemas={})) == sv.fingerprint
     # the fingerprint the kit gave such a schema before (other files' types left out)
     assert reg.by_fingerprint(_fingerprint(sv.parsed)) is sv
+
+
+@pytest.mark.parametrize(
+    ("schema", "shares"),
+    [
+        (rec(f("a", "long", default=0), f("b", ["null", "string"], default=None)), False),
+        (rec(f("a", {"type": "array", "items": "long"}, default=[])), True),
+        (rec(f("a", {"type": "map", "values": "long"}, default={})), True),
+        (rec(f("a", rec(f("z", "string"), name="t.Z"), default={"z": "eu"})), True),
+        # nested: a record in an array whose field's default is a list
+        (
+            rec(
+                f(
+                    "a",
+                    {
+                        "type": "array",
+                        "items": rec(f("l", {"type": "array", "items": "long"}, default=[]), name="t.I"),
+                    },
+                )
+            ),
+            True,
+        ),
+        # a recursive record without mutable defaults: walked once
+        (rec(f("n", ["null", "t.R"], default=None)), False),
+    ],
+)
+def test_what_an_older_writer_can_share_of_the_readers_defaults(schema: dict[str, Any], shares: bool) -> None:
+    """Read with an older writer, fastavro hands each value the reader's default object:
+    ``AvroSerde.decode`` copies the value where one is mutable, and only there."""
+    assert shares_defaults(fastavro.parse_schema(schema)) is shares

@@ -34,6 +34,7 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from mwcore.errors import ConfigError, SerializationError, UnknownSchemaError
 from mwcore.serde.codegen import Codec, compile_codec
+from mwcore.serde.compat import shares_defaults
 from mwcore.serde.framing import (
     SINGLE_OBJECT,
     SINGLE_OBJECT_HEADER_LEN,
@@ -264,6 +265,7 @@ class AvroSerde:
     told)."""
 
     __slots__ = (
+        "_copy_resolved",
         "_decode_body",
         "_encode",
         "_fingerprint",
@@ -283,6 +285,7 @@ class AvroSerde:
         self._framing = framing
         self._reads = framing.reads
         self._schema = registry.latest(name)
+        self._copy_resolved = shares_defaults(self._schema.parsed)  # (decode, an older writer)
         self._fingerprint = self._schema.fingerprint
         self._header = framing.header(self._schema.fingerprint)
         if framing.schema_id is not None:
@@ -354,8 +357,8 @@ class AvroSerde:
         try:
             value = fastavro.schemaless_reader(io.BytesIO(data[frame.body :]), writer.parsed, resolve_into)
             # read with an older writer, a field it lacks is the reader schema's default
-            # object itself (fastavro shares it): each value gets its own copy
-            return value if resolve_into is None else copy.deepcopy(value)
+            # object itself (fastavro shares it): a mutable one, each value gets its own copy
+            return copy.deepcopy(value) if resolve_into is not None and self._copy_resolved else value
         except Exception as exc:
             what = f"{reader.name} v{reader.version}"
             if writer is not reader:

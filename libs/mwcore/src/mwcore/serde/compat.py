@@ -109,6 +109,34 @@ def _refusal(name: str, new: str, old: str, inc: Incompatibility, *, old_reads_n
     return f"schema {name} {new} {change}: {consequence} (Avro: {inc.rule.value})"
 
 
+def shares_defaults(schema: Any) -> bool:
+    """Whether reading with an older writer can hand out a default of ``schema`` (the
+    reader) itself: fastavro puts a field's default object into each value that lacks
+    the field, so a mutable one (a list, a map, a record) must be copied per value."""
+    seen: set[str] = set()
+
+    def walk(t: Any) -> bool:
+        if isinstance(t, list):
+            return any(walk(branch) for branch in t)
+        if not isinstance(t, dict):
+            return False
+        kind = t.get("type")
+        if kind == "record" or kind == "error":
+            if t.get("name") in seen:
+                return False
+            seen.add(t.get("name", ""))
+            return any(
+                isinstance(f.get("default"), (list, dict)) or walk(f.get("type")) for f in t.get("fields", [])
+            )
+        if kind == "array":
+            return walk(t.get("items"))
+        if kind == "map":
+            return walk(t.get("values"))
+        return walk(kind) if isinstance(kind, (dict, list)) else False
+
+    return walk(schema)
+
+
 def describe(schema: Any, named: dict[str, dict[str, Any]]) -> str:
     """A short name of a type: ``long``, ``array<string>``, ``[null, record a.B]``."""
     s = _resolve(schema, named)
